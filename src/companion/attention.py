@@ -76,8 +76,8 @@ def _as_array(value, exact: bool, name: str, shape_prefix: tuple, last: int | No
     want = shape_prefix + ((last,) if last is not None else ())
     if last is None and arr.shape != shape_prefix:
         raise ValueError(f"{name} must return shape {want}, got {arr.shape}")
-    if last is not None and (arr.shape[:-1] != shape_prefix or arr.ndim != len(want)):
-        raise ValueError(f"{name} must return shape {shape_prefix + ('d',)}, got {arr.shape}")
+    if last is not None and arr.shape != want:
+        raise ValueError(f"{name} must return shape {want}, got {arr.shape}")
     if not exact and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} returned NaN or infinite entries")
     return arr
@@ -92,8 +92,10 @@ def _features(head: KernelAttentionHead, x, query, exact: bool):
          for p in range(n)], axis=-2)
     vals = [np.asarray(head.values(x[..., p, :], p), dtype=object if exact else np.float64)
             for p in range(n)]
-    d = vals[0].shape[-1] if vals[0].ndim == len(batch) + 1 else None
-    vals = np.stack([_as_array(v, exact, "values", batch, d) for v in vals], axis=-2)
+    if vals[0].ndim != len(batch) + 1:
+        raise ValueError(f"values must return shape {batch + ('d',)}, got {vals[0].shape}")
+    vals = np.stack([_as_array(v, exact, "values", batch, vals[0].shape[-1]) for v in vals],
+                    axis=-2)
     a = _as_array(head.readout_weights(query), exact, "readout_weights", batch, vals.shape[-1])
     b = _as_array(head.readout_bias(query), exact, "readout_bias", batch, None)
     return phi_q, phi_k, vals, a, b
@@ -143,6 +145,26 @@ def kernel_attention_sketch(head: KernelAttentionHead, sequences, convention="bi
     return _divide(num, total, exact) + b
 
 
+def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="bidirectional"):
+    """Exact output as integer (numerator, denominator) arrays, for heads whose maps return ints.
+
+    y = num / den with num = sum_p alpha_p <a, v_p> + b sum_p alpha_p and den = sum_p alpha_p.
+    Vectorised int64 arithmetic: the exhaustive checks of constructions use it at scale.
+    """
+    x, query = _prepare(sequences, convention)
+    phi_q, phi_k, vals, a, b = _features(head, x, query, exact=False)
+    ints = [np.asarray(head.query_features(query))] + [
+        np.asarray(f(x[..., 0, :], 0)) for f in (head.key_features, head.values)
+    ] + [np.asarray(head.readout_weights(query)), np.asarray(head.readout_bias(query))]
+    if not all(np.issubdtype(arr.dtype, np.integer) for arr in ints):
+        raise TypeError("kernel_attention_integer needs a head whose maps return integer arrays")
+    phi_q, phi_k, vals, a, b = (np.asarray(t).astype(np.int64) for t in (phi_q, phi_k, vals, a, b))
+    alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
+    den = _check_weights(alpha, exact=False)
+    num = (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1) + b * den
+    return num, den
+
+
 def key_sketch(key_features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """S = sum_p phi_K(x_p) v(x_p)^T of shape (..., r, d) and u = sum_p phi_K(x_p), (..., r)."""
     sketch_s = (key_features[..., :, :, None] * values[..., :, None, :]).sum(axis=-3)
@@ -171,6 +193,14 @@ def softmax_attention(head: SoftmaxAttentionHead, sequences,
     w = np.exp(logits - logits.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
     return (w * (v * a[..., None, :]).sum(axis=-1)).sum(axis=-1) + b
+
+
+def softmax_weights(head: SoftmaxAttentionHead, sequences, convention="bidirectional"):
+    """Unnormalised softmax weights exp(<q(x), k(x_p)>) for every position: shape (..., n)."""
+    x, query = _prepare(sequences, convention)
+    q = np.asarray(head.query_map(query), dtype=np.float64)
+    k = np.asarray(head.key_map(x), dtype=np.float64)
+    return np.exp((k * q[..., None, :]).sum(axis=-1))
 
 
 def _divide(num, den, exact: bool):

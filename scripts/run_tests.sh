@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run every test: unit and property tests, then nbval over every executed notebook, then
+# (when _build/html exists, i.e. after scripts/build_book.sh) the browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+export MPLBACKEND=Agg PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+.venv/bin/python -m pytest tests -m "not browser" "$@"
+.venv/bin/python -m pytest --nbval notebooks/ \
+  --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 "$@"
+.venv/bin/python -m pytest tests -m browser "$@"

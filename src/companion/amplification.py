@@ -1,0 +1,190 @@
+"""Lemma C: amplification of gap domination along a chain of keys.
+
+A chain of keys z_0, ..., z_k whose overlaps with the query rise by gaps g_1, ..., g_k gives
+D(x;z_0) >= prod_i c(g_i) * D(x;z_k). The best chain for a total gap G is worth
+rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod_i max(c_{n,eps}(g_i), 0).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .gap_domination import check_eps, check_length, gap_domination_factor
+
+#: Largest total gap that :func:`brute_force_chain_factor` enumerates (2**(G-1) compositions).
+MAX_BRUTE_FORCE_GAP = 20
+
+
+def check_gap(G, name: str = "G") -> int:
+    """Return the total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
+    if isinstance(G, bool) or not isinstance(G, (int, np.integer)):
+        raise TypeError(f"{name} (total gap) must be an int, got {type(G).__name__}")
+    if G < 1:
+        raise ValueError(f"{name} (total gap) must be an int >= 1, got {G}")
+    return int(G)
+
+
+def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """max(c_{n,eps}(g), 0): what one link of gap g proves about D(z)/D(z')."""
+    # A factor <= 0 proves nothing (D >= 0 holds anyway) and must not be chained: multiplying
+    # D(z0) >= c1 D(z1) by a negative c2 flips the second inequality, so two negative factors
+    # would "prove" a positive ratio. Clamping at 0 makes such a chain worth exactly 0.
+    return max(gap_domination_factor(g, n, eps), Fraction(0))
+
+
+class _ChainTable:
+    """Exact DP table of rho(0..G) for one (n, eps), grown on demand.
+
+    All link factors share the denominator D = 2p (eps = p/q): c(g) = N_g / D with N_g an
+    integer. A composition with k parts is worth prod N_g / D**k; multiplying by D**G turns
+    every candidate into the integer prod_i N_{g_i} D**(g_i - 1), so the DP runs on Python ints
+    (exact and fast) and rho(G) = R[G] / D**G.
+    """
+
+    def __init__(self, n: int, eps: Fraction):
+        self.n, self.eps = n, eps
+        self.D = 2 * eps.numerator
+        self.weights = [0]  # W(g) = max(c(g), 0) * D**g, an int
+        self.R = [1]  # R[G] = rho(G) * D**G; rho(0) = 1 (the empty chain)
+        self.last = [0]  # last part of the optimal composition (0 for G = 0 or rho = 0)
+        self.parts = [0]  # number of parts of the optimal composition
+
+    def grow(self, G: int) -> None:
+        for g in range(len(self.weights), G + 1):
+            w = link_factor(g, self.n, self.eps) * self.D**g
+            assert w.denominator == 1
+            self.weights.append(int(w))
+        W = self.weights
+        for total in range(len(self.R), G + 1):
+            best, best_last, best_parts = 0, 0, 0
+            for g in range(1, total + 1):
+                value = W[g] * self.R[total - g]
+                if value == 0:
+                    continue
+                parts = self.parts[total - g] + 1
+                # ties: fewer links (a smaller witness family), then the shorter last link
+                if value > best or (value == best and parts < best_parts):
+                    best, best_last, best_parts = value, g, parts
+            self.R.append(best)
+            self.last.append(best_last)
+            self.parts.append(best_parts)
+
+    def rho(self, G: int) -> Fraction:
+        self.grow(G)
+        return Fraction(self.R[G], self.D**G)
+
+    def chain(self, G: int) -> tuple[int, ...]:
+        self.grow(G)
+        if self.R[G] == 0:
+            return ()
+        gaps = []
+        while G > 0:
+            gaps.append(self.last[G])
+            G -= self.last[G]
+        return tuple(reversed(gaps))
+
+
+_TABLES: dict[tuple[int, Fraction], _ChainTable] = {}
+
+
+def _table(n, eps) -> _ChainTable:
+    key = (check_length(n), check_eps(eps))
+    if key not in _TABLES:
+        _TABLES[key] = _ChainTable(*key)
+    return _TABLES[key]
+
+
+def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod max(c(g_i), 0), exact."""
+    G = check_gap(G)
+    return _table(n, eps).rho(G)
+
+
+def best_chain(G, n: int = 3, eps=Fraction(1, 2)) -> tuple[int, ...]:
+    """An optimal composition (g_1, ..., g_k) of G attaining rho_{n,eps}(G); () if rho(G) = 0.
+
+    Among optimal compositions the one with fewest links is returned, so the witness family
+    built on it is as small as possible; its prefixes are optimal chains for their own totals.
+    """
+    G = check_gap(G)
+    return _table(n, eps).chain(G)
+
+
+def chain_value(gaps, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """prod_i max(c_{n,eps}(g_i), 0) for an explicit chain of gaps (exact)."""
+    if isinstance(gaps, (str, bytes)) or not hasattr(gaps, "__iter__"):
+        raise TypeError(f"gaps must be a sequence of ints >= 1, got {type(gaps).__name__}")
+    gaps = [check_gap(g, "gaps[i]") for g in gaps]
+    if not gaps:
+        raise ValueError("gaps must hold at least one link (a chain of length >= 1)")
+    return math.prod((link_factor(g, n, eps) for g in gaps), start=Fraction(1))
+
+
+def compositions(G) -> itertools.chain:
+    """Every composition of G (ordered tuples of ints >= 1 summing to G): 2**(G-1) of them."""
+    G = check_gap(G)
+    for cuts in range(2 ** (G - 1)):
+        parts, start = [], 0
+        for i in range(1, G):
+            if cuts >> (i - 1) & 1:
+                parts.append(i - start)
+                start = i
+        parts.append(G - start)
+        yield tuple(parts)
+
+
+def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """rho_{n,eps}(G) by enumerating all 2**(G-1) compositions of G (G <= 20), exact."""
+    G = check_gap(G)
+    if G > MAX_BRUTE_FORCE_GAP:
+        raise ValueError(
+            f"G must be at most {MAX_BRUTE_FORCE_GAP} for brute force (2**(G-1) compositions), "
+            f"got {G}; use best_chain_factor"
+        )
+    n, eps = check_length(n), check_eps(eps)
+    factors = {g: link_factor(g, n, eps) for g in range(1, G + 1)}
+    best = [0, 1]  # numerator, denominator of the best product so far
+
+    # Depth-first over every composition: each leaf is one composition, its product kept as
+    # an unreduced (numerator, denominator) pair of ints so a leaf costs one multiplication.
+    def visit(remaining: int, num: int, den: int) -> None:
+        if remaining == 0:
+            if num * best[1] > best[0] * den:
+                best[0], best[1] = num, den
+            return
+        for g in range(1, remaining + 1):
+            f = factors[g]
+            visit(remaining - g, num * f.numerator, den * f.denominator)
+
+    visit(G, 1, 1)
+    return Fraction(best[0], best[1])
+
+
+def log2_best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> float:
+    """log2 rho_{n,eps}(G) as a float (-inf when rho = 0); exact ints underneath, no overflow."""
+    G = check_gap(G)
+    table = _table(n, eps)
+    table.grow(G)
+    if table.R[G] == 0:
+        return -math.inf
+    return math.log2(table.R[G]) - G * math.log2(table.D)
+
+
+def chain_growth_rate(n: int = 3, eps=Fraction(1, 2), max_gap: int = 10_000) -> tuple[int, float]:
+    """(g*, lambda): lim rho(G)^(1/G) = lambda = max_g c(g)^(1/g), attained at link length g*.
+
+    rho is supermultiplicative and rho(G) <= lambda**G, so the limit equals this maximum.
+    """
+    n, eps = check_length(n), check_eps(eps)
+    best_g, best = 0, -math.inf
+    for g in range(1, max_gap + 1):
+        c = link_factor(g, n, eps)
+        if c > 0:
+            rate = math.log(c) / g
+            if rate > best:
+                best_g, best = g, rate
+    return best_g, math.exp(best)

@@ -1,0 +1,287 @@
+"""Stacked (batched) attention heads over a finite family of tokens, for experiment E1.
+
+The lower bound quantifies over *arbitrary* maps of the tokens, so E1's strongest test
+parameterises every map as a lookup table over the family's T distinct tokens:
+
+* :class:`TableKernelHeads` — M normalised nonnegative kernel-attention (NKA) heads with
+  feature ranks r_1..r_M, padded to R = max r with masked (identically zero) features.
+  Nonnegative features ``exp`` or ``softplus`` of raw tables; key maps and values may depend
+  on the position; readout weights and bias are tables over the query token.
+* :class:`TableSoftmaxHeads` — M dense softmax heads, alpha(x, z) = exp(<q(x), k(z)>) with
+  q, k tables in R^score_dim (the paper's m-dimensional scores).
+
+Inputs are ``token_ids`` (N, n) int64: the sequence's tokens as indices into the family's
+token list. Both classes evaluate the head on every *pair* (query token, key token) once —
+alpha_p(x, z) and f_p(x, z) = <a(x), v_p(z)> as (M, P, T, T) tables — and then gather the
+pairs each sequence uses, which is exact and much cheaper than per-sequence features when
+N·n exceeds T² / R. Weights are normalised in log space (max-shifted), so ``exp`` features
+cannot overflow. Every model is initialised from its own seed, independently of the others
+and of the padding, so a model trains identically alone or in any stack.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .train import ModelStack, _check_int
+
+__all__ = ["TableKernelHeads", "TableSoftmaxHeads", "group_ranks", "stack_e1_models", "FEATURES"]
+
+FEATURES = ("exp", "softplus")
+
+
+def _check_seq_of_ints(values, name: str, low: int) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+        raise TypeError(f"{name} must be a non-empty sequence of ints")
+    return [_check_int(v, f"{name}[{i}]", low) for i, v in enumerate(values)]
+
+
+def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """out[m, p, x, z] = <left[m, x], right[m, p, z]>, contiguous (M, P, T, T) (one bmm)."""
+    m, p, t, r = right.shape
+    out = torch.bmm(left.unsqueeze(1).expand(m, p, -1, r).reshape(m * p, -1, r),
+                    right.reshape(m * p, t, r).transpose(1, 2))
+    return out.view(m, p, -1, t)
+
+
+class _TableHeads(torch.nn.Module):
+    def __init__(self, seeds, num_tokens, length, query_position, d, positional, dtype):
+        super().__init__()
+        self.seeds = _check_seq_of_ints(seeds, "seeds", 0)
+        self.num_tokens = _check_int(num_tokens, "num_tokens", 1)
+        self.length = _check_int(length, "length", 1)
+        self.query_position = _check_int(query_position, "query_position", 0, self.length - 1)
+        self.d = _check_int(d, "d", 1)
+        if not isinstance(positional, bool):
+            raise TypeError(f"positional must be a bool, got {type(positional).__name__}")
+        self.positional = positional
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+        self.dtype = dtype
+        self.num_positions = self.length if positional else 1
+
+    @property
+    def num_models(self) -> int:
+        return len(self.seeds)
+
+    def _check_ids(self, token_ids: torch.Tensor) -> torch.Tensor:
+        if not isinstance(token_ids, torch.Tensor) or token_ids.dtype != torch.long:
+            raise TypeError("token_ids must be an int64 torch.Tensor of shape (N, n)")
+        if token_ids.ndim != 2 or token_ids.shape[1] != self.length:
+            raise ValueError(f"token_ids must have shape (N, {self.length}), got {tuple(token_ids.shape)}")
+        return token_ids
+
+    def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log_alpha, scores), each (M, P, T, T): log alpha_p(x, z) up to an additive constant
+        per (model, query x) — which cancels in the normalisation — and f_p(x,z) = <a(x), v_p(z)>."""
+        raise NotImplementedError
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        ids = self._check_ids(token_ids)
+        n, t = self.length, self.num_tokens
+        x = ids[:, self.query_position]
+        pos = torch.arange(n, device=ids.device) if self.positional else torch.zeros(n, dtype=torch.long, device=ids.device)
+        flat = (pos[None, :] * t * t + x[:, None] * t + ids).reshape(-1)  # (N*n,)
+        la = self.gathered_log_alpha(flat).view(-1, len(ids), n)
+        m = la.shape[0]
+        sc = self._scores().reshape(m, -1).index_select(1, flat).view(m, -1, n)
+        # normalise over the n positions by hand: torch.softmax is slow on a last dim of 3
+        w = torch.exp(la - la.detach().amax(-1, keepdim=True))
+        return (w * sc).sum(-1) / w.sum(-1) + self.b.index_select(1, x)
+
+    def gathered_log_alpha(self, flat: torch.Tensor) -> torch.Tensor:
+        """log alpha at the flat (position, query, key) pair indices, (M, len(flat))."""
+        log_alpha, _ = self.pair_tables()
+        return log_alpha.reshape(log_alpha.shape[0], -1).index_select(1, flat)
+
+    def _values_tables(self, gens, std_v, std_a):
+        m, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
+        v = torch.zeros(m, p, t, d, dtype=self.dtype)
+        a = torch.zeros(m, t, d, dtype=self.dtype)
+        for j, g in enumerate(gens):
+            v[j] = torch.randn(p, t, d, generator=g, dtype=self.dtype) * std_v
+            a[j] = torch.randn(t, d, generator=g, dtype=self.dtype) * std_a
+        self.v = torch.nn.Parameter(v)
+        self.a = torch.nn.Parameter(a)
+        self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=self.dtype))
+
+    def _scores(self) -> torch.Tensor:
+        return _pair_matmul(self.a, self.v)
+
+
+class TableKernelHeads(_TableHeads):
+    """M table-parameterised NKA heads of feature ranks ``ranks`` (one per seed in ``seeds``).
+
+    Raw tables q (M, T, R), k (M, P, T, R) with R = ``pad_to`` or max(ranks); features
+    phi = feature(raw) on the first r_j columns of model j and exactly 0 on the rest (masked:
+    the padded columns get no gradient and never change). Init: raw tables and values
+    N(0, phi_std²), readout N(0, 1/d), bias 0, each model from ``torch.Generator`` seeded by
+    its seed.
+    """
+
+    def __init__(self, ranks: Sequence[int], seeds: Sequence[int], num_tokens: int, length: int = 3,
+                 *, query_position: int = 0, d: int = 16, feature: str = "exp",
+                 positional: bool = True, pad_to: int | None = None, phi_std: float = 1.0,
+                 value_std: float = 1.0, dtype: torch.dtype = torch.float32):
+        super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
+        self.ranks = _check_seq_of_ints(ranks, "ranks", 1)
+        if len(self.ranks) != len(self.seeds):
+            raise ValueError(f"ranks and seeds must have the same length, got {len(self.ranks)} and {len(self.seeds)}")
+        if feature not in FEATURES:
+            raise ValueError(f"feature must be one of {FEATURES}, got {feature!r}")
+        self.feature = feature
+        r_max = max(self.ranks)
+        self.pad = r_max if pad_to is None else _check_int(pad_to, "pad_to", r_max)
+        m, p, t, r = self.num_models, self.num_positions, self.num_tokens, self.pad
+        gens = [torch.Generator().manual_seed(s) for s in self.seeds]
+        q = torch.zeros(m, t, r, dtype=dtype)
+        k = torch.zeros(m, p, t, r, dtype=dtype)
+        for j, (g, rj) in enumerate(zip(gens, self.ranks)):
+            q[j, :, :rj] = torch.randn(t, rj, generator=g, dtype=dtype) * phi_std
+            k[j, :, :, :rj] = torch.randn(p, t, rj, generator=g, dtype=dtype) * phi_std
+        self.q = torch.nn.Parameter(q)
+        self.k = torch.nn.Parameter(k)
+        self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
+        mask = torch.arange(r)[None, :] < torch.tensor(self.ranks)[:, None]
+        self.register_buffer("mask", mask)
+
+    def features(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Nonnegative feature tables phi_Q (M, T, R) and phi_K (M, P, T, R); masked columns 0."""
+        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        if self.feature == "exp":
+            return (torch.exp(self.q.masked_fill(~mq, -math.inf)),
+                    torch.exp(self.k.masked_fill(~mk, -math.inf)))
+        f = torch.nn.functional.softplus
+        return f(self.q) * mq, f(self.k) * mk
+
+    def _kernel(self):
+        """kern (M, P, T, T) and log-shift (M, P, 1, T) with alpha = kern * exp(shift), up to a
+        factor per (model, query) that cancels in the normalisation."""
+        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        if self.feature == "exp":
+            q = self.q.masked_fill(~mq, -math.inf)
+            k = self.k.masked_fill(~mk, -math.inf)
+            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
+            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
+            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
+            return kern, k_shift.squeeze(-1)[:, :, None, :]
+        phi_q, phi_k = self.features()
+        return _pair_matmul(phi_q, phi_k), None
+
+    def gathered_log_alpha(self, flat):
+        kern, shift = self._kernel()
+        m = kern.shape[0]
+        la = torch.log(kern.reshape(m, -1).index_select(1, flat).clamp_min(1e-30))
+        if shift is not None:
+            t = self.num_tokens
+            la = la + shift.reshape(m, -1).index_select(1, flat // (t * t) * t + flat % t)
+        return la
+
+    def pair_tables(self):
+        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        if self.feature == "exp":
+            q = self.q.masked_fill(~mq, -math.inf)
+            k = self.k.masked_fill(~mk, -math.inf)
+            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
+            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
+            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
+            log_alpha = torch.log(kern.clamp_min(1e-30)) + k_shift.squeeze(-1)[:, :, None, :]
+        else:
+            phi_q, phi_k = self.features()
+            kern = _pair_matmul(phi_q, phi_k)
+            log_alpha = torch.log(kern.clamp_min(1e-30))
+        return log_alpha, self._scores()
+
+
+class TableSoftmaxHeads(_TableHeads):
+    """M dense softmax heads: alpha_p(x, z) = exp(<q(x), k_p(z)>), q, k tables in R^score_dim.
+
+    Init: q, k ~ N(0, qk_std²) — a small std (0.2) keeps the initial logits near 0 so that
+    gradients flow through every position; std 1 starts with saturated, nearly one-hot
+    weights (see the chapter). Values N(0, 1), readout N(0, 1/d), bias 0.
+    """
+
+    def __init__(self, seeds: Sequence[int], num_tokens: int, length: int = 3, *,
+                 score_dim: int = 24, query_position: int = 0, d: int = 16,
+                 positional: bool = False, qk_std: float = 0.2, value_std: float = 1.0,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
+        self.score_dim = _check_int(score_dim, "score_dim", 1)
+        m, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
+        gens = [torch.Generator().manual_seed(sd) for sd in self.seeds]
+        q = torch.zeros(m, t, s, dtype=dtype)
+        k = torch.zeros(m, p, t, s, dtype=dtype)
+        for j, g in enumerate(gens):
+            q[j] = torch.randn(t, s, generator=g, dtype=dtype) * qk_std
+            k[j] = torch.randn(p, t, s, generator=g, dtype=dtype) * qk_std
+        self.q = torch.nn.Parameter(q)
+        self.k = torch.nn.Parameter(k)
+        self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
+
+    def pair_tables(self):
+        return _pair_matmul(self.q, self.k), self._scores()
+
+
+def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
+    """Partition distinct ranks into contiguous groups, each padded to its largest rank.
+
+    Minimises sum over groups of (models in group × padded rank) + overhead × groups — padded
+    feature columns cost compute, every group costs a fixed per-step overhead (kernel launches,
+    small-tensor bookkeeping). Exact dynamic programme over the sorted distinct ranks.
+    """
+    rs = sorted(set(_check_seq_of_ints(ranks, "ranks", 1)))
+    if isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not overhead >= 0:
+        raise ValueError(f"overhead must be a real number >= 0, got {overhead!r}")
+    n = len(rs)
+    best = [0.0] + [math.inf] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * rs[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(rs[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def stack_e1_models(ranks: Sequence[int], seeds: Sequence[int], num_tokens: int, length: int = 3, *,
+                    groups: Sequence[Sequence[int]] | None = None, dense_seeds: Sequence[int] = (),
+                    score_dim: int = 24, query_position: int = 0, d: int = 16,
+                    feature: str = "exp", positional: bool = True, phi_std: float = 1.0,
+                    qk_std: float = 0.2) -> tuple[ModelStack, list[tuple[str, int, int]]]:
+    """All (rank, seed) NKA heads (rank groups padded separately) plus dense softmax heads,
+    as one :class:`ModelStack`. Returns the stack and its model labels, in output order:
+    ("nka", rank, seed) or ("dense", 0, seed)."""
+    ranks = _check_seq_of_ints(ranks, "ranks", 1)
+    seeds = _check_seq_of_ints(seeds, "seeds", 0)
+    groups = group_ranks(ranks) if groups is None else [list(g) for g in groups]
+    covered = sorted(r for g in groups for r in g)
+    if covered != sorted(set(ranks)):
+        raise ValueError(f"groups must partition the distinct ranks {sorted(set(ranks))}, got {groups}")
+    parts, labels = [], []
+    for g in groups:
+        rr = [r for r in g for _ in seeds]
+        ss = [s for _ in g for s in seeds]
+        parts.append(TableKernelHeads(rr, ss, num_tokens, length, query_position=query_position, d=d,
+                                      feature=feature, positional=positional, phi_std=phi_std))
+        labels += [("nka", r, s) for r, s in zip(rr, ss)]
+    if len(dense_seeds):
+        ds = _check_seq_of_ints(list(dense_seeds), "dense_seeds", 0)
+        parts.append(TableSoftmaxHeads(ds, num_tokens, length, score_dim=score_dim,
+                                       query_position=query_position, d=d, qk_std=qk_std))
+        labels += [("dense", 0, s) for s in ds]
+    return ModelStack(parts), labels
+
+
+def numpy_token_ids(sequences: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Map sequences (N, n, m) to indices into the distinct ``tokens`` (T, m)."""
+    lookup = {tuple(t): i for i, t in enumerate(np.asarray(tokens).tolist())}
+    return np.array([[lookup[tuple(tok)] for tok in seq] for seq in np.asarray(sequences).tolist()],
+                    dtype=np.int64)

@@ -1,0 +1,164 @@
+"""A b-bit quantised kernel-attention network: the concrete finite-alphabet channel of Theorem G.
+
+L layers of H kernel-attention heads of feature rank r and value width d on the block
+construction's sequence (z, x_1, ..., x_q). Per head per layer, Alice's key token contributes
+the sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)) with r*d + r entries; each entry is
+quantised to b bits (2**b levels) and that code is all Bob's queries learn of Alice in that
+head and layer. Bob adds the exact sketch of his own tokens, so a query x reads
+o = phi_Q(x)^T (S_B + S_A~) / phi_Q(x)^T (u_B + u_A~). The transcript is the L*H*r*(d+1)
+codes, alphabet {0, .., 2**b - 1}: 2**(L H r (d+1) b) transcripts at most.
+
+Alice's own position attends to everything at full precision: information flowing from Bob
+to Alice is not limited, because with Bob's tokens fixed it adds no new possibilities.
+Features phi = exp(tanh(W h)) lie in [1/e, e] (positive, so every denominator is > 0) and
+values tanh(W h) in [-1, 1], which fixes the quantisation ranges: S entries in [-e, e], u
+entries in [1/e, e]. Weights are seeded Gaussians; residual updates h <- h + W_o [o_1..o_H];
+Bob's outputs y_i = <a, h_i> + c. The weights are arbitrary on purpose: Theorem G is about
+every such model, whatever its weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .transcript import BlockConstruction, TranscriptModel, check_positive_int, check_transcript
+
+#: Largest number of bits per sketch entry (float64 resolves about 2**52 levels).
+MAX_BITS = 30
+
+E = math.e
+
+
+def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
+    """Codes in {0..2**bits-1} of the nearest of 2**bits evenly spaced levels in [lo, hi]."""
+    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+    if not lo < hi:
+        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
+    steps = 2**bits - 1
+    codes = np.rint((np.asarray(values, dtype=np.float64) - lo) / (hi - lo) * steps)
+    return np.clip(codes, 0, steps).astype(np.int64)
+
+
+def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
+    """The levels lo + code*(hi - lo)/(2**bits - 1) of the given codes."""
+    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+    return lo + np.asarray(codes, dtype=np.float64) * ((hi - lo) / (2**bits - 1))
+
+
+S_RANGE = (-E, E)
+U_RANGE = (1 / E, E)
+
+
+def _features(w, h):
+    """phi(h) = exp(tanh(W h)) in [1/e, e], for h of shape (..., width)."""
+    return np.exp(np.tanh(h @ w.T))
+
+
+class QuantisedSketchModel(TranscriptModel):
+    """L layers x H heads of b-bit quantised NKA sketches on a :class:`BlockConstruction`."""
+
+    def __init__(self, construction: BlockConstruction, layers: int = 1, heads: int = 1,
+                 rank: int = 1, value_dim: int = 1, bits: int = 1, seed: int = 0):
+        if not isinstance(construction, BlockConstruction):
+            raise TypeError("construction must be a BlockConstruction, "
+                            f"got {type(construction).__name__}")
+        self.construction = construction
+        self.layers = check_positive_int(layers, "layers")
+        self.heads = check_positive_int(heads, "heads")
+        self.rank = check_positive_int(rank, "rank")
+        self.value_dim = check_positive_int(value_dim, "value_dim")
+        self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise TypeError(f"seed must be a nonnegative int, got {seed!r}")
+        rng = np.random.default_rng(int(seed))
+        w, r, d, big_h = construction.m, self.rank, self.value_dim, self.heads
+        scale = 1 / math.sqrt(w)
+        self._heads = [[{"q": rng.normal(0, scale, (r, w)), "k": rng.normal(0, scale, (r, w)),
+                         "v": rng.normal(0, scale, (d, w))} for _ in range(big_h)]
+                       for _ in range(self.layers)]
+        self._out = [rng.normal(0, 1 / math.sqrt(big_h * d), (w, big_h * d))
+                     for _ in range(self.layers)]
+        self._readout = rng.normal(0, scale, w)
+        self._bias = construction.s / 2  # centres the outputs on the answer range 0..s
+        self._bob_tokens = construction.query_tokens().astype(np.float64)
+
+    @property
+    def alphabet_size(self) -> int:
+        return 2**self.bits
+
+    @property
+    def length(self) -> int:
+        """L*H*r*(d+1) quantised sketch entries."""
+        return self.layers * self.heads * self.rank * (self.value_dim + 1)
+
+    @property
+    def _entries_per_head(self) -> int:
+        return self.rank * (self.value_dim + 1)
+
+    def _bob_head(self, p, h_bob, s_alice, u_alice):
+        """Bob's queries in one head: exact own sketch plus Alice's dequantised one."""
+        k_bob = _features(p["k"], h_bob)                      # (q, r)
+        v_bob = np.tanh(h_bob @ p["v"].T)                     # (q, d)
+        s_bob, u_bob = k_bob.T @ v_bob, k_bob.sum(axis=0)     # (r, d), (r,)
+        phi_q = _features(p["q"], h_bob)                      # (q, r)
+        return (phi_q @ (s_bob + s_alice)) / (phi_q @ (u_bob + u_alice))[:, None], s_bob, u_bob
+
+    def _split(self, codes):
+        """Dequantised (S_A~, u_A~) of one head from its r*d + r codes."""
+        r, d = self.rank, self.value_dim
+        codes = np.asarray(codes, dtype=np.int64)
+        return (dequantise(codes[: r * d].reshape(r, d), *S_RANGE, self.bits),
+                dequantise(codes[r * d:], *U_RANGE, self.bits))
+
+    def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The whole network on (z, x_1..x_q): Bob's outputs (q,) and the transcript."""
+        z = self.construction.check_key_token(key_token)
+        if z.ndim != 1:
+            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
+        h_alice, h_bob = z.astype(np.float64), self._bob_tokens.copy()
+        codes: list[int] = []
+        for layer in range(self.layers):
+            o_alice, o_bob = [], []
+            for p in self._heads[layer]:
+                k_alice = _features(p["k"], h_alice)                  # (r,)
+                v_alice = np.tanh(p["v"] @ h_alice)                   # (d,)
+                s_alice = np.outer(k_alice, v_alice)
+                head_codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits).ravel(),
+                                             quantise(k_alice, *U_RANGE, self.bits)])
+                codes.extend(head_codes.tolist())
+                o, s_bob, u_bob = self._bob_head(p, h_bob, *self._split(head_codes))
+                o_bob.append(o)
+                # Alice's own query sees everything exactly: Bob -> Alice is unrestricted.
+                phi_q = _features(p["q"], h_alice)
+                o_alice.append(phi_q @ (s_bob + s_alice) / (phi_q @ (u_bob + k_alice)))
+            h_alice = h_alice + self._out[layer] @ np.concatenate(o_alice)
+            h_bob = h_bob + np.concatenate(o_bob, axis=1) @ self._out[layer].T
+        return h_bob @ self._readout + self._bias, tuple(codes)
+
+    def transcript(self, key_token) -> tuple[int, ...]:
+        return self.forward(key_token)[1]
+
+    def read(self, transcript) -> np.ndarray:
+        """Bob's outputs from the transcript alone: Alice's token is never touched."""
+        codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
+        per_head = self._entries_per_head
+        h_bob = self._bob_tokens.copy()
+        for layer in range(self.layers):
+            o_bob = []
+            for j, p in enumerate(self._heads[layer]):
+                start = (layer * self.heads + j) * per_head
+                o, _, _ = self._bob_head(p, h_bob, *self._split(codes[start:start + per_head]))
+                o_bob.append(o)
+            h_bob = h_bob + np.concatenate(o_bob, axis=1) @ self._out[layer].T
+        return h_bob @ self._readout + self._bias
+
+    def outputs(self, key_token) -> np.ndarray:
+        """The network's outputs (forward pass), which equal read(transcript(z))."""
+        return self.forward(key_token)[0]
+
+    def __repr__(self):
+        c = self.construction
+        return (f"QuantisedSketchModel(q={c.q}, s={c.s}, L={self.layers}, H={self.heads}, "
+                f"r={self.rank}, d={self.value_dim}, b={self.bits})")

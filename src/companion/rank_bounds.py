@@ -1,0 +1,197 @@
+"""Lemma D (approximate identity), Lemma D' (nonnegative sharpening) and Theorem E.
+
+Lemma D: rank(M) >= (tr M)^2 / ||M||_F^2 for every real square M (|tr M| <= ||M||_* <=
+sqrt(rank M) ||M||_F). Lemma D': if M >= 0 has unit diagonal and off-diagonal entries <= u_xy,
+then rank(M) >= N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2) - 1 for every
+c in [0, 1/2]. Theorem E: a head with error < 1/2 on the witness family F(S) has feature rank
+r >= |S|^2 / sum_{x,y} rho(G_xy)^-2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Rational
+
+import numpy as np
+
+from .amplification import best_chain_factor
+from .codes import check_code
+from .gap_domination import check_eps, check_length
+
+
+def _square_matrix(M, name: str = "M") -> np.ndarray:
+    if isinstance(M, (str, bytes)) or M is None:
+        raise TypeError(f"{name} must be a square matrix of real numbers, got {type(M).__name__}")
+    arr = np.asarray(M)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix (N x N), got shape {arr.shape}")
+    if arr.dtype != object and not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.dtype == object:
+        if not all(isinstance(v, (Rational, float)) and not isinstance(v, bool)
+                   for v in arr.ravel()):
+            raise TypeError(f"{name} with dtype object must hold ints or Fractions")
+    elif np.iscomplexobj(arr) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must hold finite real numbers")
+    return arr
+
+
+def trace_rank_bound(M):
+    """Lemma D: (tr M)^2 / ||M||_F^2 <= rank(M). Exact Fraction for int or Fraction entries,
+    float for float entries."""
+    arr = _square_matrix(M)
+    exact = arr.dtype == object or np.issubdtype(arr.dtype, np.integer)
+    if exact:
+        entries = [Fraction(v) for v in arr.ravel()]
+        trace = sum((Fraction(v) for v in np.diagonal(arr)), Fraction(0))
+        frob = sum((v * v for v in entries), Fraction(0))
+    else:
+        trace, frob = float(np.trace(arr)), float(np.sum(arr.astype(np.float64) ** 2))
+    if frob == 0:
+        raise ValueError("M must be nonzero (||M||_F > 0) for the trace bound")
+    return trace * trace / frob
+
+
+def approximate_identity_bound(N, R) -> Fraction:
+    """rank(M) >= N / (1 + (N-1)/R^2) for unit diagonal and |off-diagonal| <= 1/R (exact)."""
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
+        raise TypeError(f"N must be an int, got {type(N).__name__}")
+    if N < 1:
+        raise ValueError(f"N (matrix size) must be an int >= 1, got {N}")
+    if isinstance(R, bool) or not isinstance(R, (Rational, float)):
+        raise TypeError(f"R must be a real number, got {type(R).__name__}")
+    if not (math.isfinite(R) and R > 0):
+        raise ValueError(f"R must be a finite number > 0, got {R}")
+    R = Fraction(R)
+    return Fraction(int(N)) / (1 + (int(N) - 1) / (R * R))
+
+
+def _sharpened_value(N: int, counts: dict[Fraction, int], c: Fraction) -> Fraction:
+    num = N * N * (1 - c) ** 2
+    den = N * (1 - c) ** 2 + sum((k * max(c, u - c) ** 2 for u, k in counts.items()),
+                                 Fraction(0))
+    return num / den - 1
+
+
+def nonnegative_rank_bound(N, off_diagonal_bounds) -> tuple[Fraction, Fraction]:
+    """Lemma D' optimised exactly over c in [0, 1/2]: returns (bound, c*).
+
+    `off_diagonal_bounds` maps an upper bound u on an off-diagonal entry to the number of
+    ordered off-diagonal pairs with that bound (a dict), or is an N x N array of bounds whose
+    diagonal is ignored. The bound is exact: between consecutive breakpoints c = u/2 the
+    objective is (1-c)^2 / Q(c) with Q quadratic, whose only stationary point is rational.
+    """
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
+        raise ValueError(f"N (matrix size) must be an int >= 1, got {N!r}")
+    N = int(N)
+    if isinstance(off_diagonal_bounds, dict):
+        counts = Counter({Fraction(u): int(k) for u, k in off_diagonal_bounds.items()})
+    else:
+        arr = _square_matrix(off_diagonal_bounds, "off_diagonal_bounds")
+        if arr.shape[0] != N:
+            raise ValueError(f"off_diagonal_bounds must be N x N = {N} x {N}, got {arr.shape}")
+        counts = Counter(Fraction(v) for i, row in enumerate(arr.tolist())
+                         for j, v in enumerate(row) if i != j)
+    if any(u < 0 for u in counts) or any(k < 0 for k in counts.values()):
+        raise ValueError("off_diagonal_bounds must be >= 0 with nonnegative counts")
+    if sum(counts.values()) > N * (N - 1):
+        raise ValueError(f"off_diagonal_bounds counts more than N(N-1) = {N * (N - 1)} pairs")
+    half = Fraction(1, 2)
+    breaks = sorted({Fraction(0), half} | {u / 2 for u in counts if u / 2 < half})
+    candidates = set(breaks)
+    P = sum(counts.values())
+    for lo, hi in zip(breaks, breaks[1:]):
+        mid = (lo + hi) / 2
+        # On (lo, hi): Q(c) = q2 c^2 + q1 c + q0 with the pairs u > 2c contributing (u - c)^2.
+        active = [(u, k) for u, k in counts.items() if u - mid > mid]
+        q2 = N + P
+        q1 = -2 * N - 2 * sum((k * u for u, k in active), Fraction(0))
+        q0 = N + sum((k * u * u for u, k in active), Fraction(0))
+        # d/dc (1-c)^2/Q = -(1-c)(2Q + (1-c)Q')/Q^2, and 2Q + (1-c)Q' is linear in c.
+        if q1 + 2 * q2 != 0:
+            c_star = -(2 * q0 + q1) / (q1 + 2 * q2)
+            if lo < c_star < hi:
+                candidates.add(c_star)
+    best_c = max(sorted(candidates), key=lambda c: _sharpened_value(N, counts, c))
+    return _sharpened_value(N, counts, best_c), best_c
+
+
+def check_rank_bound_input(S, n, eps):
+    """Validate (S, n, eps) for Theorem E; return (S array, w, G matrix, rho dict by G)."""
+    arr, w = check_code(S)
+    n, eps = check_length(n), check_eps(eps)
+    G = w - arr @ arr.T
+    off = G[~np.eye(len(arr), dtype=bool)]
+    rho = {int(g): best_chain_factor(int(g), n, eps) for g in np.unique(off)}
+    weak = sorted(g for g, r in rho.items() if r < 1)
+    if weak:
+        raise ValueError(
+            f"S has pairs with gap G_xy = w - <x,y> in {weak}, too small for any chain: every "
+            f"pair needs rho_(n,eps)(G) >= 1 (at eps = 1/2: G >= 2, i.e. overlap <= w - 2 = {w - 2})"
+        )
+    return arr, w, G, rho
+
+
+@dataclass(frozen=True)
+class RankLowerBound:
+    """Certified lower bounds on the feature rank r of any head solving F(S) with error < 1/2.
+
+    trace_bound: Theorem E via Lemma D, |S|^2 / sum_{x,y} rho(G_xy)^-2 (exact);
+    sharpened_bound: via Lemma D' at c = sharpened_c (exact); the *_rank fields are the
+    integer consequences ceil(.) and `rank` the larger of the two.
+    """
+
+    size: int
+    trace_bound: Fraction
+    trace_rank: int
+    sharpened_bound: Fraction
+    sharpened_c: Fraction
+    sharpened_rank: int
+
+    @property
+    def rank(self) -> int:
+        return max(self.trace_rank, self.sharpened_rank, 1)
+
+
+def rank_bound_from_rhos(size: int, rho_counts: dict[Fraction, int]) -> RankLowerBound:
+    """Theorem E and Lemma D' from the multiset of per-pair chain factors rho_xy (x != y):
+    M[x,y] lies in [0, 1/rho_xy], diagonal 1."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"size (|S|) must be an int >= 1, got {size!r}")
+    inv_sq = Fraction(int(size))  # diagonal terms count 1
+    bounds: Counter = Counter()
+    for r, k in rho_counts.items():
+        r = Fraction(r)
+        if r < 1:
+            raise ValueError(f"every pair needs rho >= 1 (a chain proving a ratio >= 1), got {r}")
+        inv_sq += k / (r * r)
+        bounds[1 / r] += int(k)
+    trace = Fraction(int(size)) ** 2 / inv_sq
+    sharp, c = nonnegative_rank_bound(int(size), dict(bounds))
+    return RankLowerBound(int(size), trace, math.ceil(trace), sharp, c, math.ceil(sharp))
+
+
+def rank_bound_from_gap_counts(size: int, gap_counts: dict[int, int], n: int = 3,
+                               eps=Fraction(1, 2)) -> RankLowerBound:
+    """Theorem E and Lemma D' from the multiset of off-diagonal gaps (ordered pairs), each
+    pair using its best chain rho_{n,eps}(G)."""
+    n, eps = check_length(n), check_eps(eps)
+    rho_counts: Counter = Counter()
+    for g, k in gap_counts.items():
+        r = best_chain_factor(int(g), n, eps)
+        if r < 1:
+            raise ValueError(f"gap_counts has gap {g} with rho = {r} < 1: too small for any chain")
+        rho_counts[r] += int(k)
+    return rank_bound_from_rhos(size, dict(rho_counts))
+
+
+def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
+    """Theorem E for a constant-weight code S: r >= |S|^2 / sum_{x,y in S} rho_{n,eps}(G_xy)^-2,
+    with G_xy = w - <x,y>; also the Lemma D' sharpening. Exact Fractions."""
+    arr, _, G, _ = check_rank_bound_input(S, n, eps)
+    off = G[~np.eye(len(arr), dtype=bool)]
+    values, counts = np.unique(off, return_counts=True)
+    return rank_bound_from_gap_counts(len(arr), dict(zip(values.tolist(), counts.tolist())), n, eps)

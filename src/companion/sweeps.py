@@ -1,0 +1,96 @@
+"""Sweep bookkeeping: configuration hashes, atomic JSON results, resumable stores.
+
+A sweep is a list of *units* (e.g. one rank group × all seeds, trained as one batched
+program). :class:`ResultStore` keeps a JSON file ``{"config", "config_hash", "units": {key:
+result}}`` and rewrites it atomically (temporary file in the same folder + ``os.replace``)
+after every finished unit, so an interrupted sweep loses at most the unit in flight and a
+resumed one never redoes a finished unit. A file written for a different configuration is
+refused rather than mixed with new results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["config_hash", "atomic_write_json", "ResultStore", "canonical_json"]
+
+
+def canonical_json(obj) -> str:
+    """Deterministic JSON text (sorted keys, no whitespace) used for hashing."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def config_hash(config: dict) -> str:
+    """First 16 hex digits of the SHA-256 of the configuration's canonical JSON."""
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    try:
+        text = canonical_json(config)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from exc
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def atomic_write_json(path, obj) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=1, sort_keys=True, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+class ResultStore:
+    """Per-unit results of one configuration, persisted atomically (or in memory if path None).
+
+    ``restart=True`` discards an existing file (even one for another configuration).
+    """
+
+    def __init__(self, path, config: dict, restart: bool = False):
+        self.config = config
+        self.hash = config_hash(config)
+        self.path = None if path is None else Path(path)
+        self.units: dict[str, dict] = {}
+        if self.path is not None and self.path.exists() and not restart:
+            with open(self.path) as fh:
+                data = json.load(fh)
+            if data.get("config_hash") != self.hash:
+                raise ValueError(
+                    f"{self.path} holds results for configuration {data.get('config_hash')}, not "
+                    f"{self.hash}; pass restart=True (CLI: --restart) or another output path")
+            self.units = dict(data.get("units", {}))
+
+    def done(self, key: str) -> bool:
+        return key in self.units
+
+    def get(self, key: str) -> dict:
+        return self.units[key]
+
+    def put(self, key: str, result: dict) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"key must be a str, got {type(key).__name__}")
+        self.units[key] = result
+        self.save()
+
+    def as_dict(self) -> dict:
+        return {"config": self.config, "config_hash": self.hash, "units": self.units}
+
+    def save(self) -> None:
+        if self.path is not None:
+            atomic_write_json(self.path, self.as_dict())

@@ -1,0 +1,327 @@
+"""A batched training engine: many independent models as one tensor program.
+
+A *stacked* model holds M independent models in one ``torch.nn.Module``: every parameter has
+a leading model dimension (or the module is a :class:`ModelStack` of such modules) and
+``model(inputs)`` returns predictions of shape (M, N). :func:`train_batched` minimises the
+**sum over models** of each model's mean squared error. Each model's gradient is then exactly
+the gradient it would get alone, and Adam acts element-wise, so training the stack is training
+every model on its own — in one program instead of a Python loop (``tests/test_train.py``
+checks this against a stack of one).
+
+Schedule: Adam with cosine decay from ``lr`` to ``final_lr_fraction * lr`` over ``steps`` MSE
+steps, then optionally ``surrogate_steps`` more steps (same cosine shape, restarted) on a smooth
+L_p-norm surrogate of each model's max error. The engine keeps, per model, the parameters of
+the step with the smallest max error over the whole training set (per-model selection of
+parameter slices) and loads them into the model it returns.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at"]
+
+#: Number of points kept in the loss history (evenly spaced over all steps).
+HISTORY_POINTS = 200
+
+
+class ModelStack(torch.nn.Module):
+    """Concatenate several stacked models along the model dimension.
+
+    ``ModelStack([a, b])(inputs)`` returns ``cat([a(inputs), b(inputs)])``: models 0..M_a-1 are
+    a's, then b's. Lets one :func:`train_batched` call train e.g. rank groups padded to
+    different widths together with a dense baseline.
+    """
+
+    def __init__(self, models: Sequence[torch.nn.Module]):
+        super().__init__()
+        if not models:
+            raise ValueError("models must be a non-empty sequence of stacked modules")
+        for m in models:
+            if not isinstance(m, torch.nn.Module):
+                raise TypeError(f"models must hold torch.nn.Module, got {type(m).__name__}")
+        self.parts = torch.nn.ModuleList(models)
+
+    def forward(self, inputs):
+        return torch.cat([m(inputs) for m in self.parts], dim=0)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_batched` returns (tensors on the CPU; ``model`` on ``device``).
+
+    best_max_error (M,): smallest max |prediction - target| over the training set seen at any
+    evaluated step; fraction_within_half (M,): fraction of inputs with |error| < 1/2 at that
+    best checkpoint; final_max_error (M,): max error of the last iterate; loss_history (K, M):
+    each model's training objective at ``history_steps`` (K,); ``best_step`` (M,) the step of
+    the best checkpoint; ``model`` holds the best parameters of every model.
+    """
+
+    model: torch.nn.Module
+    best_max_error: torch.Tensor
+    fraction_within_half: torch.Tensor
+    final_max_error: torch.Tensor
+    best_step: torch.Tensor
+    loss_history: torch.Tensor
+    history_steps: torch.Tensor
+    wall_time: float
+
+    @property
+    def solved(self) -> torch.Tensor:
+        """(M,) bool: max error < 1/2 on every training input (the paper's 'exact')."""
+        return self.best_max_error < 0.5
+
+
+def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
+    """Cosine decay: lr at step 0, final_lr_fraction * lr at step total - 1."""
+    if total <= 1:
+        return lr
+    progress = step / (total - 1)
+    return lr * (final_lr_fraction + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-model max |prediction - target| for predictions (M, N): (M,)."""
+    return (predictions - targets).abs().amax(dim=-1)
+
+
+def _check_int(value, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an int in {rng}, got {value}")
+    return int(value)
+
+
+def _check_float(value, name: str, low: float, high: float, low_open=True, high_open=False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    ok = math.isfinite(v) and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    if not ok:
+        lb, hb = ("(" if low_open else "["), (")" if high_open else "]")
+        raise ValueError(f"{name} must lie in {lb}{low}, {high}{hb}, got {value}")
+    return v
+
+
+def _num_inputs(inputs) -> int:
+    if isinstance(inputs, torch.Tensor):
+        return int(inputs.shape[0])
+    if isinstance(inputs, Mapping):
+        return _num_inputs(next(iter(inputs.values())))
+    if isinstance(inputs, (tuple, list)):
+        return _num_inputs(inputs[0])
+    raise TypeError(
+        f"inputs must be a tensor, or a tuple/list/dict of tensors with the input index first, "
+        f"got {type(inputs).__name__}")
+
+
+def _map_inputs(inputs, fn):
+    if isinstance(inputs, torch.Tensor):
+        return fn(inputs)
+    if isinstance(inputs, Mapping):
+        return {k: _map_inputs(v, fn) for k, v in inputs.items()}
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)(_map_inputs(v, fn) for v in inputs)
+    return inputs  # non-tensor leaves (e.g. an int query position) pass through
+
+
+def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, torch.Tensor]:
+    """For every parameter, the model index of each slice along its leading dimension."""
+    index: dict[int, torch.Tensor] = {}
+
+    def visit(module: torch.nn.Module, offset: int) -> int:
+        if isinstance(module, ModelStack):
+            for part in module.parts:
+                offset = visit(part, offset)
+            return offset
+        params = list(module.parameters())
+        if not params:
+            return offset
+        size = params[0].shape[0] if params[0].ndim else 0
+        for p in params:
+            if p.ndim == 0 or p.shape[0] != size:
+                raise ValueError(
+                    "model: every parameter of a stacked model must have the same leading model "
+                    f"dimension, got shapes {[tuple(q.shape) for q in params]}")
+            index[id(p)] = torch.arange(offset, offset + size, device=device)
+        return offset + size
+
+    total = visit(model, 0)
+    if total != num_models:
+        raise ValueError(
+            f"model: parameters stack {total} models but model(inputs) returned {num_models} rows")
+    return index
+
+
+def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int, lr: float,
+                  final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
+                  surrogate_power: int = 16, batch_size: int | None = None, seed: int = 0,
+                  device: str | torch.device = "cpu", progress: bool = False,
+                  eval_every: int | None = None) -> TrainResult:
+    """Train the M stacked models in ``model`` together; see the module docstring.
+
+    inputs: a tensor or a tuple/list/dict of tensors whose first dimension indexes the N inputs
+    (non-tensor leaves pass through); ``model(inputs)`` must return (M, N). targets: (N,) shared
+    or (M, N) per model. ``batch_size`` None means full-batch; otherwise every step uses the same
+    seeded mini-batch for all models (so each model sees what it would see alone). The best
+    checkpoint is chosen on the full training set: at every step in full-batch mode (from the
+    step's own forward pass), every ``eval_every`` steps (default: 1 % of the steps) otherwise,
+    and after the last step. Deterministic on the CPU for a given ``seed`` and model init.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    steps = _check_int(steps, "steps", 1)
+    lr = _check_float(lr, "lr", 0.0, 10.0)
+    final_lr_fraction = _check_float(final_lr_fraction, "final_lr_fraction", 0.0, 1.0)
+    surrogate_steps = _check_int(surrogate_steps, "surrogate_steps", 0)
+    surrogate_power = _check_int(surrogate_power, "surrogate_power", 2, 1024)
+    seed = _check_int(seed, "seed", 0, 2**32 - 1)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was requested but CUDA is not available here")
+    if not isinstance(targets, torch.Tensor):
+        raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
+    n_inputs = _num_inputs(inputs)
+    if n_inputs < 1:
+        raise ValueError("inputs must hold at least one input (N >= 1)")
+    if targets.ndim not in (1, 2) or targets.shape[-1] != n_inputs:
+        raise ValueError(f"targets must have shape (N,) or (M, N) with N = {n_inputs}, got {tuple(targets.shape)}")
+    if not torch.all(torch.isfinite(targets)):
+        raise ValueError("targets contains NaN or infinite entries")
+    if batch_size is not None:
+        batch_size = _check_int(batch_size, "batch_size", 1, n_inputs)
+        if batch_size == n_inputs:
+            batch_size = None
+    if eval_every is not None:
+        eval_every = _check_int(eval_every, "eval_every", 1)
+
+    # Deterministic mode (seed_everything) also fills every new tensor with NaN to expose reads
+    # of uninitialised memory; on these tiny models that costs a third of each step and changes
+    # no result, so it is off while training (and restored afterwards).
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
+                      surrogate_steps, surrogate_power, batch_size, seed, device, progress,
+                      eval_every)
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
+           surrogate_power, batch_size, seed, device, progress, eval_every) -> TrainResult:
+    start = time.perf_counter()
+    model = model.to(device)
+    inputs = _map_inputs(inputs, lambda t: t.to(device))
+    targets = targets.to(device=device, dtype=next(model.parameters()).dtype)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model has no trainable parameters")
+
+    with torch.no_grad():
+        first = model(inputs)
+    if first.ndim != 2 or first.shape[1] != n_inputs:
+        raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got {tuple(first.shape)}")
+    num_models = first.shape[0]
+    if targets.ndim == 2 and targets.shape[0] != num_models:
+        raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got {targets.shape[0]}")
+    index = _model_index(model, num_models, device)
+    tgt_full = targets.expand(num_models, n_inputs)
+
+    best_err = torch.full((num_models,), math.inf, device=device)
+    best_frac = torch.zeros(num_models, device=device)
+    best_step = torch.full((num_models,), -1, dtype=torch.long, device=device)
+    best_params = [p.detach().clone() for p in params]
+
+    def record(pred: torch.Tensor, step: int) -> None:
+        err = (pred.detach() - tgt_full).abs()
+        mx = err.amax(dim=-1)
+        better = mx < best_err
+        if bool(better.any()):
+            best_err.copy_(torch.where(better, mx, best_err))
+            best_frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), best_frac))
+            best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
+            for p, bp in zip(params, best_params):
+                sel = better[index[id(p)]].view(-1, *([1] * (p.ndim - 1)))
+                bp.copy_(torch.where(sel, p.detach(), bp))
+
+    total = steps + surrogate_steps
+    stride = max(1, total // HISTORY_POINTS)
+    hist_steps, hist = [], []
+    if eval_every is None:
+        eval_every = max(1, steps // 100)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total, desc="train", leave=False)
+
+    for step in range(total):
+        surrogate = step >= steps
+        phase_step, phase_len = (step - steps, surrogate_steps) if surrogate else (step, steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(phase_step, phase_len, lr, final_lr_fraction)
+        if batch_size is None:
+            batch_inputs, tgt = inputs, tgt_full
+        else:
+            idx = torch.randperm(n_inputs, generator=gen)[:batch_size].to(device)
+            batch_inputs = _map_inputs(inputs, lambda t: t.index_select(0, idx))
+            tgt = tgt_full.index_select(1, idx)
+        pred = model(batch_inputs)
+        err = pred - tgt
+        if surrogate:
+            # smooth L_p norm of the errors, scaled by the (detached) max for stability
+            a = err.abs()
+            scale = a.detach().amax(dim=-1, keepdim=True).clamp_min(1e-12)
+            per_model = scale[:, 0] * ((a / scale) ** surrogate_power).mean(-1) ** (1.0 / surrogate_power)
+        else:
+            per_model = (err * err).mean(-1)
+        loss = per_model.sum()
+        if batch_size is None:
+            record(pred, step)
+        elif step % eval_every == 0:
+            with torch.no_grad():
+                record(model(inputs), step)
+        if step % stride == 0:
+            hist_steps.append(step)
+            hist.append(per_model.detach().to("cpu"))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if bar is not None:
+            bar.update(1)
+    with torch.no_grad():
+        final = model(inputs)
+    record(final, total)
+    final_err = max_errors(final, tgt_full).detach()
+    with torch.no_grad():
+        for p, bp in zip(params, best_params):
+            p.copy_(bp)
+    if bar is not None:
+        bar.close()
+    return TrainResult(
+        model=model,
+        best_max_error=best_err.cpu(),
+        fraction_within_half=best_frac.cpu(),
+        final_max_error=final_err.cpu(),
+        best_step=best_step.cpu(),
+        loss_history=torch.stack(hist) if hist else torch.zeros(0, num_models),
+        history_steps=torch.tensor(hist_steps, dtype=torch.long),
+        wall_time=time.perf_counter() - start,
+    )
