@@ -365,8 +365,8 @@ plt.show()
 # %%
 print(f"{'m':>4} {'best (q, s)':>12} {'bits needed':>12}")
 for m in (8, 16, 32, 64, 128):
-    best = max(((bits_needed(q, s), q, s) for s in range(1, m) for q in range(1, m)
-                if q * s + s + 1 <= m))
+    best = max((bits_needed(q, s), q, s) for s in range(1, m) for q in range(1, m)
+                if q * s + s + 1 <= m)
     print(f"{m:>4} {str(best[1:]):>12} {best[0]:>12}")
 
 # %% [markdown]

@@ -5,7 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 export MPLBACKEND=Agg PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-.venv/bin/python -m pytest tests -m "not browser" "$@"
-.venv/bin/python -m pytest --nbval notebooks/ \
+# two workers: the CI machine and the reference laptop have 2 cores; loadfile keeps each
+# notebook's cells on one worker (one kernel per notebook)
+WORKERS=${PYTEST_WORKERS:-2}
+.venv/bin/python -m pytest tests -m "not browser" -n "$WORKERS" "$@"
+.venv/bin/python -m pytest --nbval notebooks/ -n "$WORKERS" --dist loadfile \
   --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 "$@"
 .venv/bin/python -m pytest tests -m browser "$@"

@@ -233,6 +233,31 @@ def test_find_collision_rejects_non_transcript_models():
         find_collision(Cheat(BlockConstruction(2, 1)))
 
 
+def test_find_collision_rejects_non_deterministic_models():
+    """A transcript that changes between calls is caught on re-evaluation."""
+
+    class Flaky(TightEncoder):
+        calls = 0
+
+        @property
+        def length(self):
+            return 1
+
+        def transcript(self, key_token):
+            Flaky.calls += 1
+            return (Flaky.calls % 2,) if Flaky.calls > 2 else (0,)
+
+    with pytest.raises(RuntimeError, match="not deterministic"):
+        find_collision(Flaky(BlockConstruction(2, 1)))
+
+
+def test_find_collision_refuses_huge_searches_above_the_bound():
+    enc = TightEncoder(BlockConstruction(21, 1))
+    with pytest.raises(ValueError, match="max_vectors"):
+        find_collision(enc)
+    assert find_collision(TightEncoder(BlockConstruction(3, 2))) is None
+
+
 # ---------------------------------------------------------------------------- tight encoder
 
 

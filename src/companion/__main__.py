@@ -29,8 +29,9 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--out", default=None,
                        help=f"output JSON (default results/{name}_<mode>.json)")
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
-        s.add_argument("--threads", type=int, default=None,
-                       help="torch CPU threads (default: all cores)")
+        s.add_argument("--threads", type=int, default=1,
+                       help="torch CPU threads (default 1: results then do not depend on the "
+                            "core count, so committed results can be re-checked bit for bit)")
         s.add_argument("--restart", action="store_true",
                        help="discard an existing output file instead of resuming it")
         s.add_argument("--no-progress", dest="progress", action="store_false",
@@ -50,12 +51,11 @@ def _device(name: str) -> str:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    import os
-
     from .reproducibility import seed_everything
 
-    threads = args.threads or max(1, os.cpu_count() or 1)
-    seed_everything(0, threads=threads)
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    seed_everything(0, threads=args.threads)
     device = _device(args.device)
     out = args.out or f"results/{args.experiment}_{args.mode}.json"
     if args.experiment == "e1":

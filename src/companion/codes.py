@@ -8,6 +8,7 @@ which is also <x, complement(y)>. Theorem E needs every pair to have G_xy >= 2 (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -149,3 +150,65 @@ def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4
             kept[size] = word
             size += 1
     return kept[:size].copy()
+
+
+def _inverse_square_rho_matrix(S: np.ndarray, n: int, eps) -> np.ndarray:
+    """Float matrix rho(G_xy)^-2 (diagonal 1), inf where a pair has rho < 1."""
+    from .amplification import best_chain_factor
+
+    w = int(S[0].sum())
+    G = w - S @ S.T
+    out = np.ones(G.shape)
+    for g in np.unique(G[~np.eye(len(S), dtype=bool)]):
+        r = best_chain_factor(int(g), n, eps) if g >= 1 else Fraction(0)
+        out[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
+    np.fill_diagonal(out, 1.0)
+    return out
+
+
+def expurgate(S, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
+    """Drop words while that raises Theorem E's bound |S|^2 / sum rho^-2: each step removes
+    the word with the largest row sum (removing word i leaves sum - 2 row_i + 1)."""
+    arr, _ = check_code(S)
+    A = _inverse_square_rho_matrix(arr, n, eps)
+    keep = np.ones(len(arr), dtype=bool)
+    rows = A.sum(axis=1)
+    total = rows.sum()
+    while keep.sum() > 2:
+        s = keep.sum()
+        i = int(np.argmax(np.where(keep, rows, -np.inf)))
+        new_total = total - 2 * rows[i] + 1
+        if not np.isinf(total) and (s - 1) ** 2 * total <= s * s * new_total:
+            break
+        keep[i] = False
+        rows = rows - A[:, i]
+        total = new_total if not np.isinf(new_total) else A[np.ix_(keep, keep)].sum()
+    return arr[keep]
+
+
+def search_code(m: int, n: int = 3, eps=Fraction(1, 2), seed: int = 0, weights=None,
+                candidates: int = 3000, max_size: int = 300) -> CodeSearchResult:
+    """Seeded greedy + expurgation: for each weight w (default m // 2) and minimum gap
+    2 <= min_gap <= w, build a greedy code and expurgate it; keep the code with the largest
+    certified bound (Theorem E, exact; ties to the smaller code)."""
+    from .rank_bounds import certified_rank_bound
+
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
+        raise TypeError(f"m must be an int, got {type(m).__name__}")
+    if not 4 <= m <= MAX_SEARCH_WIDTH:
+        raise ValueError(f"m must be an int in [4, {MAX_SEARCH_WIDTH}] for the code search, got {m}")
+    weights = [m // 2] if weights is None else list(weights)
+    best = None
+    for w in weights:
+        for min_gap in range(2, w + 1):
+            greedy = greedy_code(m, w, min_gap, seed, candidates, max_size)
+            if len(greedy) < 2:
+                break
+            code = expurgate(greedy, n, eps)
+            bound = certified_rank_bound(code, n, eps).trace_bound
+            key = (bound, -len(code))
+            if best is None or key > best[0]:
+                best = (key, CodeSearchResult(code, w, min_gap, seed, len(greedy)))
+    if best is None:
+        raise ValueError(f"no code with at least 2 words and gaps >= 2 found for m = {m}")
+    return best[1]

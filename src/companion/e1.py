@@ -120,8 +120,11 @@ def _family_tensors(family, device):
     return ids, y
 
 
-def build_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[int] | None = None):
-    """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels."""
+def build_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[int] | None = None,
+               only_rank: int | None = None):
+    """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels.
+    ``only_rank``: just that rank of the group (still padded to the group's largest rank, so
+    it trains exactly as inside the full unit)."""
     from .heads import TableKernelHeads, TableSoftmaxHeads
 
     num_tokens = len(family.tokens)
@@ -133,20 +136,25 @@ def build_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[i
                                   d=cfg["d"], qk_std=cfg["qk_std"])
         return model, [("dense", 0, s) for s in seeds]
     seeds = cfg["seeds"] if seeds is None else list(seeds)
+    pad = max(group)
+    if only_rank is not None:
+        if only_rank not in group:
+            raise ValueError(f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
+        group = [only_rank]
     ranks = [r for r in group for _ in seeds]
     ss = [s for _ in group for s in seeds]
     model = TableKernelHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg["d"],
                              feature=cfg["feature"], positional=cfg["positional"],
-                             pad_to=max(group), phi_std=cfg["phi_std"])
+                             pad_to=pad, phi_std=cfg["phi_std"])
     return model, [("nka", r, s) for r, s in zip(ranks, ss)]
 
 
 def train_e1_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[int] | None = None,
-                  device="cpu", progress: bool = False):
-    """Train one unit; returns (per-model records, TrainResult)."""
+                  device="cpu", progress: bool = False, only_rank: int | None = None):
+    """Train one unit (or, with ``only_rank``, one rank of it); returns (records, TrainResult)."""
     from .train import train_batched
 
-    model, labels = build_unit(cfg, family, group, seeds)
+    model, labels = build_unit(cfg, family, group, seeds, only_rank)
     ids, y = _family_tensors(family, device)
     res = train_batched(model, ids, y, steps=cfg["steps"], lr=cfg["lr"],
                         final_lr_fraction=cfg["final_lr_fraction"],

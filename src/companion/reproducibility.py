@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 
 import numpy as np
@@ -22,7 +21,6 @@ def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
     random.seed(int(seed))
     np.random.seed(int(seed))
-    os.environ.setdefault("PYTHONHASHSEED", str(int(seed)))
     try:
         import torch
     except ImportError:  # the exact chapters do not need torch

@@ -412,3 +412,32 @@ def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: 
 def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
     """The witness family the experiments chapter trains on (n = 3, eps = 1/2)."""
     return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
+
+
+def total_weights(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
+    """D(x;z) on every row: the head's total kernel weight sum_p alpha_p, shape (N,)."""
+    from .attention import kernel_weights
+
+    alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
+    return alpha.sum(axis=-1)
+
+
+def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
+    """M[x,y] = K(x, complement y) / K(x, complement x), with K the weight on the key
+    positions of the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
+    from .attention import kernel_weights
+
+    alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
+    keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
+    S = family.S
+    index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
+    comp_ids = [index[(1 - x).astype(np.int64).tobytes()] for x in S]
+    M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
+    for i in range(len(S)):
+        base = keys[family.pure_rows[(i, comp_ids[i])]]
+        if base == 0:
+            raise ValueError(f"K(x, complement x) = 0 for x = S[{i}]: the head cannot solve F(S)")
+        for j in range(len(S)):
+            M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
+                       if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
+    return M

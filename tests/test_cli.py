@@ -1,0 +1,206 @@
+"""Sweeps: atomic JSON results, configuration hashes, resuming, the CLI, and a re-run of a
+random subset of the committed full E1 results."""
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import companion.e1 as e1  # noqa: E402
+from companion.__main__ import main  # noqa: E402
+from companion.reproducibility import seed_everything  # noqa: E402
+from companion.sweeps import ResultStore, atomic_write_json, config_hash  # noqa: E402
+from companion.task import query_target, token_pool  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = ROOT / "results" / "e1_full.json"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    seed_everything(0, threads=1)
+
+
+def standin_family(num_tokens=12, count=150, seed=0):
+    tokens = token_pool(8, num_tokens, seed)
+    ids = np.random.default_rng(seed).integers(0, num_tokens, size=(count, 3))
+    return SimpleNamespace(tokens=tokens, token_ids=ids, targets=query_target(tokens[ids]),
+                           query_position=0)
+
+
+TINY = {"ranks": [1, 2, 4], "rank_groups": [[1, 2], [4]], "seeds": [0, 1], "dense_seeds": [0],
+        "steps": 20, "surrogate_steps": 5}
+
+
+# ---------------------------------------------------------------- hashing and atomic writes
+
+
+def test_config_hash_is_order_independent_and_sensitive():
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
+    with pytest.raises(TypeError, match="config"):
+        config_hash([1])
+    with pytest.raises(ValueError, match="config"):
+        config_hash({"a": float("nan")})
+
+
+def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "r.json"
+    atomic_write_json(path, {"ok": 1})
+    with pytest.raises(ValueError):
+        atomic_write_json(path, {"bad": float("nan")})  # not serialisable: nothing replaced
+    assert json.loads(path.read_text()) == {"ok": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary left behind
+    with pytest.raises(TypeError, match="path"):
+        atomic_write_json(3, {})
+
+
+def test_store_refuses_results_of_another_configuration(tmp_path):
+    path = tmp_path / "r.json"
+    ResultStore(path, {"a": 1}).put("u", {"x": 1})
+    assert ResultStore(path, {"a": 1}).get("u") == {"x": 1}
+    with pytest.raises(ValueError, match="restart"):
+        ResultStore(path, {"a": 2})
+    assert not ResultStore(path, {"a": 2}, restart=True).done("u")
+
+
+# ---------------------------------------------------------------- resume
+
+
+def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
+    fam = standin_family()
+    out = tmp_path / "e1.json"
+    reference = e1.run_e1_sweep(TINY, family=fam)  # uninterrupted, in memory
+    trained = []
+    real = e1.train_e1_unit
+
+    def interrupted(cfg, family, group, *args, **kwargs):
+        if len(trained) == 1:
+            raise KeyboardInterrupt  # the sweep dies while training its second unit
+        trained.append(group)
+        return real(cfg, family, group, *args, **kwargs)
+
+    monkeypatch.setattr(e1, "train_e1_unit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        e1.run_e1_sweep(TINY, family=fam, out=out)
+    saved = json.loads(out.read_text())
+    assert list(saved["units"]) == ["nka_r1-2"]  # the finished unit was kept
+
+    resumed = []
+
+    def counting(cfg, family, group, *args, **kwargs):
+        resumed.append(group)
+        return real(cfg, family, group, *args, **kwargs)
+
+    monkeypatch.setattr(e1, "train_e1_unit", counting)
+    res = e1.run_e1_sweep(TINY, family=fam, out=out)
+    assert resumed == [(4,), None]  # only the unfinished units ran
+    assert res["units"]["nka_r1-2"] == saved["units"]["nka_r1-2"]
+    strip = {k: [{kk: vv for kk, vv in m.items()} for m in u["models"]] for k, u in res["units"].items()}
+    ref = {k: u["models"] for k, u in reference["units"].items()}
+    assert strip == ref  # resuming gives exactly the uninterrupted results
+
+    resumed.clear()
+    e1.run_e1_sweep(TINY, family=fam, out=out)  # everything finished: nothing retrains
+    assert resumed == []
+
+
+def test_summary_and_consistency_check_on_records():
+    fake = {"units": {"u": {"models": [
+        {"kind": "nka", "rank": 2, "seed": 0, "best_max_error": 0.9, "fraction_within_half": 0.5},
+        {"kind": "nka", "rank": 2, "seed": 1, "best_max_error": 0.4, "fraction_within_half": 1.0},
+        {"kind": "nka", "rank": 8, "seed": 0, "best_max_error": 0.1, "fraction_within_half": 1.0},
+        {"kind": "dense", "rank": 0, "seed": 0, "best_max_error": 0.2, "fraction_within_half": 1.0},
+    ]}}}
+    rows = e1.summarise_e1(fake)
+    assert [r["r"] for r in rows] == [2, 8, "dense"]
+    assert rows[0]["solved"] == 1 and rows[0]["min_max_error"] == 0.4 and rows[0]["max_max_error"] == 0.9
+    assert [v["seed"] for v in e1.consistency_violations(fake, r_star=4)] == [1]
+    assert e1.consistency_violations(fake, r_star=2) == []
+
+
+@pytest.mark.parametrize("bad, exc, word", [
+    ({"ranks": [0]}, ValueError, "ranks"),
+    ({"rank_groups": [[1, 2]]}, ValueError, "rank_groups"),
+    ({"feature": "relu"}, ValueError, "feature"),
+    ({"lr": 0}, ValueError, "lr"),
+    ({"steps": "many"}, TypeError, "steps"),
+    ({"family": "mystery"}, ValueError, "family"),
+    ({"colour": "red"}, ValueError, "unknown"),
+])
+def test_bad_e1_configs(bad, exc, word):
+    with pytest.raises(exc, match=word):
+        e1.check_e1_config(bad)
+    with pytest.raises(TypeError, match="config"):
+        e1.check_e1_config([("steps", 1)])
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys):
+    tiny = {**e1.E1_QUICK, "ranks": [1, 2], "rank_groups": [[1, 2]], "seeds": [0],
+            "dense_seeds": [], "steps": 3, "surrogate_steps": 0}
+    monkeypatch.setattr(e1, "E1_QUICK", tiny)
+    out = tmp_path / "q.json"
+    assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["config_hash"] == config_hash(data["config"]) == config_hash(e1.check_e1_config(tiny))
+    assert [m["rank"] for m in data["units"]["nka_r1-2"]["models"]] == [1, 2]
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished unit was trained again")
+
+    monkeypatch.setattr(e1, "train_e1_unit", boom)
+    assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
+    assert "r=1:" in capsys.readouterr().out
+
+
+def test_cli_rejects_bad_arguments():
+    with pytest.raises(SystemExit):
+        main(["e3"])
+    with pytest.raises(SystemExit):
+        main(["e1", "--quick", "--full"])
+    with pytest.raises(SystemExit, match="device"):
+        main(["e1", "--device", "tpu"])
+    with pytest.raises(SystemExit, match="threads"):
+        main(["e1", "--threads", "0"])
+
+
+def test_cli_e2_fails_clearly_without_the_ood_module(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "companion.ood", None)  # import now raises ImportError
+    assert main(["e2", "--quick", "--no-progress"]) == 2
+    assert "run_e2_sweep" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- committed full results
+
+
+def test_committed_full_e1_results_reproduce_on_a_random_subset():
+    """Re-train a random NKA model and a random dense model of the committed full sweep alone
+    (same seed, same rank padding, same schedule) and compare with the stored numbers."""
+    if not FULL.exists():
+        pytest.skip("results/e1_full.json not committed yet (python -m companion e1 --full)")
+    data = json.loads(FULL.read_text())
+    cfg = e1.check_e1_config(e1.E1_FULL)
+    assert data["config_hash"] == config_hash(cfg), "committed results are for another config"
+    family = e1.e1_family(cfg)
+    rng = np.random.default_rng()  # a different subset every run
+    group = cfg["rank_groups"][int(rng.integers(len(cfg["rank_groups"])))]
+    picks = [(tuple(group), int(rng.choice(group)), int(rng.choice(cfg["seeds"])))]
+    if cfg["dense_seeds"]:
+        picks.append((None, 0, int(rng.choice(cfg["dense_seeds"]))))
+    for group, rank, seed in picks:
+        key = e1.unit_key(group)
+        stored = next(m for m in data["units"][key]["models"]
+                      if m["rank"] == rank and m["seed"] == seed)
+        records, _ = e1.train_e1_unit(cfg, family, group, seeds=[seed],
+                                      only_rank=rank if group else None)
+        assert (records[0]["rank"], records[0]["seed"]) == (rank, seed)
+        for field in ("best_max_error", "fraction_within_half", "final_max_error"):
+            assert records[0][field] == pytest.approx(stored[field], abs=1e-4), (key, rank, seed, field)
