@@ -179,7 +179,8 @@ ax1.set(xlabel="token width m", ylabel="share of inputs with error ≥ 1/2",
         title="Rank-1 head at length 3: failure rate")
 ax2.plot(ms, [float(r.max_error) for r in length_three], "o-", label="exact max error")
 ax2.axhline(0.5, color="gray", ls="--", label="1/2 (rounding threshold)")
-ax2.plot([1, 2], [0, 0], "s", color="tab:green", label="lengths 1–2: error 0 (all m ≤ 10)")
+short = [max(float(r.max_error) for r in rows if r.m == m) for m in ms]  # lengths 1 and 2
+ax2.plot(ms, short, "s--", color="tab:green", label="same head, lengths 1–2")
 ax2.set(xlabel="token width m", ylabel="max |y − t|", title="Worst-case error")
 ax2.legend(fontsize=8)
 fig.tight_layout()

@@ -318,7 +318,8 @@ ax1.set(xscale="log", xlabel="weight ratio ρ = D(z)/D(z′)", ylabel="max error
 ax1.legend(fontsize=7)
 
 wide = np.geomspace(0.2, 3000, 200)
-ax2.plot(wide, min_error_for_ratio(wide, g, n), "k-", label="error floor l·g / (2(kρ + l)) = balanced head")
+ax2.plot(wide, min_error_for_ratio(wide, g, n), "k-",
+         label="error floor l·g / (2(kρ + l)) = balanced head")
 points = []
 for seed in range(150):
     rng = np.random.default_rng(seed)
@@ -429,7 +430,7 @@ def family_error(head, convention="bidirectional", exact=True):
                            pure_sequence(x1, zp1, 3, convention)[None],
                            mixed_sequences(x1, z1, zp1, 1, 1, convention)])
     outs = kernel_attention(head, seqs, convention, exact=exact)
-    return max(abs(y - t) for y, t in zip(outs, query_target(seqs, convention)))
+    return max(abs(y - t) for y, t in zip(outs, query_target(seqs, convention), strict=True))
 
 
 gaps = []
@@ -451,7 +452,8 @@ for beta in (1.0, 5.0, 10.0, 20.0):
     print(f"softmax kernel beta = {beta:4.1f}: error {family_error(sk, exact=False):.3e}, "
           f"floor {min_error_for_ratio(rho, 1, 3):.3e}")
 for rho in (Fraction(1), Fraction(10), Fraction(10**6)):
-    print(f"balanced head rho = {str(rho):7s}: error {family_error(balanced_link_head(x1, z1, zp1, rho, 3))}"
+    err = family_error(balanced_link_head(x1, z1, zp1, rho, 3))
+    print(f"balanced head rho = {str(rho):7s}: error {err}"
           f" = floor {min_error_for_ratio(rho, 1, 3)}")
 
 # %% [markdown]

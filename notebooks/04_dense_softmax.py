@@ -168,14 +168,16 @@ for m in range(1, 9):
     print(f"{m:4d} " + "".join(f"{max_error(b, 3, m):10.6f}" for b in beta_table))
 print("bound" + "".join(f"{error_bound(b, 3):10.6f}" for b in beta_table), " (valid for beta >= 1)")
 print("\nworst profile (|x|, key overlaps) at m = 8:",
-      {lab: worst_profile(b, 3, 8) for lab, b in zip(labels, beta_table)})
+      {lab: worst_profile(b, 3, 8) for lab, b in zip(labels, beta_table, strict=True)})
 
 # %% [markdown]
 # At $\beta = 0$ the head averages uniformly and the worst case is $2m/3$ (query $1^m$,
 # one key $0$, one key $1^m$). From $\beta = 1$ on the column no longer depends on $m$ once
-# $m \ge 2$, because only gaps 1 and 2 matter, and from $\beta = 2$ on even $m = 1$ agrees:
-# the worst profile is then "all non-minimal positions at gap 1", with error
-# $u/(1+u)$, $u = (n-1)e^{-\beta}$ — the bound $(n-1)e^{-\beta}$ without its denominator.
+# $m \ge 2$, because only gaps 1 and 2 matter, and from $\beta = \ln 4$ on (in these
+# tables) even $m = 1$ agrees: the worst profile is then "all non-minimal positions at gap
+# 1", with error $u/(1+u)$, $u = (n-1)e^{-\beta}$ — the proven bound is $u$ itself, the
+# same expression without its denominator. Below $\beta = 1$ the bound is not claimed, and
+# at $\beta = 0$ it fails as soon as $2m/3 > 2$.
 #
 # ### Lengths 4 and 5
 
@@ -191,7 +193,7 @@ for n in (4, 5):
 grid = np.linspace(0.0, 4.0, 161)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
 colors = plt.cm.viridis(np.linspace(0, 0.9, 8))
-for m, color in zip(range(1, 9), colors):
+for m, color in zip(range(1, 9), colors, strict=True):
     ax1.plot(grid, [max_error(float(b), 3, m) for b in grid], color=color, label=f"m = {m}")
 ax1.plot(grid, [error_bound(float(b), 3) for b in grid], "k--", label="bound 2e^{−β}")
 ax1.axvspan(0, 1, color="gray", alpha=0.12, lw=0)
@@ -280,7 +282,8 @@ for gap, values in sorted(by_gap.items()):
 # **Summary.**
 # - {prf:ref}`prop-dense-softmax`: error at most $(n-1)e^{-\beta}$ for $\beta \ge 1$, never
 #   violated on any profile (hence any input) for $n \le 5$, $m \le 8$ at the tabulated
-#   temperatures; below $\beta = 1$ the bound is not claimed and does fail at large $m$.
+#   temperatures; below $\beta = 1$ the bound is not claimed, and it fails at small $\beta$
+#   once $m$ is large (at $\beta = 0$, $n = 3$: from $m = 4$ on).
 # - {prf:ref}`lem-overlap-profiles` reduces the exhaustive check to $\binom{m+n}{n}$
 #   profiles, confirmed against brute force over all sequences for $nm \le 18$ and for
 #   $n = 3$, $m = 8$.

@@ -214,7 +214,7 @@ def test_observation_a_prime_no_zero_error_at_length_3(seed, rank, convention):
                            pure_sequence(x, zp, 3, convention)[None],
                            mixed_sequences(x, z, zp, 1, 1, convention)])
     errs = [abs(y - t) for y, t in zip(kernel_attention(head, seqs, convention, exact=True),
-                                       query_target(seqs, convention))]
+                                       query_target(seqs, convention), strict=True)]
     ratio = gap_domination_ratio(head, x, z, zp, 3, convention, exact=True)
     assert max(errs) >= min_error_for_ratio(ratio, 1, 3) > 0
 

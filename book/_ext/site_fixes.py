@@ -19,7 +19,8 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
     kept = []
     for script in scripts:
         attributes = getattr(script, "attributes", {}) or {}
-        key = (str(script), tuple(sorted((k, str(v)) for k, v in attributes.items())))
+        filename = getattr(script, "filename", str(script))
+        key = (filename, tuple(sorted((k, str(v)) for k, v in attributes.items())))
         if key in seen:
             continue
         seen.add(key)

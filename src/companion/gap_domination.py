@@ -37,7 +37,8 @@ def check_eps(eps) -> Fraction:
     """Error level eps in (0, 1/2] as a Fraction; eps = 1/2 is the limit valid for every
     head with error < 1/2 (the factor decreases in eps)."""
     if isinstance(eps, bool) or not isinstance(eps, (Rational, float, np.floating)):
-        raise TypeError(f"eps must be a real number (int, Fraction or float), got {type(eps).__name__}")
+        raise TypeError(
+            f"eps must be a real number (int, Fraction or float), got {type(eps).__name__}")
     if isinstance(eps, (float, np.floating)) and not np.isfinite(eps):
         raise ValueError(f"eps must lie in (0, 1/2], got {eps}")
     value = Fraction(eps)
@@ -106,7 +107,8 @@ def gap_domination_factor(g, n: int = 3, eps=Fraction(1, 2), k: int = 1) -> Frac
     if g < 1:
         raise ValueError(f"g (gap between overlaps) must be an int >= 1, got {g}")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n - 2:
-        raise ValueError(f"k (copies of the better key) must be an int in [1, n-2] = [1, {n - 2}], got {k}")
+        raise ValueError(
+            f"k (copies of the better key) must be an int in [1, n-2] = [1, {n - 2}], got {k}")
     l = n - 1 - k
     return Fraction(l, int(k)) * (int(g) - 2 * eps) / (2 * eps)
 
@@ -237,7 +239,7 @@ def mediant_of_arrangements(head, x, z, z_prime, k: int, l: int,
     y = kernel_attention(head, seqs, convention, exact)
     dens = kernel_weights(head, seqs, convention, exact).sum(axis=-1)
     if exact:
-        num = sum((Fraction(d) * Fraction(v) for d, v in zip(dens, y)), Fraction(0))
+        num = sum((Fraction(d) * Fraction(v) for d, v in zip(dens, y, strict=True)), Fraction(0))
         return num / sum((Fraction(d) for d in dens), Fraction(0))
     return float(np.sum(dens * y) / np.sum(dens))
 
