@@ -195,7 +195,7 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
 colors = plt.cm.viridis(np.linspace(0, 0.9, 8))
 for m, color in zip(range(1, 9), colors, strict=True):
     ax1.plot(grid, [max_error(float(b), 3, m) for b in grid], color=color, label=f"m = {m}")
-ax1.plot(grid, [error_bound(float(b), 3) for b in grid], "k--", label="bound 2e^{−β}")
+ax1.plot(grid, [error_bound(float(b), 3) for b in grid], "k--", label="bound 2·e^(−β)")
 ax1.axvspan(0, 1, color="gray", alpha=0.12, lw=0)
 ax1.axhline(0.5, color="tab:red", lw=1, label="1/2")
 ax1.axvline(sufficient_threshold(3), color="tab:red", ls=":", label="ln 4 (sufficient)")
@@ -207,7 +207,7 @@ ax1.legend(fontsize=7, ncol=2)
 for n, color in ((3, "tab:blue"), (4, "tab:orange"), (5, "tab:green")):
     ax2.plot(grid, [max_error(float(b), n, 4) for b in grid], color=color, label=f"n = {n}, m = 4")
     ax2.plot(grid, [error_bound(float(b), n) for b in grid], "--", color=color, lw=1,
-             label=f"bound {n - 1}e^{{−β}}")
+             label=f"bound {n - 1}·e^(−β)")
     ax2.axvline(sufficient_threshold(n), color=color, ls=":", lw=1)
     ax2.plot(exact_threshold(n, 4), 0.5, "o", color=color, ms=6)
 ax2.axhline(0.5, color="tab:red", lw=1)

@@ -15,7 +15,9 @@ a torch that is already installed and inside the package's supported range is ke
 ships its own CUDA build of torch; replacing it with the lock's torch would be a multi-GB
 download and a build that may not match Colab's CUDA driver, for no gain (numerics on a GPU
 differ from CI's CPU runs anyway). Where no torch, or one out of range, is installed, the
-lock's torch is installed.
+lock's torch is installed. On a Python other than the lock's (Colab moves ahead of 3.11), the
+cell says so and passes --ignore-requires-python: the exact pins stay, only pyproject's
+"tested on" bound is waived.
 
 After rewriting sources, regenerate their executed twins
 (`bash scripts/execute_notebooks.sh`), since the twins' first cell must match.
@@ -63,11 +65,11 @@ if importlib.util.find_spec("companion") is None:
         )
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write(lock)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--constraint", constraints.name,
-         f"companion @ git+{{REPO}}@{{BRANCH}}"],
-        check=True,
-    )
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--constraint", constraints.name]
+    if sys.version_info[:2] != {python}:  # e.g. Colab's Python: the lock is tested on {python_dot}
+        print(f"Note: tested on Python {python_dot}; this runtime runs {{sys.version.split()[0]}}.")
+        pip.append("--ignore-requires-python")
+    subprocess.run([*pip, f"companion @ git+{{REPO}}@{{BRANCH}}"], check=True)
     print("Installed companion; if this runtime had already imported numpy, matplotlib or")
     print("torch, restart it (Colab: Runtime > Restart session) and run this cell again.")
 '''
@@ -90,10 +92,23 @@ def torch_range() -> tuple[tuple[int, int], tuple[int, int]]:
     return (int(low[1]), int(low[2])), (int(high[1]), int(high[2]))
 
 
+def tested_python() -> tuple[int, int]:
+    """The Python the lock is made for: the lower bound of requires-python."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    match = re.search(r">=\s*(\d+)\.(\d+)", project["requires-python"])
+    if match is None:
+        raise ValueError("expected requires-python '>=3.X,...' in pyproject.toml")
+    return int(match[1]), int(match[2])
+
+
 def cell_body() -> str:
     repo, branch = repository()
     low, high = torch_range()
-    return TEMPLATE.format(repo=repo, branch=branch, torch_low=low, torch_high=high)
+    python = tested_python()
+    return TEMPLATE.format(
+        repo=repo, branch=branch, torch_low=low, torch_high=high,
+        python=python, python_dot=".".join(map(str, python)),
+    )
 
 
 def rewrite(text: str, body: str) -> str:

@@ -29,12 +29,19 @@ def _one_thread():
 def standin_family(num_tokens=12, count=150, seed=0):
     tokens = token_pool(8, num_tokens, seed)
     ids = np.random.default_rng(seed).integers(0, num_tokens, size=(count, 3))
-    return SimpleNamespace(tokens=tokens, token_ids=ids, targets=query_target(tokens[ids]),
-                           query_position=0)
+    return SimpleNamespace(
+        tokens=tokens, token_ids=ids, targets=query_target(tokens[ids]), query_position=0
+    )
 
 
-TINY = {"ranks": [1, 2, 4], "rank_groups": [[1, 2], [4]], "seeds": [0, 1], "dense_seeds": [0],
-        "steps": 20, "surrogate_steps": 5}
+TINY = {
+    "ranks": [1, 2, 4],
+    "rank_groups": [[1, 2], [4]],
+    "seeds": [0, 1],
+    "dense_seeds": [0],
+    "steps": 20,
+    "surrogate_steps": 5,
+}
 
 
 # ---------------------------------------------------------------- hashing and atomic writes
@@ -101,7 +108,9 @@ def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
     res = e1.run_e1_sweep(TINY, family=fam, out=out)
     assert resumed == [(4,), None]  # only the unfinished units ran
     assert res["units"]["nka_r1-2"] == saved["units"]["nka_r1-2"]
-    strip = {k: [{kk: vv for kk, vv in m.items()} for m in u["models"]] for k, u in res["units"].items()}
+    strip = {
+        k: [{kk: vv for kk, vv in m.items()} for m in u["models"]] for k, u in res["units"].items()
+    }
     ref = {k: u["models"] for k, u in reference["units"].items()}
     assert strip == ref  # resuming gives exactly the uninterrupted results
 
@@ -111,28 +120,65 @@ def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
 
 
 def test_summary_and_consistency_check_on_records():
-    fake = {"units": {"u": {"models": [
-        {"kind": "nka", "rank": 2, "seed": 0, "best_max_error": 0.9, "fraction_within_half": 0.5},
-        {"kind": "nka", "rank": 2, "seed": 1, "best_max_error": 0.4, "fraction_within_half": 1.0},
-        {"kind": "nka", "rank": 8, "seed": 0, "best_max_error": 0.1, "fraction_within_half": 1.0},
-        {"kind": "dense", "rank": 0, "seed": 0, "best_max_error": 0.2, "fraction_within_half": 1.0},
-    ]}}}
+    fake = {
+        "units": {
+            "u": {
+                "models": [
+                    {
+                        "kind": "nka",
+                        "rank": 2,
+                        "seed": 0,
+                        "best_max_error": 0.9,
+                        "fraction_within_half": 0.5,
+                    },
+                    {
+                        "kind": "nka",
+                        "rank": 2,
+                        "seed": 1,
+                        "best_max_error": 0.4,
+                        "fraction_within_half": 1.0,
+                    },
+                    {
+                        "kind": "nka",
+                        "rank": 8,
+                        "seed": 0,
+                        "best_max_error": 0.1,
+                        "fraction_within_half": 1.0,
+                    },
+                    {
+                        "kind": "dense",
+                        "rank": 0,
+                        "seed": 0,
+                        "best_max_error": 0.2,
+                        "fraction_within_half": 1.0,
+                    },
+                ]
+            }
+        }
+    }
     rows = e1.summarise_e1(fake)
     assert [r["r"] for r in rows] == [2, 8, "dense"]
-    assert rows[0]["solved"] == 1 and rows[0]["min_max_error"] == 0.4 and rows[0]["max_max_error"] == 0.9
+    assert (
+        rows[0]["solved"] == 1
+        and rows[0]["min_max_error"] == 0.4
+        and rows[0]["max_max_error"] == 0.9
+    )
     assert [v["seed"] for v in e1.consistency_violations(fake, r_star=4)] == [1]
     assert e1.consistency_violations(fake, r_star=2) == []
 
 
-@pytest.mark.parametrize("bad, exc, word", [
-    ({"ranks": [0]}, ValueError, "ranks"),
-    ({"rank_groups": [[1, 2]]}, ValueError, "rank_groups"),
-    ({"feature": "relu"}, ValueError, "feature"),
-    ({"lr": 0}, ValueError, "lr"),
-    ({"steps": "many"}, TypeError, "steps"),
-    ({"family": "mystery"}, ValueError, "family"),
-    ({"colour": "red"}, ValueError, "unknown"),
-])
+@pytest.mark.parametrize(
+    "bad, exc, word",
+    [
+        ({"ranks": [0]}, ValueError, "ranks"),
+        ({"rank_groups": [[1, 2]]}, ValueError, "rank_groups"),
+        ({"feature": "relu"}, ValueError, "feature"),
+        ({"lr": 0}, ValueError, "lr"),
+        ({"steps": "many"}, TypeError, "steps"),
+        ({"family": "mystery"}, ValueError, "family"),
+        ({"colour": "red"}, ValueError, "unknown"),
+    ],
+)
 def test_bad_e1_configs(bad, exc, word):
     with pytest.raises(exc, match=word):
         e1.check_e1_config(bad)
@@ -144,13 +190,22 @@ def test_bad_e1_configs(bad, exc, word):
 
 
 def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys):
-    tiny = {**e1.E1_QUICK, "ranks": [1, 2], "rank_groups": [[1, 2]], "seeds": [0],
-            "dense_seeds": [], "steps": 3, "surrogate_steps": 0}
+    tiny = {
+        **e1.E1_QUICK,
+        "ranks": [1, 2],
+        "rank_groups": [[1, 2]],
+        "seeds": [0],
+        "dense_seeds": [],
+        "steps": 3,
+        "surrogate_steps": 0,
+    }
     monkeypatch.setattr(e1, "E1_QUICK", tiny)
     out = tmp_path / "q.json"
     assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
     data = json.loads(out.read_text())
-    assert data["config_hash"] == config_hash(data["config"]) == config_hash(e1.check_e1_config(tiny))
+    assert (
+        data["config_hash"] == config_hash(data["config"]) == config_hash(e1.check_e1_config(tiny))
+    )
     assert [m["rank"] for m in data["units"]["nka_r1-2"]["models"]] == [1, 2]
 
     def boom(*args, **kwargs):
@@ -197,10 +252,48 @@ def test_committed_full_e1_results_reproduce_on_a_random_subset():
         picks.append((None, 0, int(rng.choice(cfg["dense_seeds"]))))
     for group, rank, seed in picks:
         key = e1.unit_key(group)
-        stored = next(m for m in data["units"][key]["models"]
-                      if m["rank"] == rank and m["seed"] == seed)
-        records, _ = e1.train_e1_unit(cfg, family, group, seeds=[seed],
-                                      only_rank=rank if group else None)
+        stored = next(
+            m for m in data["units"][key]["models"] if m["rank"] == rank and m["seed"] == seed
+        )
+        records, _ = e1.train_e1_unit(
+            cfg, family, group, seeds=[seed], only_rank=rank if group else None
+        )
         assert (records[0]["rank"], records[0]["seed"]) == (rank, seed)
         for field in ("best_max_error", "fraction_within_half", "final_max_error"):
-            assert records[0][field] == pytest.approx(stored[field], abs=1e-4), (key, rank, seed, field)
+            assert records[0][field] == pytest.approx(stored[field], abs=1e-4), (
+                key,
+                rank,
+                seed,
+                field,
+            )
+
+
+# ---------------------------------------------------------------- sandwich and live certificate
+
+
+@pytest.fixture(scope="module")
+def witness():
+    from companion.witness import experiment_witness_24
+
+    return experiment_witness_24()
+
+
+def test_query_indicator_head_solves_the_witness_exactly_with_rank_S(witness):
+    from fractions import Fraction
+
+    from companion.witness import max_error_exact
+
+    head = e1.query_indicator_head(witness)
+    assert head.rank == len(witness.S) < len(witness.tokens)
+    assert max_error_exact(head, witness) < Fraction(1, 2)
+    with pytest.raises(ValueError, match="base"):
+        e1.query_indicator_head(witness, base=1)
+
+
+def test_lemma_b_check_holds_for_an_exact_head_and_flags_a_doctored_ratio(witness):
+    ratios = e1.link_weight_ratios(e1.query_indicator_head(witness), witness)
+    assert ratios["max_error"] < 0.5 and np.all(ratios["eps"] < 0.5)
+    assert e1.lemma_b_violations(ratios) == 0
+    doctored = {**ratios, "ratio": ratios["ratio"].copy()}
+    doctored["ratio"][0] = 1.0  # c(g) > 1 for every gap >= 3 at eps < 1/2
+    assert e1.lemma_b_violations(doctored) == 1

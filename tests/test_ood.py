@@ -207,3 +207,28 @@ def test_near_tie_generator_rejects_pools_without_near_ties():
         ood.near_tie_triples(pool, 5, seed=0)
     with pytest.raises(ValueError, match="gap"):
         ood.near_tie_triples(np.eye(4, dtype=np.int64), 5, seed=0)  # all overlaps 0 -> none at gap 1
+
+
+def test_dense_head_with_proposition_f_weights_solves_min_ip():
+    """Affine maps set to Proposition F (q = -beta x, k = z, overlap readout) are exact, and the
+    forward pass agrees with the numpy reference head of companion.constructions."""
+    from companion.attention import softmax_attention
+    from companion.constructions import softmax_min_ip_head
+
+    m, beta = 8, 4.0
+    model = ood.MLPSoftmaxHeads(m, [0], hidden=(), value_dim=2, readout="overlap")
+    with torch.no_grad():
+        model.weights[0].zero_()
+        model.biases[0].zero_()
+        model.weights[0][0, :, :m] = -beta * torch.eye(m)
+        model.weights[0][0, :, m:2 * m] = torch.eye(m)
+    pool = np.random.default_rng(0).integers(0, 2, (40, m))
+    idx = ood.sample_index_triples(40, 200, seed=1)
+    with torch.no_grad():
+        pred = model(ood.pool_inputs(pool, idx)).numpy().reshape(200, 3)
+    seqs = pool[idx]
+    targets = ood.min_ip_targets(seqs)
+    assert np.abs(pred - targets).max() < 0.5
+    for i in range(3):  # position i as the query: rotate it to the front
+        ref = softmax_attention(softmax_min_ip_head(beta), np.roll(seqs, -i, axis=1))
+        np.testing.assert_allclose(pred[:, i], ref, rtol=1e-4, atol=1e-4)

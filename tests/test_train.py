@@ -43,13 +43,20 @@ def test_batched_training_equals_training_each_model_alone(feature):
     stack = TableKernelHeads(ranks, seeds, 16, feature=feature, pad_to=8)
     res = train_batched(stack, ids, y, steps=60, lr=3e-2, surrogate_steps=30)
     for j, (r, s) in enumerate(zip(ranks, seeds)):
-        alone = train_batched(TableKernelHeads([r], [s], 16, feature=feature, pad_to=8), ids, y,
-                              steps=60, lr=3e-2, surrogate_steps=30)
+        alone = train_batched(
+            TableKernelHeads([r], [s], 16, feature=feature, pad_to=8),
+            ids,
+            y,
+            steps=60,
+            lr=3e-2,
+            surrogate_steps=30,
+        )
         assert torch.allclose(res.best_max_error[j], alone.best_max_error[0], atol=1e-6)
         assert res.best_step[j] == alone.best_step[0]
         for name in ("q", "k", "v", "a", "b"):
-            assert torch.allclose(getattr(res.model, name)[j], getattr(alone.model, name)[0],
-                                  atol=1e-6), name
+            assert torch.allclose(
+                getattr(res.model, name)[j], getattr(alone.model, name)[0], atol=1e-6
+            ), name
 
 
 def test_batched_dense_heads_equal_alone_and_model_stack_offsets():
@@ -116,16 +123,31 @@ def test_exp_features_do_not_overflow_with_large_tables():
 
 def test_training_is_deterministic_on_cpu():
     ids, y = standin_problem()
-    runs = [train_batched(TableKernelHeads([2, 4], [0, 1], 16), ids, y, steps=50, lr=3e-2,
-                          surrogate_steps=20, batch_size=64, seed=3) for _ in range(2)]
+    runs = [
+        train_batched(
+            TableKernelHeads([2, 4], [0, 1], 16),
+            ids,
+            y,
+            steps=50,
+            lr=3e-2,
+            surrogate_steps=20,
+            batch_size=64,
+            seed=3,
+        )
+        for _ in range(2)
+    ]
     assert torch.equal(runs[0].best_max_error, runs[1].best_max_error)
     assert torch.equal(runs[0].model.q, runs[1].model.q)
 
 
 def test_minibatch_seed_changes_the_batches():
     ids, y = standin_problem()
-    a = train_batched(TableKernelHeads([2], [0], 16), ids, y, steps=30, lr=3e-2, batch_size=32, seed=1)
-    b = train_batched(TableKernelHeads([2], [0], 16), ids, y, steps=30, lr=3e-2, batch_size=32, seed=2)
+    a = train_batched(
+        TableKernelHeads([2], [0], 16), ids, y, steps=30, lr=3e-2, batch_size=32, seed=1
+    )
+    b = train_batched(
+        TableKernelHeads([2], [0], 16), ids, y, steps=30, lr=3e-2, batch_size=32, seed=2
+    )
     assert not torch.equal(a.model.q, b.model.q)
 
 
@@ -151,13 +173,16 @@ def test_best_checkpoint_is_selected_per_model():
     assert res.best_step[0] > 0 and float(res.best_max_error[0]) < 3.0
     assert float(res.model.w[0, 0].detach()) == pytest.approx(float(res.best_max_error[0]))
     assert float(res.final_max_error[1]) > 0.5
+    assert float(res.final_fraction_within_half[1]) == 0.0
     assert res.fraction_within_half[1] == 1.0
 
 
 def test_surrogate_phase_lowers_the_max_error_of_a_table_model():
     ids, y = standin_problem()
     base = train_batched(TableKernelHeads([8], [0], 16), ids, y, steps=150, lr=3e-2)
-    more = train_batched(TableKernelHeads([8], [0], 16), ids, y, steps=150, lr=3e-2, surrogate_steps=150)
+    more = train_batched(
+        TableKernelHeads([8], [0], 16), ids, y, steps=150, lr=3e-2, surrogate_steps=150
+    )
     assert float(more.best_max_error[0]) <= float(base.best_max_error[0])
     assert more.loss_history.shape[1] == 1 and len(more.history_steps) == len(more.loss_history)
 
@@ -188,8 +213,15 @@ def test_group_ranks_partitions_and_trades_padding_for_groups():
 def test_stack_e1_models_labels_follow_output_rows():
     ids, _ = standin_problem()
     stack, labels = stack_e1_models([1, 4, 16], [0, 1], 16, groups=[[1, 4], [16]], dense_seeds=[9])
-    assert labels == [("nka", 1, 0), ("nka", 1, 1), ("nka", 4, 0), ("nka", 4, 1),
-                      ("nka", 16, 0), ("nka", 16, 1), ("dense", 0, 9)]
+    assert labels == [
+        ("nka", 1, 0),
+        ("nka", 1, 1),
+        ("nka", 4, 0),
+        ("nka", 4, 1),
+        ("nka", 16, 0),
+        ("nka", 16, 1),
+        ("dense", 0, 9),
+    ]
     assert stack(ids).shape == (7, len(ids))
 
 
@@ -202,23 +234,26 @@ def test_numpy_token_ids_roundtrip():
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("kwargs, exc, word", [
-    ({"steps": 0}, ValueError, "steps"),
-    ({"steps": 2.5}, TypeError, "steps"),
-    ({"lr": -1.0}, ValueError, "lr"),
-    ({"lr": math.nan}, ValueError, "lr"),
-    ({"lr": "fast"}, TypeError, "lr"),
-    ({"final_lr_fraction": 0.0}, ValueError, "final_lr_fraction"),
-    ({"final_lr_fraction": 1.5}, ValueError, "final_lr_fraction"),
-    ({"surrogate_steps": -1}, ValueError, "surrogate_steps"),
-    ({"surrogate_power": 1}, ValueError, "surrogate_power"),
-    ({"batch_size": 0}, ValueError, "batch_size"),
-    ({"batch_size": 10_000}, ValueError, "batch_size"),
-    ({"seed": -1}, ValueError, "seed"),
-    ({"device": 3}, TypeError, "device"),
-    ({"device": "tpu-of-dreams"}, ValueError, "device"),
-    ({"progress": "yes"}, TypeError, "progress"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, word",
+    [
+        ({"steps": 0}, ValueError, "steps"),
+        ({"steps": 2.5}, TypeError, "steps"),
+        ({"lr": -1.0}, ValueError, "lr"),
+        ({"lr": math.nan}, ValueError, "lr"),
+        ({"lr": "fast"}, TypeError, "lr"),
+        ({"final_lr_fraction": 0.0}, ValueError, "final_lr_fraction"),
+        ({"final_lr_fraction": 1.5}, ValueError, "final_lr_fraction"),
+        ({"surrogate_steps": -1}, ValueError, "surrogate_steps"),
+        ({"surrogate_power": 1}, ValueError, "surrogate_power"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"batch_size": 10_000}, ValueError, "batch_size"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"device": 3}, TypeError, "device"),
+        ({"device": "tpu-of-dreams"}, ValueError, "device"),
+        ({"progress": "yes"}, TypeError, "progress"),
+    ],
+)
 def test_bad_training_arguments(kwargs, exc, word):
     ids, y = standin_problem()
     args = {"steps": 2, "lr": 1e-2, **kwargs}
@@ -235,21 +270,26 @@ def test_bad_model_and_targets():
     with pytest.raises(ValueError, match="targets"):
         train_batched(TableKernelHeads([2], [0], 16), ids, y[:-1], steps=1, lr=0.1)
     with pytest.raises(ValueError, match="targets"):
-        train_batched(TableKernelHeads([2], [0], 16), ids, torch.full_like(y, math.inf), steps=1, lr=0.1)
+        train_batched(
+            TableKernelHeads([2], [0], 16), ids, torch.full_like(y, math.inf), steps=1, lr=0.1
+        )
     with pytest.raises(ValueError, match="targets"):
         train_batched(TableKernelHeads([2, 3], [0, 1], 16), ids, y.expand(3, -1), steps=1, lr=0.1)
     with pytest.raises(TypeError, match="inputs"):
         train_batched(TableKernelHeads([2], [0], 16), "ids", y, steps=1, lr=0.1)
 
 
-@pytest.mark.parametrize("kwargs, exc, word", [
-    ({"ranks": [0], "seeds": [0]}, ValueError, "ranks"),
-    ({"ranks": [2, 3], "seeds": [0]}, ValueError, "same length"),
-    ({"ranks": [2], "seeds": [0], "feature": "relu"}, ValueError, "feature"),
-    ({"ranks": [4], "seeds": [0], "pad_to": 2}, ValueError, "pad_to"),
-    ({"ranks": "4", "seeds": [0]}, TypeError, "ranks"),
-    ({"ranks": [2], "seeds": [0], "query_position": 3}, ValueError, "query_position"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, word",
+    [
+        ({"ranks": [0], "seeds": [0]}, ValueError, "ranks"),
+        ({"ranks": [2, 3], "seeds": [0]}, ValueError, "same length"),
+        ({"ranks": [2], "seeds": [0], "feature": "relu"}, ValueError, "feature"),
+        ({"ranks": [4], "seeds": [0], "pad_to": 2}, ValueError, "pad_to"),
+        ({"ranks": "4", "seeds": [0]}, TypeError, "ranks"),
+        ({"ranks": [2], "seeds": [0], "query_position": 3}, ValueError, "query_position"),
+    ],
+)
 def test_bad_table_heads(kwargs, exc, word):
     with pytest.raises(exc, match=word):
         TableKernelHeads(num_tokens=16, **kwargs)
@@ -263,3 +303,19 @@ def test_bad_token_ids():
         heads(torch.zeros(4, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="overhead"):
         group_ranks([1, 2], overhead=-1)
+
+
+def test_to_kernel_head_matches_the_reference_numpy_evaluator():
+    from companion.attention import kernel_attention
+
+    tokens = token_pool(8, 16, 0)
+    ids = np.random.default_rng(0).integers(0, 16, size=(50, 3))
+    for feature in ("exp", "softplus"):
+        heads = TableKernelHeads([3, 6], [0, 1], 16, feature=feature)
+        with torch.no_grad():
+            y = heads(torch.tensor(ids)).double().numpy()
+        for j in range(2):
+            ref = kernel_attention(heads.to_kernel_head(j, tokens), tokens[ids])
+            assert np.allclose(ref, y[j], atol=1e-4)
+    with pytest.raises(ValueError, match="tokens"):
+        heads.to_kernel_head(0, tokens[:3])

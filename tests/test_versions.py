@@ -98,6 +98,18 @@ def test_the_installed_environment_is_the_locked_one(lock):
     assert not drift, "the test environment drifted from constraints.txt:\n" + "\n".join(drift)
 
 
+def test_the_lock_covers_every_installed_distribution(lock, project):
+    """Everything installed beside the package is pinned (else Binder, Colab and CI may each
+    get a different release of it)."""
+    unpinned = sorted(
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in importlib.metadata.distributions()
+        if canonicalize_name(dist.metadata["Name"]) not in lock
+        and canonicalize_name(dist.metadata["Name"]) not in {"pip", project["name"]}
+    )
+    assert not unpinned, "installed but not pinned in constraints.txt: " + ", ".join(unpinned)
+
+
 def test_environment_yml_python_matches_pyproject(project):
     env = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
     pythons = [
@@ -158,7 +170,9 @@ def test_pre_commit_hook_versions_equal_the_lock(lock):
 def test_pages_workflow_uses_the_lock_and_python_3_11():
     text = (ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8")
     workflow = yaml.safe_load(text)
-    assert workflow["jobs"]["build"]["container"]["image"].startswith("python:3.11")
+    container = workflow["jobs"]["build"]["container"]
+    image = container["image"] if isinstance(container, dict) else container
+    assert image.startswith("python:3.11"), f"the Pages build must run Python 3.11, not {image}"
     assert "scripts/build_book.sh" in text and "scripts/run_tests.sh" in text
 
 

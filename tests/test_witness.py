@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion.amplification import best_chain_factor
+from companion.attention import KernelAttentionHead
 from companion.codes import paley_hadamard_code
 from companion.rank_bounds import certified_rank_bound
 from companion.task import query_target
@@ -26,7 +27,10 @@ from companion.witness import (
     kernel_ratio_matrix,
     max_error_exact,
     paley_subset,
+    query_indicator_head,
     select_paley_witness,
+    spread_query_head,
+    total_weights,
     verify_certificate,
     witness_family,
 )
@@ -239,6 +243,9 @@ def test_exact_realisation_solves_the_family(inputs):
     assert max_error_exact(head, f) < Fraction(1, 2)
     # the sandwich: certified bound <= rank of an explicit exact head
     assert f.certificate.integer_bound <= head.rank
+    small = query_indicator_head(f)
+    assert small.rank == len(S) and max_error_exact(small, f) < Fraction(1, 2)
+    assert f.certificate.integer_bound <= small.rank
 
 
 @settings(max_examples=15, deadline=None)
@@ -274,6 +281,52 @@ def test_exact_realisation_on_the_experiment_witness(family24):
     assert all(M[i, j] <= 1 / family24.certificate.rho[(i, j)] for (i, j) in
                family24.certificate.rho)
     assert np.linalg.matrix_rank(M.astype(float)) >= family24.certificate.integer_bound
+
+
+def test_query_indicator_head_on_the_experiment_witness(family24):
+    head = query_indicator_head(family24)
+    assert head.rank == len(family24.S) == 28
+    assert max_error_exact(head, family24) < Fraction(1, 2)
+    assert family24.certificate.integer_bound <= head.rank
+
+
+@pytest.mark.parametrize("convention", ["bidirectional", "causal"])
+def test_spread_query_head_has_rank_one_below_S(convention):
+    # the upper end of the sandwich: a hand-built exact head of rank |S| - 1 = 27
+    f = experiment_witness_24(convention)
+    head = spread_query_head(f)
+    assert head.rank == len(f.S) - 1
+    err = max_error_exact(head, f)
+    assert err < Fraction(1, 2)
+    assert f.certificate.integer_bound <= head.rank
+
+
+def test_spread_query_head_refuses_when_no_spread_weight_works():
+    # 23 Paley rows: the spread query would need 22 c > 5 while c < 1/5
+    with pytest.raises(ValueError, match="no spread weight c works"):
+        spread_query_head(witness_family(paley_hadamard_code(23)[:23]))
+    with pytest.raises(ValueError, match="single links"):
+        spread_query_head(witness_family(paley_hadamard_code(23)))
+
+
+def test_weight_inequality_alone_does_not_give_positive_K():
+    # THEORY 4 says K(x, z0) > 0 follows from D(z0) >= R D(zk) with R >= 1. It does not: a
+    # head that attends only to the query has D(z) = alpha_q(x,x) for every key z, so
+    # D(z0) >= 1 * D(zk) holds while K = 0. What rules it out is the pure sequences: it
+    # returns the same value on P_xbar and P_ybar, whose targets differ by G_xy >= 2.
+    f = witness_family(PALEY11[:4])
+    q = f.query_position
+    head = KernelAttentionHead(
+        rank=1, query_features=lambda x: np.ones(np.shape(x)[:-1] + (1,), dtype=np.int64),
+        key_features=lambda z, p: np.full(np.shape(z)[:-1] + (1,), int(p == q), dtype=np.int64),
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+    D = total_weights(head, f, exact=True)
+    assert all(d == 1 for d in D)  # so D(z0) >= 1 * D(zk) on every ladder
+    with pytest.raises(ValueError, match="K\\(x, complement x\\) = 0"):
+        kernel_ratio_matrix(head, f, exact=True)
+    assert max_error_exact(head, f) >= 1  # and it does not solve the family
 
 
 def test_rho_in_certificate_is_the_best_chain(family24):

@@ -158,7 +158,7 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
         return " ".join(str(text).split()).replace("|", "\\|")
 
     lines = [
-        "| Claim | The paper says | Chapter | Checked by | Verdict |",
+        "| Claim | Verdict | The paper says | Chapter | Checked by |",
         "|---|---|---|---|---|",
     ]
     for claim in claims:
@@ -168,8 +168,8 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
         tests_cell = "<br>".join(f"`{t}`" for t in tests) if tests else "—"
         verdict = shown_verdict(claim, chapters, existing_tests)
         lines.append(
-            f"| **{cell(claim['claim'])}** (`{claim['id']}`) | {cell(claim['paper'])} "
-            f"| {chapter_cell} | {tests_cell} | {cell(verdict)} |"
+            f"| **{cell(claim['claim'])}** (`{claim['id']}`) | {cell(verdict)} "
+            f"| {cell(claim['paper'])} | {chapter_cell} | {tests_cell} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -219,4 +219,5 @@ def setup(app):
             return [container]
 
     app.add_directive("claims-ledger", ClaimsLedger)
+    app.add_css_file("companion.css")  # book/_static: column widths of the ledger table
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,7 +19,7 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
     kept = []
     for script in scripts:
         attributes = getattr(script, "attributes", {}) or {}
-        filename = getattr(script, "filename", str(script))
+        filename = getattr(script, "filename", str(script)) or ""  # None and "" alike
         key = (filename, tuple(sorted((k, str(v)) for k, v in attributes.items())))
         if key in seen:
             continue
@@ -29,5 +29,6 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
 
 
 def setup(app) -> dict:
-    app.connect("html-page-context", drop_duplicate_scripts, priority=900)
+    # before 600: a handler that returns a template name ends emit_firstresult early
+    app.connect("html-page-context", drop_duplicate_scripts, priority=550)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

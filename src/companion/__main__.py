@@ -21,21 +21,40 @@ def _parser() -> argparse.ArgumentParser:
     for name, what in (("e1", "E1 witness suite"), ("e2", "E2 OOD scaling sweep")):
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
-        mode.add_argument("--full", dest="mode", action="store_const", const="full",
-                          help="full-size sweep (default)")
-        mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                          help="the book's quick mode")
+        mode.add_argument(
+            "--full",
+            dest="mode",
+            action="store_const",
+            const="full",
+            help="full-size sweep (default)",
+        )
+        mode.add_argument(
+            "--quick",
+            dest="mode",
+            action="store_const",
+            const="quick",
+            help="the book's quick mode",
+        )
         s.set_defaults(mode="full")
-        s.add_argument("--out", default=None,
-                       help=f"output JSON (default results/{name}_<mode>.json)")
+        s.add_argument(
+            "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
+        )
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
-        s.add_argument("--threads", type=int, default=1,
-                       help="torch CPU threads (default 1: results then do not depend on the "
-                            "core count, so committed results can be re-checked bit for bit)")
-        s.add_argument("--restart", action="store_true",
-                       help="discard an existing output file instead of resuming it")
-        s.add_argument("--no-progress", dest="progress", action="store_false",
-                       help="no progress bar")
+        s.add_argument(
+            "--threads",
+            type=int,
+            default=1,
+            help="torch CPU threads (default 1: results then do not depend on the "
+            "core count, so committed results can be re-checked bit for bit)",
+        )
+        s.add_argument(
+            "--restart",
+            action="store_true",
+            help="discard an existing output file instead of resuming it",
+        )
+        s.add_argument(
+            "--no-progress", dest="progress", action="store_false", help="no progress bar"
+        )
     return p
 
 
@@ -62,18 +81,23 @@ def main(argv=None) -> int:
         from .e1 import E1_FULL, E1_QUICK, run_e1_sweep, summarise_e1
 
         config = E1_FULL if args.mode == "full" else E1_QUICK
-        res = run_e1_sweep(config, device=device, progress=args.progress, out=out,
-                           restart=args.restart)
+        res = run_e1_sweep(
+            config, device=device, progress=args.progress, out=out, restart=args.restart
+        )
         for row in summarise_e1(res):
-            print(f"r={row['r']}: max error median {row['median_max_error']:.3f} "
-                  f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
-                  f"solved {row['solved']}/{row['seeds']}")
+            print(
+                f"r={row['r']}: max error median {row['median_max_error']:.3f} "
+                f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
+                f"solved {row['solved']}/{row['seeds']}"
+            )
     else:
         try:
             from .ood import E2_FULL, E2_QUICK, run_e2_sweep
         except ImportError as exc:
-            print(f"e2 is not available: companion.ood.run_e2_sweep could not be imported ({exc})",
-                  file=sys.stderr)
+            print(
+                f"e2 is not available: companion.ood.run_e2_sweep could not be imported ({exc})",
+                file=sys.stderr,
+            )
             return 2
         from .sweeps import ResultStore
 

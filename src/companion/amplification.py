@@ -52,16 +52,34 @@ class _ChainTable:
         self.R = [1]  # R[G] = rho(G) * D**G; rho(0) = 1 (the empty chain)
         self.last = [0]  # last part of the optimal composition (0 for G = 0 or rho = 0)
         self.parts = [0]  # number of parts of the optimal composition
+        self.max_part = self._max_useful_part()
+
+    def _max_useful_part(self) -> int:
+        """Largest link length any optimal composition can contain.
+
+        With h = g - 2 eps and a step t with c(t) > 1, splitting g into (t, g - t) multiplies
+        the chain by c(t) c(g-t) / c(g) = c(t) (h - t) / h, which exceeds 1 exactly when
+        h > c(t) t / (c(t) - 1). Such a part is never in an optimal chain (the split is
+        strictly better, all other factors being positive), so the DP may stop at the cap.
+        """
+        t, caps = 1, []
+        while len(caps) < 64:
+            c = link_factor(t, self.n, self.eps)
+            if c > 1:
+                bound = 2 * self.eps + c * t / (c - 1)  # largest allowed g satisfies g <= bound
+                caps.append(math.floor(bound))
+            t += 1
+        return max(1, min(caps))
 
     def grow(self, G: int) -> None:
-        for g in range(len(self.weights), G + 1):
+        for g in range(len(self.weights), min(G, self.max_part) + 1):
             w = link_factor(g, self.n, self.eps) * self.D**g
             assert w.denominator == 1
             self.weights.append(int(w))
         W = self.weights
         for total in range(len(self.R), G + 1):
             best, best_last, best_parts = 0, 0, 0
-            for g in range(1, total + 1):
+            for g in range(1, min(total, self.max_part) + 1):
                 value = W[g] * self.R[total - g]
                 if value == 0:
                     continue

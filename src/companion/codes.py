@@ -49,7 +49,7 @@ def overlap_spectrum(S) -> dict[int, int]:
     gram = arr @ arr.T
     iu = np.triu_indices(len(arr), k=1)
     values, counts = np.unique(gram[iu], return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts)}
+    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
 
 
 def _is_prime(q: int) -> bool:
@@ -131,7 +131,8 @@ def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not 2 <= m <= MAX_SEARCH_WIDTH:
-        raise ValueError(f"m must be an int in [2, {MAX_SEARCH_WIDTH}] for the code search, got {m}")
+        raise ValueError(
+            f"m must be an int in [2, {MAX_SEARCH_WIDTH}] for the code search, got {m}")
     if not 1 <= w <= m - 1:
         raise ValueError(f"w (weight) must be an int in [1, m-1] = [1, {m - 1}], got {w}")
     if not 1 <= min_gap <= w:
@@ -196,7 +197,8 @@ def search_code(m: int, n: int = 3, eps=Fraction(1, 2), seed: int = 0, weights=N
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
         raise TypeError(f"m must be an int, got {type(m).__name__}")
     if not 4 <= m <= MAX_SEARCH_WIDTH:
-        raise ValueError(f"m must be an int in [4, {MAX_SEARCH_WIDTH}] for the code search, got {m}")
+        raise ValueError(
+            f"m must be an int in [4, {MAX_SEARCH_WIDTH}] for the code search, got {m}")
     weights = [m // 2] if weights is None else list(weights)
     best = None
     for w in weights:

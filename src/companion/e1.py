@@ -1,6 +1,7 @@
 """E1 — the witness suite: train table-parameterised heads of every rank on the witness family.
 
-One sweep = the distinct ranks grouped into padded rank groups (:func:`companion.heads.group_ranks`),
+One sweep = the distinct ranks grouped into padded rank groups
+(:func:`companion.heads.group_ranks`),
 each group × all seeds trained as one batched program, plus the dense softmax baseline (all its
 seeds) as one more unit. :func:`run_e1_sweep` stores each unit's per-model results as soon as
 it finishes (:class:`companion.sweeps.ResultStore`), so an interrupted CLI run resumes where
@@ -18,13 +19,27 @@ import numpy as np
 
 from .sweeps import ResultStore, config_hash
 
-__all__ = ["E1_QUICK", "E1_FULL", "check_e1_config", "e1_family", "run_e1_sweep",
-           "summarise_e1", "consistency_violations", "unit_key", "train_e1_unit", "log_pure_totals"]
+__all__ = [
+    "E1_QUICK",
+    "E1_FULL",
+    "check_e1_config",
+    "e1_family",
+    "run_e1_sweep",
+    "summarise_e1",
+    "consistency_violations",
+    "unit_key",
+    "train_e1_unit",
+    "log_pure_totals",
+]
 
-#: Full size (CLI ``python -m companion e1 --full``): 7 ranks x 5 seeds, dense x 5 seeds.
+#: The issue's grid r in {1, 2, 4, ..., 64}, plus ranks between 16 and 32 where the certified
+#: bound (20), the exact rank-|S| construction (28) and the trained threshold meet.
+E1_RANKS = [1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64]
+
+#: Full size (CLI ``python -m companion e1 --full``): 11 ranks x 5 seeds, dense x 5 seeds.
 E1_FULL: dict = {
     "family": "experiment_witness_24",
-    "ranks": [1, 2, 4, 8, 16, 32, 64],
+    "ranks": E1_RANKS,
     "rank_groups": None,  # None: companion.heads.group_ranks decides
     "seeds": [0, 1, 2, 3, 4],
     "dense_seeds": [0, 1, 2, 3, 4],
@@ -42,8 +57,13 @@ E1_FULL: dict = {
 }
 
 #: Book quick mode: same protocol, 3 seeds and shorter schedules (fits the build budget).
-E1_QUICK: dict = {**E1_FULL, "seeds": [0, 1, 2], "dense_seeds": [0, 1, 2],
-                  "steps": 1200, "surrogate_steps": 800}
+E1_QUICK: dict = {
+    **E1_FULL,
+    "seeds": [0, 1, 2],
+    "dense_seeds": [0, 1, 2],
+    "steps": 1200,
+    "surrogate_steps": 800,
+}
 
 FAMILIES = ("experiment_witness_24",)
 
@@ -60,11 +80,14 @@ def check_e1_config(config: dict) -> dict:
         raise ValueError(f"config has unknown keys {sorted(unknown)}; known: {sorted(E1_FULL)}")
     cfg = copy.deepcopy({**E1_FULL, **config})
     if cfg["family"] not in FAMILIES and not str(cfg["family"]).startswith("custom:"):
-        raise ValueError(f"family must be one of {FAMILIES} (or 'custom:<digest>'), got {cfg['family']!r}")
+        raise ValueError(
+            f"family must be one of {FAMILIES} (or 'custom:<digest>'), got {cfg['family']!r}"
+        )
     cfg["ranks"] = sorted(set(_check_seq_of_ints(cfg["ranks"], "ranks", 1)))
     cfg["seeds"] = _check_seq_of_ints(cfg["seeds"], "seeds", 0)
-    cfg["dense_seeds"] = (_check_seq_of_ints(cfg["dense_seeds"], "dense_seeds", 0)
-                          if cfg["dense_seeds"] else [])
+    cfg["dense_seeds"] = (
+        _check_seq_of_ints(cfg["dense_seeds"], "dense_seeds", 0) if cfg["dense_seeds"] else []
+    )
     if cfg["rank_groups"] is None:
         cfg["rank_groups"] = group_ranks(cfg["ranks"])
     groups = [sorted(_check_seq_of_ints(g, "rank_groups[i]", 1)) for g in cfg["rank_groups"]]
@@ -116,12 +139,19 @@ def _family_tensors(family, device):
     import torch
 
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
-    y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32, device=device)
+    y = torch.as_tensor(
+        np.asarray(family.targets, dtype=np.float64), dtype=torch.float32, device=device
+    )
     return ids, y
 
 
-def build_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[int] | None = None,
-               only_rank: int | None = None):
+def build_unit(
+    cfg: dict,
+    family,
+    group: Sequence[int] | None,
+    seeds: Sequence[int] | None = None,
+    only_rank: int | None = None,
+):
     """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels.
     ``only_rank``: just that rank of the group (still padded to the group's largest rank, so
     it trains exactly as inside the full unit)."""
@@ -132,46 +162,92 @@ def build_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[i
     qpos = int(family.query_position)
     if group is None:
         seeds = cfg["dense_seeds"] if seeds is None else list(seeds)
-        model = TableSoftmaxHeads(seeds, num_tokens, n, score_dim=cfg["score_dim"], query_position=qpos,
-                                  d=cfg["d"], qk_std=cfg["qk_std"])
+        model = TableSoftmaxHeads(
+            seeds,
+            num_tokens,
+            n,
+            score_dim=cfg["score_dim"],
+            query_position=qpos,
+            d=cfg["d"],
+            qk_std=cfg["qk_std"],
+        )
         return model, [("dense", 0, s) for s in seeds]
     seeds = cfg["seeds"] if seeds is None else list(seeds)
     pad = max(group)
     if only_rank is not None:
         if only_rank not in group:
-            raise ValueError(f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
+            raise ValueError(
+                f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}"
+            )
         group = [only_rank]
     ranks = [r for r in group for _ in seeds]
     ss = [s for _ in group for s in seeds]
-    model = TableKernelHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg["d"],
-                             feature=cfg["feature"], positional=cfg["positional"],
-                             pad_to=pad, phi_std=cfg["phi_std"])
+    model = TableKernelHeads(
+        ranks,
+        ss,
+        num_tokens,
+        n,
+        query_position=qpos,
+        d=cfg["d"],
+        feature=cfg["feature"],
+        positional=cfg["positional"],
+        pad_to=pad,
+        phi_std=cfg["phi_std"],
+    )
     return model, [("nka", r, s) for r, s in zip(ranks, ss)]
 
 
-def train_e1_unit(cfg: dict, family, group: Sequence[int] | None, seeds: Sequence[int] | None = None,
-                  device="cpu", progress: bool = False, only_rank: int | None = None):
+def train_e1_unit(
+    cfg: dict,
+    family,
+    group: Sequence[int] | None,
+    seeds: Sequence[int] | None = None,
+    device="cpu",
+    progress: bool = False,
+    only_rank: int | None = None,
+):
     """Train one unit (or, with ``only_rank``, one rank of it); returns (records, TrainResult)."""
     from .train import train_batched
 
     model, labels = build_unit(cfg, family, group, seeds, only_rank)
     ids, y = _family_tensors(family, device)
-    res = train_batched(model, ids, y, steps=cfg["steps"], lr=cfg["lr"],
-                        final_lr_fraction=cfg["final_lr_fraction"],
-                        surrogate_steps=cfg["surrogate_steps"],
-                        surrogate_power=cfg["surrogate_power"], seed=0, device=device,
-                        progress=progress)
-    records = [{"kind": k, "rank": r, "seed": s,
-                "best_max_error": round(float(res.best_max_error[i]), 6),
-                "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
-                "final_max_error": round(float(res.final_max_error[i]), 6),
-                "best_step": int(res.best_step[i])}
-               for i, (k, r, s) in enumerate(labels)]
+    res = train_batched(
+        model,
+        ids,
+        y,
+        steps=cfg["steps"],
+        lr=cfg["lr"],
+        final_lr_fraction=cfg["final_lr_fraction"],
+        surrogate_steps=cfg["surrogate_steps"],
+        surrogate_power=cfg["surrogate_power"],
+        seed=0,
+        device=device,
+        progress=progress,
+    )
+    records = [
+        {
+            "kind": k,
+            "rank": r,
+            "seed": s,
+            "best_max_error": round(float(res.best_max_error[i]), 6),
+            "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
+            "final_max_error": round(float(res.final_max_error[i]), 6),
+            "best_step": int(res.best_step[i]),
+        }
+        for i, (k, r, s) in enumerate(labels)
+    ]
     return records, res
 
 
-def run_e1_sweep(config: dict, device="cpu", progress: bool = False, out=None,
-                 restart: bool = False, family=None, keep_models: bool = False) -> dict:
+def run_e1_sweep(
+    config: dict,
+    device="cpu",
+    progress: bool = False,
+    out=None,
+    restart: bool = False,
+    family=None,
+    keep_models: bool = False,
+) -> dict:
     """Run (or resume) an E1 sweep. Returns ``{"config", "config_hash", "units", "models"}``
     where units maps :func:`unit_key` to ``{"models": [records], "wall_time"}`` and models
     (only with ``keep_models``, and only for units trained in this call) maps the unit key to
@@ -216,24 +292,42 @@ def summarise_e1(results: dict) -> list[dict]:
     recs = all_records(results)
     rows = []
     keys = sorted({r["rank"] for r in recs if r["kind"] == "nka"}) + (
-        ["dense"] if any(r["kind"] == "dense" for r in recs) else [])
+        ["dense"] if any(r["kind"] == "dense" for r in recs) else []
+    )
     for key in keys:
-        sel = [r for r in recs if (r["kind"] == "dense" if key == "dense" else
-                                   (r["kind"] == "nka" and r["rank"] == key))]
+        sel = [
+            r
+            for r in recs
+            if (
+                r["kind"] == "dense"
+                if key == "dense"
+                else (r["kind"] == "nka" and r["rank"] == key)
+            )
+        ]
         err = np.array([r["best_max_error"] for r in sel])
         frac = np.array([r["fraction_within_half"] for r in sel])
-        rows.append({"r": key, "median_max_error": float(np.median(err)),
-                     "min_max_error": float(err.min()), "max_max_error": float(err.max()),
-                     "median_fraction_within_half": float(np.median(frac)),
-                     "solved": int((err < 0.5).sum()), "seeds": len(sel)})
+        rows.append(
+            {
+                "r": key,
+                "median_max_error": float(np.median(err)),
+                "min_max_error": float(err.min()),
+                "max_max_error": float(err.max()),
+                "median_fraction_within_half": float(np.median(frac)),
+                "solved": int((err < 0.5).sum()),
+                "seeds": len(sel),
+            }
+        )
     return rows
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
     """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
     says cannot exist. An empty list means the check passed."""
-    return [r for r in all_records(results)
-            if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
+    return [
+        r
+        for r in all_records(results)
+        if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5
+    ]
 
 
 def log_pure_totals(model, query_position: int = 0):
@@ -256,3 +350,95 @@ def log_pure_totals(model, query_position: int = 0):
 
 def config_digest(config: dict) -> str:
     return config_hash(check_e1_config(config))
+
+
+def query_indicator_head(family, base: int | None = None):
+    """An exact rank-|S| realisation of a witness family: one feature per *query* of S.
+
+    phi_Q(x_i) = e_i (x_i the i-th query of S), phi_K(z)_i = base^-<x_i, z> at the key
+    positions and 0 at the query's own position; values v(z) = z, readout <x, o>. For the
+    query x_i the head is the key-indicator head's kernel base^-<x_i, z> restricted to that
+    query, so it errs by (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g and is
+    exact on pure ones. Its rank |S| is an upper bound on the minimum rank for F(S) (for a
+    family whose queries all lie in S), usually far below the key-indicator head's rank.
+    Exact arithmetic (Fractions), defined only on queries in S.
+    """
+    from fractions import Fraction
+
+    from .attention import KernelAttentionHead
+
+    S = np.asarray(family.S, dtype=np.int64)
+    n, q = int(family.n), int(family.query_position)
+    base = 2 * n if base is None else base
+    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base <= n - 2:
+        raise ValueError(f"base must be an int > n - 2 = {n - 2}, got {base!r}")
+    index = {x.tobytes(): i for i, x in enumerate(S)}
+    r = len(S)
+
+    def query_features(x):
+        x = np.asarray(x, dtype=np.int64)
+        out = np.zeros(x.shape[:-1] + (r,), dtype=np.int64)
+        view = out.reshape(-1, r)
+        for row, tok in enumerate(x.reshape(-1, x.shape[-1])):
+            i = index.get(tok.tobytes())
+            if i is None:
+                raise ValueError("query_indicator_head is defined only on queries in S")
+            view[row, i] = 1
+        return out
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        ov = z @ S.T
+        out = np.empty(ov.shape, dtype=object)
+        out.reshape(-1)[:] = [
+            Fraction(0) if p == q else Fraction(1, int(base) ** int(v)) for v in ov.ravel()
+        ]
+        return out
+
+    return KernelAttentionHead(
+        rank=r,
+        query_features=query_features,
+        key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64),
+    )
+
+
+def link_weight_ratios(head, family):
+    """Lemma B, live: for every chain link of the family, the head's ratio D(x; z) / D(x; z')
+    of total weights on the pure sequences (z the better key, z' the worse), the gap g, and
+    eps_link = the head's max error on the link's rows (its two pure sequences and every
+    arrangement of its mixed one). Where eps_link < 1/2 the lemma forces
+    ratio >= c_{n, eps_link}(g). Float64. Returns a dict of arrays over the links."""
+    from .attention import kernel_attention
+    from .witness import total_weights
+
+    D = total_weights(head, family)
+    y = kernel_attention(head, family.sequences, family.convention)
+    err = np.abs(y - family.targets)
+    ratio, gap, eps = [], [], []
+    for link in family.links:
+        zb, zw = link.pure_rows
+        ratio.append(D[zb] / D[zw])
+        gap.append(link.gap)
+        eps.append(err[list(link.pure_rows) + list(link.mixed_rows)].max())
+    return {
+        "ratio": np.array(ratio),
+        "gap": np.array(gap),
+        "eps": np.array(eps),
+        "max_error": float(err.max()),
+    }
+
+
+def lemma_b_violations(ratios: dict, n: int = 3, rel_tol: float = 1e-9) -> int:
+    """Links where the head is within eps_link < 1/2 yet ratio < c_{n,eps_link}(g) — which
+    Lemma B says cannot happen (up to float rounding ``rel_tol``)."""
+    from .gap_domination import gap_domination_factor
+
+    bad = 0
+    for r, g, e in zip(ratios["ratio"], ratios["gap"], ratios["eps"]):
+        if 0 < e < 0.5:
+            c = float(gap_domination_factor(int(g), n, float(e)))
+            bad += bool(r < c * (1 - rel_tol))
+    return bad

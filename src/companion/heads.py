@@ -43,8 +43,10 @@ def _check_seq_of_ints(values, name: str, low: int) -> list[int]:
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """out[m, p, x, z] = <left[m, x], right[m, p, z]>, contiguous (M, P, T, T) (one bmm)."""
     m, p, t, r = right.shape
-    out = torch.bmm(left.unsqueeze(1).expand(m, p, -1, r).reshape(m * p, -1, r),
-                    right.reshape(m * p, t, r).transpose(1, 2))
+    out = torch.bmm(
+        left.unsqueeze(1).expand(m, p, -1, r).reshape(m * p, -1, r),
+        right.reshape(m * p, t, r).transpose(1, 2),
+    )
     return out.view(m, p, -1, t)
 
 
@@ -72,19 +74,26 @@ class _TableHeads(torch.nn.Module):
         if not isinstance(token_ids, torch.Tensor) or token_ids.dtype != torch.long:
             raise TypeError("token_ids must be an int64 torch.Tensor of shape (N, n)")
         if token_ids.ndim != 2 or token_ids.shape[1] != self.length:
-            raise ValueError(f"token_ids must have shape (N, {self.length}), got {tuple(token_ids.shape)}")
+            raise ValueError(
+                f"token_ids must have shape (N, {self.length}), got {tuple(token_ids.shape)}"
+            )
         return token_ids
 
     def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(log_alpha, scores), each (M, P, T, T): log alpha_p(x, z) up to an additive constant
-        per (model, query x) — which cancels in the normalisation — and f_p(x,z) = <a(x), v_p(z)>."""
+        per (model, query x) — which cancels in the normalisation — and
+        f_p(x,z) = <a(x), v_p(z)>."""
         raise NotImplementedError
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         ids = self._check_ids(token_ids)
         n, t = self.length, self.num_tokens
         x = ids[:, self.query_position]
-        pos = torch.arange(n, device=ids.device) if self.positional else torch.zeros(n, dtype=torch.long, device=ids.device)
+        pos = (
+            torch.arange(n, device=ids.device)
+            if self.positional
+            else torch.zeros(n, dtype=torch.long, device=ids.device)
+        )
         flat = (pos[None, :] * t * t + x[:, None] * t + ids).reshape(-1)  # (N*n,)
         la = self.gathered_log_alpha(flat).view(-1, len(ids), n)
         m = la.shape[0]
@@ -123,14 +132,29 @@ class TableKernelHeads(_TableHeads):
     its seed.
     """
 
-    def __init__(self, ranks: Sequence[int], seeds: Sequence[int], num_tokens: int, length: int = 3,
-                 *, query_position: int = 0, d: int = 16, feature: str = "exp",
-                 positional: bool = True, pad_to: int | None = None, phi_std: float = 1.0,
-                 value_std: float = 1.0, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        ranks: Sequence[int],
+        seeds: Sequence[int],
+        num_tokens: int,
+        length: int = 3,
+        *,
+        query_position: int = 0,
+        d: int = 16,
+        feature: str = "exp",
+        positional: bool = True,
+        pad_to: int | None = None,
+        phi_std: float = 1.0,
+        value_std: float = 1.0,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
         self.ranks = _check_seq_of_ints(ranks, "ranks", 1)
         if len(self.ranks) != len(self.seeds):
-            raise ValueError(f"ranks and seeds must have the same length, got {len(self.ranks)} and {len(self.seeds)}")
+            raise ValueError(
+                f"ranks and seeds must have the same length, got {len(self.ranks)} "
+                f"and {len(self.seeds)}"
+            )
         if feature not in FEATURES:
             raise ValueError(f"feature must be one of {FEATURES}, got {feature!r}")
         self.feature = feature
@@ -153,8 +177,10 @@ class TableKernelHeads(_TableHeads):
         """Nonnegative feature tables phi_Q (M, T, R) and phi_K (M, P, T, R); masked columns 0."""
         mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
         if self.feature == "exp":
-            return (torch.exp(self.q.masked_fill(~mq, -math.inf)),
-                    torch.exp(self.k.masked_fill(~mk, -math.inf)))
+            return (
+                torch.exp(self.q.masked_fill(~mq, -math.inf)),
+                torch.exp(self.k.masked_fill(~mk, -math.inf)),
+            )
         f = torch.nn.functional.softplus
         return f(self.q) * mq, f(self.k) * mk
 
@@ -196,6 +222,43 @@ class TableKernelHeads(_TableHeads):
             log_alpha = torch.log(kern.clamp_min(1e-30))
         return log_alpha, self._scores()
 
+    def to_kernel_head(self, j: int, tokens):
+        """Model j as a :class:`companion.attention.KernelAttentionHead` on the 0/1 tokens
+        ``tokens`` (T, m) its tables index (float64 numpy maps), so the package's reference
+        evaluators and the witness certificate tools can inspect a trained head."""
+        from .attention import KernelAttentionHead
+
+        j = _check_int(j, "j", 0, self.num_models - 1)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 2 or len(tokens) != self.num_tokens:
+            raise ValueError(f"tokens must have shape ({self.num_tokens}, m), got {tokens.shape}")
+        weights = 2 ** np.arange(tokens.shape[1], dtype=object)
+        code = {int(np.dot(t.astype(object), weights)): i for i, t in enumerate(tokens)}
+        r = self.ranks[j]
+        with torch.no_grad():
+            qr, kr = self.q[j, :, :r].double(), self.k[j, :, :, :r].double()
+            if self.feature == "exp":  # shifted by constants, which cancel in the normalisation
+                q, k = torch.exp(qr - qr.max()), torch.exp(kr - kr.max())
+            else:
+                q, k = torch.nn.functional.softplus(qr), torch.nn.functional.softplus(kr)
+            q, k = q.numpy(), k.numpy()
+            v, a, b = (t.detach().double().numpy() for t in (self.v[j], self.a[j], self.b[j]))
+        pos = (lambda p: p) if self.positional else (lambda p: 0)
+
+        def ids(z):
+            z = np.asarray(z, dtype=np.int64)
+            flat = z.reshape(-1, z.shape[-1]).astype(object) @ weights
+            return np.array([code[int(c)] for c in flat], dtype=np.int64).reshape(z.shape[:-1])
+
+        return KernelAttentionHead(
+            rank=r,
+            query_features=lambda x: q[ids(x)],
+            key_features=lambda z, p: k[pos(p)][ids(z)],
+            values=lambda z, p: v[pos(p)][ids(z)],
+            readout_weights=lambda x: a[ids(x)],
+            readout_bias=lambda x: b[ids(x)],
+        )
+
 
 class TableSoftmaxHeads(_TableHeads):
     """M dense softmax heads: alpha_p(x, z) = exp(<q(x), k_p(z)>), q, k tables in R^score_dim.
@@ -205,10 +268,20 @@ class TableSoftmaxHeads(_TableHeads):
     weights (see the chapter). Values N(0, 1), readout N(0, 1/d), bias 0.
     """
 
-    def __init__(self, seeds: Sequence[int], num_tokens: int, length: int = 3, *,
-                 score_dim: int = 24, query_position: int = 0, d: int = 16,
-                 positional: bool = False, qk_std: float = 0.2, value_std: float = 1.0,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        num_tokens: int,
+        length: int = 3,
+        *,
+        score_dim: int = 24,
+        query_position: int = 0,
+        d: int = 16,
+        positional: bool = False,
+        qk_std: float = 0.2,
+        value_std: float = 1.0,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
         self.score_dim = _check_int(score_dim, "score_dim", 1)
         m, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
@@ -246,16 +319,27 @@ def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]
                 best[j], cut[j] = cost, i
     groups, j = [], n
     while j > 0:
-        groups.append(rs[cut[j]:j])
+        groups.append(rs[cut[j] : j])
         j = cut[j]
     return groups[::-1]
 
 
-def stack_e1_models(ranks: Sequence[int], seeds: Sequence[int], num_tokens: int, length: int = 3, *,
-                    groups: Sequence[Sequence[int]] | None = None, dense_seeds: Sequence[int] = (),
-                    score_dim: int = 24, query_position: int = 0, d: int = 16,
-                    feature: str = "exp", positional: bool = True, phi_std: float = 1.0,
-                    qk_std: float = 0.2) -> tuple[ModelStack, list[tuple[str, int, int]]]:
+def stack_e1_models(
+    ranks: Sequence[int],
+    seeds: Sequence[int],
+    num_tokens: int,
+    length: int = 3,
+    *,
+    groups: Sequence[Sequence[int]] | None = None,
+    dense_seeds: Sequence[int] = (),
+    score_dim: int = 24,
+    query_position: int = 0,
+    d: int = 16,
+    feature: str = "exp",
+    positional: bool = True,
+    phi_std: float = 1.0,
+    qk_std: float = 0.2,
+) -> tuple[ModelStack, list[tuple[str, int, int]]]:
     """All (rank, seed) NKA heads (rank groups padded separately) plus dense softmax heads,
     as one :class:`ModelStack`. Returns the stack and its model labels, in output order:
     ("nka", rank, seed) or ("dense", 0, seed)."""
@@ -264,18 +348,40 @@ def stack_e1_models(ranks: Sequence[int], seeds: Sequence[int], num_tokens: int,
     groups = group_ranks(ranks) if groups is None else [list(g) for g in groups]
     covered = sorted(r for g in groups for r in g)
     if covered != sorted(set(ranks)):
-        raise ValueError(f"groups must partition the distinct ranks {sorted(set(ranks))}, got {groups}")
+        raise ValueError(
+            f"groups must partition the distinct ranks {sorted(set(ranks))}, got {groups}"
+        )
     parts, labels = [], []
     for g in groups:
         rr = [r for r in g for _ in seeds]
         ss = [s for _ in g for s in seeds]
-        parts.append(TableKernelHeads(rr, ss, num_tokens, length, query_position=query_position, d=d,
-                                      feature=feature, positional=positional, phi_std=phi_std))
+        parts.append(
+            TableKernelHeads(
+                rr,
+                ss,
+                num_tokens,
+                length,
+                query_position=query_position,
+                d=d,
+                feature=feature,
+                positional=positional,
+                phi_std=phi_std,
+            )
+        )
         labels += [("nka", r, s) for r, s in zip(rr, ss)]
     if len(dense_seeds):
         ds = _check_seq_of_ints(list(dense_seeds), "dense_seeds", 0)
-        parts.append(TableSoftmaxHeads(ds, num_tokens, length, score_dim=score_dim,
-                                       query_position=query_position, d=d, qk_std=qk_std))
+        parts.append(
+            TableSoftmaxHeads(
+                ds,
+                num_tokens,
+                length,
+                score_dim=score_dim,
+                query_position=query_position,
+                d=d,
+                qk_std=qk_std,
+            )
+        )
         labels += [("dense", 0, s) for s in ds]
     return ModelStack(parts), labels
 
@@ -283,5 +389,7 @@ def stack_e1_models(ranks: Sequence[int], seeds: Sequence[int], num_tokens: int,
 def numpy_token_ids(sequences: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """Map sequences (N, n, m) to indices into the distinct ``tokens`` (T, m)."""
     lookup = {tuple(t): i for i, t in enumerate(np.asarray(tokens).tolist())}
-    return np.array([[lookup[tuple(tok)] for tok in seq] for seq in np.asarray(sequences).tolist()],
-                    dtype=np.int64)
+    return np.array(
+        [[lookup[tuple(tok)] for tok in seq] for seq in np.asarray(sequences).tolist()],
+        dtype=np.int64,
+    )

@@ -28,6 +28,8 @@ from .task import _check_positive_int, check_tokens, min_ip_targets, split_pool,
 
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
 FEATURES = ("exp", "softplus")
+ENCODINGS = ("01", "pm1")
+READOUTS = ("learned", "overlap")
 
 #: Book quick mode: three widths, r = 1..128, 3 seeds, sized for <= 3 min on 2 cores.
 E2_QUICK: dict = {
@@ -43,6 +45,9 @@ E2_QUICK: dict = {
     "hidden": [32],
     "value_dim": 16,
     "feature": "exp",
+    "encoding": "01",
+    "skip": False,
+    "readout": "learned",
     "steps": 600,
     "lr": 1e-2,
     "final_lr_fraction": 0.02,
@@ -277,12 +282,33 @@ def _build(cls_self, m, hidden, outs: list[list[int]], seeds_per_model, out_std)
     return pad_widths
 
 
-def _trunk(weights, biases, bits):
+def _trunk(module, bits):
+    """The stacked MLP of `module` on the pool bits: (P, m) -> (M, P, out)."""
     torch = _torch()
-    h = bits.unsqueeze(0).expand(weights[0].shape[0], -1, -1)
-    for w, b in zip(weights[:-1], biases[:-1]):
+    x = 2 * bits - 1 if module.encoding == "pm1" else bits
+    x = x.unsqueeze(0).expand(module.weights[0].shape[0], -1, -1)
+    h = x
+    for w, b in zip(module.weights[:-1], module.biases[:-1]):
         h = torch.relu(torch.baddbmm(b.unsqueeze(1), h, w))
-    return torch.baddbmm(biases[-1].unsqueeze(1), h, weights[-1])
+    out = torch.baddbmm(module.biases[-1].unsqueeze(1), h, module.weights[-1])
+    if module.skip is not None:  # affine shortcut from the bits (starts at zero)
+        out = out + torch.bmm(x, module.skip)
+    return out
+
+
+def _init_options(module, m, encoding, skip, out_width, readout="learned"):
+    torch = _torch()
+    if readout not in READOUTS:
+        raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
+    module.readout = readout
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+    if not isinstance(skip, bool):
+        raise TypeError(f"skip must be a bool, got {type(skip).__name__}")
+    module.encoding = encoding
+    num = module.weights[0].shape[0]
+    module.skip = (torch.nn.Parameter(torch.zeros(num, m, out_width))
+                   if skip and module.hidden else None)
 
 
 def _pairs(matrix, rows):
@@ -291,6 +317,17 @@ def _pairs(matrix, rows):
     flat = (rows[:, :1] * size + rows[:, 1:]).reshape(-1)
     return matrix.reshape(matrix.shape[0], -1).index_select(1, flat).view(
         matrix.shape[0], rows.shape[0], 3)
+
+
+def _scores(module, bits, a, v, b, rows):
+    """Per-token scores f(x, x_p) (M, N, 3) and readout bias b(x) (M, N). Learned readout:
+    f = <a(x), v(z)>. Overlap readout (the constructions' form, nothing learned): v(z) = z,
+    a(x) = x, b = 0, so f(x, z) = <x, z> and the head must only learn where to attend."""
+    torch = _torch()
+    if module.readout == "overlap":
+        f = _pairs((bits @ bits.T).unsqueeze(0), rows).expand(a.shape[0], -1, -1)
+        return f, torch.zeros_like(f[..., 0])
+    return _pairs(torch.bmm(a, v.transpose(1, 2)), rows), b[:, rows[:, 0]]
 
 
 def _make_modules():
@@ -310,7 +347,8 @@ def _make_modules():
         """
 
         def __init__(self, m: int, ranks: Sequence[int], seeds: Sequence[int],
-                     hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp"):
+                     hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp",
+                     encoding: str = "01", skip: bool = False, readout: str = "learned"):
             super().__init__()
             self.m = _check_positive_int(m, "m")
             if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Sequence) or not ranks:
@@ -329,6 +367,7 @@ def _make_modules():
             outs = [[r, r, d, d, 1] for r in self.ranks]
             seeds_pm = [_model_seed(s, r, m, 1) for s, r in zip(self.seeds, self.ranks)]
             self.r_max, *_ = _build(self, m, self.hidden, outs, seeds_pm, out_std=1.0)
+            _init_options(self, m, encoding, skip, 2 * self.r_max + 2 * d + 1, readout)
             mask = torch.zeros(len(self.ranks), self.r_max, dtype=torch.bool)
             for i, r in enumerate(self.ranks):
                 mask[i, :r] = True
@@ -340,7 +379,7 @@ def _make_modules():
 
         def token_maps(self, bits):
             """Per-token maps (M, P, ·): phi_Q, phi_K (nonnegative, masked), v, a, b."""
-            out = _trunk(self.weights, self.biases, bits)
+            out = _trunk(self, bits)
             r, d = self.r_max, self.value_dim
             pq, pk = out[..., :r], out[..., r:2 * r]
             v, a, b = out[..., 2 * r:2 * r + d], out[..., 2 * r + d:2 * r + 2 * d], out[..., -1]
@@ -362,9 +401,9 @@ def _make_modules():
             # all (query, key) pairs of the pool at once (dense GEMMs), then gather the pairs
             # the rows need: far cheaper than gathering r-vectors per row
             kernel = torch.bmm(phi_q, phi_k.transpose(1, 2))  # (M, P, P)
-            score = torch.bmm(a, v.transpose(1, 2))  # f(x, z) = <a(x), v(z)>
-            alpha, f = _pairs(kernel, rows), _pairs(score, rows)  # (M, N, 3)
-            return (alpha * f).sum(-1) / alpha.sum(-1).clamp_min(1e-30) + b[:, rows[:, 0]]
+            alpha = _pairs(kernel, rows)  # (M, N, 3)
+            f, bias = _scores(self, pool.bits, a, v, b, rows)
+            return (alpha * f).sum(-1) / alpha.sum(-1).clamp_min(1e-30) + bias
 
     class MLPSoftmaxHeads(nn.Module):
         """M stacked dense softmax heads: alpha(x, z) = exp(<q(x), k(z)>) with q, k in R^m,
@@ -372,7 +411,8 @@ def _make_modules():
         `MLPKernelHeads`."""
 
         def __init__(self, m: int, seeds: Sequence[int], hidden: Sequence[int] = (64,),
-                     value_dim: int = 16, score_std: float = 0.2):
+                     value_dim: int = 16, score_std: float = 0.2, encoding: str = "01",
+                     skip: bool = False, readout: str = "learned"):
             super().__init__()
             self.m = _check_positive_int(m, "m")
             self.seeds = _check_seeds(seeds)
@@ -382,6 +422,7 @@ def _make_modules():
             outs = [[m, m, d, d, 1] for _ in self.seeds]
             _build(self, m, self.hidden, outs, [_model_seed(s, 0, m, 2) for s in self.seeds],
                    out_std=score_std)
+            _init_options(self, m, encoding, skip, 2 * m + 2 * d + 1, readout)
 
         @property
         def num_models(self) -> int:
@@ -389,13 +430,13 @@ def _make_modules():
 
         def forward(self, inputs):
             rows, pool = inputs
-            out = _trunk(self.weights, self.biases, pool.bits)
+            out = _trunk(self, pool.bits)
             m, d = self.m, self.value_dim
             q, k = out[..., :m], out[..., m:2 * m]
             v, a, b = out[..., 2 * m:2 * m + d], out[..., 2 * m + d:2 * m + 2 * d], out[..., -1]
             w = torch.softmax(_pairs(torch.bmm(q, k.transpose(1, 2)), rows), dim=-1)
-            f = _pairs(torch.bmm(a, v.transpose(1, 2)), rows)
-            return (w * f).sum(-1) + b[:, rows[:, 0]]
+            f, bias = _scores(self, pool.bits, a, v, b, rows)
+            return (w * f).sum(-1) + bias
 
     return MLPKernelHeads, MLPSoftmaxHeads
 
@@ -466,6 +507,14 @@ def check_e2_config(config: dict) -> dict:
         raise ValueError(f"train_fraction must lie strictly in (0, 1), got {tf}")
     if cfg["feature"] not in FEATURES:
         raise ValueError(f"feature must be one of {FEATURES}, got {cfg['feature']!r}")
+    if cfg["encoding"] not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {cfg['encoding']!r}")
+    if cfg["readout"] not in READOUTS:
+        raise ValueError(f"readout must be one of {READOUTS}, got {cfg['readout']!r}")
+    if not isinstance(cfg["skip"], bool):
+        raise TypeError(f"skip must be a bool, got {type(cfg['skip']).__name__}")
+    for key in ("lr", "final_lr_fraction", "near_tie_fraction"):
+        _check_fraction(cfg[key], key)
     transition_rank([1], [[1.0]], cfg["threshold"])  # validates threshold
     return cfg
 
@@ -481,9 +530,12 @@ def build_e2_models(m: int, cfg: dict):
     parts, keys = [], []
     for group in cfg["rank_groups"]:
         parts.append(MLPKernelHeads(m, [r for r in group for _ in seeds], seeds * len(group),
-                                    cfg["hidden"], cfg["value_dim"], cfg["feature"]))
+                                    cfg["hidden"], cfg["value_dim"], cfg["feature"],
+                                    cfg["encoding"], cfg["skip"], cfg["readout"]))
         keys += [(r, s) for r in group for s in seeds]
-    parts.append(MLPSoftmaxHeads(m, seeds, cfg["hidden"], cfg["value_dim"]))
+    parts.append(MLPSoftmaxHeads(m, seeds, cfg["hidden"], cfg["value_dim"],
+                                 encoding=cfg["encoding"], skip=cfg["skip"],
+                                 readout=cfg["readout"]))
     keys += [("dense", s) for s in seeds]
     return ModelStack(parts), keys
 
@@ -542,3 +594,71 @@ def run_e2_sweep(config: dict, device="cpu", progress=False) -> dict:
     if bar is not None:
         bar.close()
     return out
+
+
+# --------------------------------------------------------------------------- summaries, protocols
+
+
+def summarise_e2(result: dict) -> list[dict]:
+    """One row per width: median test accuracy per rank (each test distribution), the
+    transition rank, train accuracy and the train-test gap at the largest rank, and the dense
+    heads' accuracy (min over seeds) — what the chapter's tables print."""
+    rows = []
+    for m, e in result["widths"].items():
+        ranks = e["ranks"]
+        row = {"m": int(m), "ranks": ranks, "pool_train": e["pool_train"],
+               "pool_test": e["pool_test"]}
+        for name in TEST_DISTRIBUTIONS:
+            acc = np.asarray(e["accuracy"][name])
+            row[f"median_{name}"] = [float(np.median(a)) for a in acc]
+            row[f"transition_{name}"] = e["transition_r"][name]
+            row[f"dense_min_{name}"] = float(min(e["dense"][name]))
+            med = np.asarray(row[f"median_{name}"])
+            row[f"largest_step_{name}"] = float(np.max(np.diff(med))) if len(med) > 1 else 0.0
+        train = np.asarray(e["train_accuracy"])
+        row["median_train"] = [float(np.median(a)) for a in train]
+        row["dense_min_train"] = float(min(e["dense_train_accuracy"]))
+        rows.append(row)
+    return rows
+
+
+#: Protocols tried for E2, each a change to `E2_QUICK`; the chapter tabulates all of them.
+E2_PROTOCOLS: dict = {}
+
+
+def protocol_path(out_dir, name: str):
+    """File of one protocol's results: `out_dir/<name>.json`."""
+    from pathlib import Path
+
+    if not isinstance(name, str) or not name.replace("_", "").isalnum():
+        raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
+    return Path(out_dir) / f"{name}.json"
+
+
+def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols", base=None,
+                    device="cpu", progress=False, restart=False) -> dict:
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) as a full E2 sweep and store
+    it at `out_dir/<name>.json` in the CLI's format (a `companion.sweeps.ResultStore` whose
+    unit "sweep" is the `run_e2_sweep` result). An existing file for the same configuration is
+    reused, not recomputed."""
+    from .sweeps import ResultStore
+
+    if not isinstance(changes, dict):
+        raise TypeError(f"changes must be a dict, got {type(changes).__name__}")
+    config = check_e2_config({**(E2_QUICK if base is None else base), **changes})
+    store = ResultStore(protocol_path(out_dir, name), config, restart=restart)
+    if not store.done("sweep"):
+        store.put("sweep", run_e2_sweep(config, device=device, progress=progress))
+    return store.get("sweep")
+
+
+def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
+    """Every stored protocol result under `out_dir`: {name: run_e2_sweep result}, by name."""
+    import json
+    from pathlib import Path
+
+    found = {}
+    for path in sorted(Path(out_dir).glob("*.json")):
+        with open(path) as fh:
+            found[path.stem] = json.load(fh)["units"]["sweep"]
+    return found

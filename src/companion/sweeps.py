@@ -73,7 +73,8 @@ class ResultStore:
             if data.get("config_hash") != self.hash:
                 raise ValueError(
                     f"{self.path} holds results for configuration {data.get('config_hash')}, not "
-                    f"{self.hash}; pass restart=True (CLI: --restart) or another output path")
+                    f"{self.hash}; pass restart=True (CLI: --restart) or another output path"
+                )
             self.units = dict(data.get("units", {}))
 
     def done(self, key: str) -> bool:

@@ -58,7 +58,8 @@ class TrainResult:
 
     best_max_error (M,): smallest max |prediction - target| over the training set seen at any
     evaluated step; fraction_within_half (M,): fraction of inputs with |error| < 1/2 at that
-    best checkpoint; final_max_error (M,): max error of the last iterate; loss_history (K, M):
+    best checkpoint; final_max_error (M,) and final_fraction_within_half (M,): the same for
+    the last iterate; loss_history (K, M):
     each model's training objective at ``history_steps`` (K,); ``best_step`` (M,) the step of
     the best checkpoint; ``model`` holds the best parameters of every model.
     """
@@ -67,6 +68,7 @@ class TrainResult:
     best_max_error: torch.Tensor
     fraction_within_half: torch.Tensor
     final_max_error: torch.Tensor
+    final_fraction_within_half: torch.Tensor
     best_step: torch.Tensor
     loss_history: torch.Tensor
     history_steps: torch.Tensor
@@ -83,7 +85,9 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     if total <= 1:
         return lr
     progress = step / (total - 1)
-    return lr * (final_lr_fraction + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return lr * (
+        final_lr_fraction + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+    )
 
 
 def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -100,11 +104,17 @@ def _check_int(value, name: str, low: int, high: int | None = None) -> int:
     return int(value)
 
 
-def _check_float(value, name: str, low: float, high: float, low_open=True, high_open=False) -> float:
+def _check_float(
+    value, name: str, low: float, high: float, low_open=True, high_open=False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
-    ok = math.isfinite(v) and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    ok = (
+        math.isfinite(v)
+        and (v > low if low_open else v >= low)
+        and (v < high if high_open else v <= high)
+    )
     if not ok:
         lb, hb = ("(" if low_open else "["), (")" if high_open else "]")
         raise ValueError(f"{name} must lie in {lb}{low}, {high}{hb}, got {value}")
@@ -120,7 +130,8 @@ def _num_inputs(inputs) -> int:
         return _num_inputs(inputs[0])
     raise TypeError(
         f"inputs must be a tensor, or a tuple/list/dict of tensors with the input index first, "
-        f"got {type(inputs).__name__}")
+        f"got {type(inputs).__name__}"
+    )
 
 
 def _map_inputs(inputs, fn):
@@ -150,22 +161,35 @@ def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, t
             if p.ndim == 0 or p.shape[0] != size:
                 raise ValueError(
                     "model: every parameter of a stacked model must have the same leading model "
-                    f"dimension, got shapes {[tuple(q.shape) for q in params]}")
+                    f"dimension, got shapes {[tuple(q.shape) for q in params]}"
+                )
             index[id(p)] = torch.arange(offset, offset + size, device=device)
         return offset + size
 
     total = visit(model, 0)
     if total != num_models:
         raise ValueError(
-            f"model: parameters stack {total} models but model(inputs) returned {num_models} rows")
+            f"model: parameters stack {total} models but model(inputs) returned {num_models} rows"
+        )
     return index
 
 
-def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int, lr: float,
-                  final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
-                  surrogate_power: int = 16, batch_size: int | None = None, seed: int = 0,
-                  device: str | torch.device = "cpu", progress: bool = False,
-                  eval_every: int | None = None) -> TrainResult:
+def train_batched(
+    model: torch.nn.Module,
+    inputs,
+    targets: torch.Tensor,
+    *,
+    steps: int,
+    lr: float,
+    final_lr_fraction: float = 0.02,
+    surrogate_steps: int = 0,
+    surrogate_power: int = 16,
+    batch_size: int | None = None,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+    eval_every: int | None = None,
+) -> TrainResult:
     """Train the M stacked models in ``model`` together; see the module docstring.
 
     inputs: a tensor or a tuple/list/dict of tensors whose first dimension indexes the N inputs
@@ -191,7 +215,9 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     try:
         device = torch.device(device)
     except RuntimeError as exc:
-        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
+        raise ValueError(
+            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}"
+        ) from exc
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was requested but CUDA is not available here")
     if not isinstance(targets, torch.Tensor):
@@ -200,7 +226,10 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")
     if targets.ndim not in (1, 2) or targets.shape[-1] != n_inputs:
-        raise ValueError(f"targets must have shape (N,) or (M, N) with N = {n_inputs}, got {tuple(targets.shape)}")
+        raise ValueError(
+            f"targets must have shape (N,) or (M, N) with N = {n_inputs}, "
+            f"got {tuple(targets.shape)}"
+        )
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
     if batch_size is not None:
@@ -216,15 +245,42 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
-        return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
-                      surrogate_steps, surrogate_power, batch_size, seed, device, progress,
-                      eval_every)
+        return _train(
+            model,
+            inputs,
+            targets,
+            n_inputs,
+            steps,
+            lr,
+            final_lr_fraction,
+            surrogate_steps,
+            surrogate_power,
+            batch_size,
+            seed,
+            device,
+            progress,
+            eval_every,
+        )
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
-def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
-           surrogate_power, batch_size, seed, device, progress, eval_every) -> TrainResult:
+def _train(
+    model,
+    inputs,
+    targets,
+    n_inputs,
+    steps,
+    lr,
+    final_lr_fraction,
+    surrogate_steps,
+    surrogate_power,
+    batch_size,
+    seed,
+    device,
+    progress,
+    eval_every,
+) -> TrainResult:
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))
@@ -236,10 +292,14 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     with torch.no_grad():
         first = model(inputs)
     if first.ndim != 2 or first.shape[1] != n_inputs:
-        raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got {tuple(first.shape)}")
+        raise ValueError(
+            f"model(inputs) must return (M, N) with N = {n_inputs}, got {tuple(first.shape)}"
+        )
     num_models = first.shape[0]
     if targets.ndim == 2 and targets.shape[0] != num_models:
-        raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got {targets.shape[0]}")
+        raise ValueError(
+            f"targets of shape (M, N) must have M = {num_models} rows, got {targets.shape[0]}"
+        )
     index = _model_index(model, num_models, device)
     tgt_full = targets.expand(num_models, n_inputs)
 
@@ -270,6 +330,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=total, desc="train", leave=False)
 
     for step in range(total):
@@ -281,7 +342,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             batch_inputs, tgt = inputs, tgt_full
         else:
             idx = torch.randperm(n_inputs, generator=gen)[:batch_size].to(device)
-            batch_inputs = _map_inputs(inputs, lambda t: t.index_select(0, idx))
+            batch_inputs = _map_inputs(inputs, lambda t, idx=idx: t.index_select(0, idx))
             tgt = tgt_full.index_select(1, idx)
         pred = model(batch_inputs)
         err = pred - tgt
@@ -289,7 +350,9 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             # smooth L_p norm of the errors, scaled by the (detached) max for stability
             a = err.abs()
             scale = a.detach().amax(dim=-1, keepdim=True).clamp_min(1e-12)
-            per_model = scale[:, 0] * ((a / scale) ** surrogate_power).mean(-1) ** (1.0 / surrogate_power)
+            per_model = scale[:, 0] * ((a / scale) ** surrogate_power).mean(-1) ** (
+                1.0 / surrogate_power
+            )
         else:
             per_model = (err * err).mean(-1)
         loss = per_model.sum()
@@ -310,6 +373,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
         final = model(inputs)
     record(final, total)
     final_err = max_errors(final, tgt_full).detach()
+    final_frac = ((final - tgt_full).abs() < 0.5).float().mean(-1)
     with torch.no_grad():
         for p, bp in zip(params, best_params):
             p.copy_(bp)
@@ -320,6 +384,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
         best_max_error=best_err.cpu(),
         fraction_within_half=best_frac.cpu(),
         final_max_error=final_err.cpu(),
+        final_fraction_within_half=final_frac.cpu(),
         best_step=best_step.cpu(),
         loss_history=torch.stack(hist) if hist else torch.zeros(0, num_models),
         history_steps=torch.tensor(hist_steps, dtype=torch.long),

@@ -147,9 +147,9 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
                 factor_cache[chain_gaps] = math.prod(
                     (link_factor(g, n, eps) for g in chain_gaps), start=Fraction(1))
             rho[(i, j)] = factor_cache[chain_gaps]
-            for t, lv in zip(tokens, levels):
+            for t, lv in zip(tokens, levels, strict=True):
                 keys[t] = lv
-            for a, b, g in zip(tokens, tokens[1:], chain_gaps):
+            for a, b, g in zip(tokens, tokens[1:], chain_gaps, strict=False):
                 used[(a, b)] = g
         pure_keys.append(sorted(keys, key=lambda t: (keys[t], t)))
         links.append([(a, b, g) for (a, b), g in used.items()])
@@ -292,7 +292,7 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
                 raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
                                  f", recomputed {tuple(gaps.tolist())}")
             value = Fraction(1)
-            for a, b, g in zip(chain, chain[1:], gaps.tolist()):
+            for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
                 c = link_factor(int(g), n, eps)
                 if c <= 0:
                     raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
@@ -364,7 +364,7 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fraction:
     """max over the family of |y(X) - t(X)|, computed exactly (Fractions)."""
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets))
+    return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets, strict=True))
 
 
 #: (a, b) of the experiments' witness: the first a Paley rows and the complements of the
@@ -441,3 +441,139 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
             M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
                        if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
     return M
+
+
+def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
+    """An exact realisation of rank |S|: one indicator feature per query of S.
+
+    phi_Q(x) = e_x and phi_K(z)_x = base^-<x,z> at key positions (0 at the query's own
+    position): the same kernel as :func:`indicator_head`, so the same error on F(S). Any
+    nonnegative kernel table on the |S| queries is realisable this way.
+    """
+    if not isinstance(family, WitnessFamily):
+        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
+    n, q = family.n, family.query_position
+    base = 2 * n if base is None else base
+    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base <= n - 2:
+        raise ValueError(f"base must be an int > n - 2 = {n - 2}, got {base!r}")
+    S = family.S
+    index = {x.tobytes(): i for i, x in enumerate(S)}
+    r = len(S)
+
+    def query_features(x):
+        x = np.asarray(x, dtype=np.int64)
+        out = np.zeros(x.shape[:-1] + (r,), dtype=np.int64)
+        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, r)
+        for row, tok in enumerate(flat):
+            col = index.get(tok.tobytes())
+            if col is not None:
+                view[row, col] = 1
+        return out
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        ov = z @ S.T
+        out = np.empty(ov.shape, dtype=object)
+        out.reshape(-1)[:] = [Fraction(0) if p == q else Fraction(1, int(base) ** int(v))
+                              for v in ov.ravel()]
+        return out
+
+    return KernelAttentionHead(
+        rank=r, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+
+
+def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
+                      tau=Fraction(1, 10**4)) -> KernelAttentionHead:
+    """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
+    one, and the remaining query s spread evenly over all of them.
+
+    Scores are shifted down by delta = 1/2 - eta (readout <x, o> - delta), so a link of gap g
+    only needs a weight ratio above l (g - 1 + eta)/(1 - eta) (l = n - 2), just above the
+    gap-domination factor. Query k's own column puts weight 1 on its complement, the product
+    of 1/A along its ladders on chain keys, tau on single-link keys and c on complement(s);
+    the spread query sees the column sums. c must satisfy
+    (|S|-1) c > A(G) * (column sum of every other key of s) and c < 1/A(G_ks); raises
+    ValueError if no such c (or no query s whose ladders are all single links) exists.
+    """
+    if not isinstance(family, WitnessFamily):
+        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
+    eta, tau = Fraction(eta), Fraction(tau)
+    if not (0 < eta < Fraction(1, 2) and 0 < tau < 1):
+        raise ValueError(f"eta must lie in (0, 1/2) and tau in (0, 1), got {eta}, {tau}")
+    cert, n, q = family.certificate, family.n, family.query_position
+    S = np.asarray(cert.S, dtype=np.int64)
+    N = len(S)
+    delta = Fraction(1, 2) - eta
+
+    def need(g: int) -> Fraction:  # weight ratio that makes a gap-g link exact, plus 0.1%
+        return (n - 2) * (g - 1 + eta) / (1 - eta) * Fraction(1001, 1000)
+
+    single = [all(len(cert.gaps[(k, s)]) == 1 and len(cert.gaps[(s, k)]) == 1
+                  for k in range(N) if k != s) for s in range(N)]
+    if not any(single):
+        raise ValueError("spread_query_head needs a query whose ladders are all single links")
+    s = max(i for i in range(N) if single[i])
+    others = [k for k in range(N) if k != s]
+    column = {k: c for c, k in enumerate(others)}
+    comp_s = tuple((1 - S[s]).tolist())
+    weights: dict[tuple, list] = {}  # key token -> its entries, one per one-hot query
+
+    def entry(token, k, value):
+        weights.setdefault(token, [Fraction(0)] * (N - 1))[column[k]] = value
+
+    for k in others:
+        for j in range(N):
+            if j == k:
+                continue
+            chain, gaps = cert.chains[(k, j)], cert.gaps[(k, j)]
+            entry(chain[0], k, Fraction(1))
+            if len(gaps) == 1:
+                if chain[-1] != comp_s:
+                    entry(chain[-1], k, tau)
+                continue
+            w = Fraction(1)
+            for token, g in zip(chain[1:], gaps, strict=True):
+                w /= need(g)
+                entry(token, k, w)
+    lower = max(need(cert.gaps[(s, j)][0]) * sum(weights[cert.chains[(s, j)][-1]])
+                for j in others) / (N - 1)
+    upper = min(1 / need(cert.gaps[(k, s)][0]) for k in others)
+    if not lower < upper:
+        raise ValueError(f"no spread weight c works: need {float(lower):.4f} < c < "
+                         f"{float(upper):.4f}")
+    c = (lower + upper) / 2
+    for k in others:
+        entry(comp_s, k, c)
+    index = {bytes(np.asarray(t, dtype=np.int64).tobytes()): v for t, v in weights.items()}
+    query_col = {S[k].tobytes(): column[k] for k in others}
+    spread_key = S[s].tobytes()
+
+    def query_features(x):
+        x = np.asarray(x, dtype=np.int64)
+        out = np.zeros(x.shape[:-1] + (N - 1,), dtype=np.int64)
+        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, N - 1)
+        for row, tok in enumerate(flat):
+            b = tok.tobytes()
+            if b == spread_key:
+                view[row, :] = 1
+            elif b in query_col:
+                view[row, query_col[b]] = 1
+        return out
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        out = np.empty(z.shape[:-1] + (N - 1,), dtype=object)
+        flat, view = z.reshape(-1, z.shape[-1]), out.reshape(-1, N - 1)
+        zero = [Fraction(0)] * (N - 1)
+        for row, tok in enumerate(flat):
+            view[row, :] = zero if p == q else index.get(tok.tobytes(), zero)
+        return out
+
+    return KernelAttentionHead(
+        rank=N - 1, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))

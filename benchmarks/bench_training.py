@@ -1,0 +1,189 @@
+"""Batched training engine vs a Python loop over the same models, in the same run.
+
+    python benchmarks/bench_training.py [--steps 150] [--threads 1] [--skip-e2]
+
+E1: every (rank, seed) table head of the witness sweep (r = 1..64) plus the dense heads,
+trained (a) batched as the sweep does it (ranks grouped by companion.heads.group_ranks, one
+program per group), (b) batched with all ranks padded to 64 in one program, (c) one group per
+rank, and (d) as a Python loop, one model at a time. E2 (if companion.ood is present): one
+width's rank groups and dense heads, batched vs looped. Prints wall times, the ratios, and the
+achieved model FLOP/s against the machine's measured float32 matmul rate. Prints, never
+asserts: wall times on a shared machine are noisy (compare ratios measured in one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from companion.e1 import E1_FULL, build_unit, check_e1_config, e1_family
+from companion.heads import TableKernelHeads, TableSoftmaxHeads
+from companion.reproducibility import seed_everything
+from companion.train import train_batched
+
+
+def matmul_rate(n: int = 512, repeats: int = 20) -> float:
+    """Measured float32 matmul FLOP/s (n x n x n products) with the current thread setting."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n**3 * repeats / (time.perf_counter() - t)
+
+
+def table_flops(model, n_inputs: int) -> float:
+    """Matmul FLOPs of one training step (forward + backward ~ 3x forward) of table heads:
+    the pair tables cost 2·M·P·T·T·(R + d); gathers and elementwise work are not counted."""
+    m, p, t = model.num_models, model.num_positions, model.num_tokens
+    r = model.pad if isinstance(model, TableKernelHeads) else model.score_dim
+    return 3 * 2 * m * p * t * t * (r + model.d)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def bench_e1(steps: int, seeds: list[int]) -> None:
+    cfg = check_e1_config(
+        {
+            **E1_FULL,
+            "seeds": seeds,
+            "dense_seeds": seeds,
+            "steps": steps,
+            "surrogate_steps": steps // 2,
+        }
+    )
+    fam = e1_family(cfg)
+    ids = torch.as_tensor(fam.token_ids)
+    y = torch.as_tensor(fam.targets, dtype=torch.float32)
+    kw = dict(
+        steps=cfg["steps"],
+        lr=cfg["lr"],
+        final_lr_fraction=cfg["final_lr_fraction"],
+        surrogate_steps=cfg["surrogate_steps"],
+        surrogate_power=cfg["surrogate_power"],
+    )
+    total = cfg["steps"] + cfg["surrogate_steps"]
+    ranks = cfg["ranks"]
+
+    def run_groups(groups):
+        flops, wall = 0.0, 0.0
+        for g in groups:
+            model, _ = build_unit(cfg, fam, g)
+            dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
+            wall += dt
+            flops += table_flops(model, len(ids)) * total
+        model, _ = build_unit(cfg, fam, None)
+        dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
+        return wall + dt, flops + table_flops(model, len(ids)) * total
+
+    def run_loop():
+        flops, wall = 0.0, 0.0
+        for r in ranks:
+            for s in seeds:
+                model = TableKernelHeads(
+                    [r],
+                    [s],
+                    len(fam.tokens),
+                    query_position=0,
+                    d=cfg["d"],
+                    feature=cfg["feature"],
+                    phi_std=cfg["phi_std"],
+                )
+                dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
+                wall += dt
+                flops += table_flops(model, len(ids)) * total
+        for s in seeds:
+            model = TableSoftmaxHeads(
+                [s], len(fam.tokens), score_dim=cfg["score_dim"], d=cfg["d"], qk_std=cfg["qk_std"]
+            )
+            dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
+            wall += dt
+            flops += table_flops(model, len(ids)) * total
+        return wall, flops
+
+    rate = matmul_rate()
+    n_models = len(ranks) * len(seeds) + len(seeds)
+    print(
+        f"E1: witness family N={len(ids)} inputs, T={len(fam.tokens)} tokens; "
+        f"{n_models} models (r in {ranks} x seeds {seeds} + dense x {len(seeds)}), "
+        f"{total} steps each; torch threads={torch.get_num_threads()}"
+    )
+    print(f"machine float32 matmul rate (512^3): {rate / 1e9:.1f} GFLOP/s")
+    loop_wall, loop_flops = run_loop()
+    rows = [("python loop, one model at a time", loop_wall, loop_flops)]
+    for name, groups in (
+        ("batched, sweep grouping " + str(cfg["rank_groups"]), cfg["rank_groups"]),
+        ("batched, all ranks padded to 64", [ranks]),
+        ("batched, one program per rank", [[r] for r in ranks]),
+    ):
+        wall, flops = run_groups(groups)
+        rows.append((name, wall, flops))
+    for name, wall, flops in rows:
+        print(
+            f"  {name:<58s} {wall:7.2f} s  x{loop_wall / wall:4.2f} vs loop  "
+            f"{flops / wall / 1e9:6.2f} GFLOP/s ({100 * flops / wall / rate:4.1f}% of matmul rate)"
+        )
+
+
+def bench_e2(steps: int, seeds: list[int]) -> None:
+    try:
+        from companion import ood
+    except ImportError as exc:
+        print(f"E2: skipped (companion.ood not importable: {exc})")
+        return
+    cfg = ood.check_e2_config({**ood.E2_QUICK, "seeds": seeds, "steps": steps})
+    m, pool = cfg["widths"][0], cfg["pool_sizes"][0]
+    data = ood.make_e2_data(
+        m,
+        pool,
+        cfg["train_fraction"],
+        cfg["n_train"],
+        cfg["n_test"],
+        cfg["near_tie_fraction"],
+        cfg["data_seed"],
+    )
+    inputs = ood.pool_inputs(data.train_pool, data.train_idx)
+    y = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32)
+    kw = dict(steps=steps, lr=cfg["lr"], final_lr_fraction=cfg["final_lr_fraction"])
+    model, keys = ood.build_e2_models(m, cfg)
+    batched, _ = timed(lambda model=model: train_batched(model, inputs, y, **kw))
+    loop = 0.0
+    for key in keys:
+        r, s = key
+        if r == "dense":
+            single = ood.MLPSoftmaxHeads(m, [s], cfg["hidden"], cfg["value_dim"])
+        else:
+            single = ood.MLPKernelHeads(
+                m, [r], [s], cfg["hidden"], cfg["value_dim"], cfg["feature"]
+            )
+        dt, _ = timed(lambda single=single: train_batched(single, inputs, y, **kw))
+        loop += dt
+    print(
+        f"E2: m={m}, {len(y)} training inputs, {len(keys)} models (ranks {cfg['ranks']} in "
+        f"groups {cfg['rank_groups']} x seeds {seeds} + dense), {steps} steps each"
+    )
+    print(f"  python loop {loop:7.2f} s   batched {batched:7.2f} s   ratio x{loop / batched:4.2f}")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--skip-e2", action="store_true")
+    args = p.parse_args(argv)
+    seed_everything(0, threads=args.threads)
+    seeds = list(range(args.seeds))
+    bench_e1(args.steps, seeds)
+    if not args.skip_e2:
+        bench_e2(args.steps, seeds)
+
+
+if __name__ == "__main__":
+    main()
