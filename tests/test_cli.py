@@ -297,3 +297,20 @@ def test_lemma_b_check_holds_for_an_exact_head_and_flags_a_doctored_ratio(witnes
     doctored = {**ratios, "ratio": ratios["ratio"].copy()}
     doctored["ratio"][0] = 1.0  # c(g) > 1 for every gap >= 3 at eps < 1/2
     assert e1.lemma_b_violations(doctored) == 1
+
+
+def test_cli_e2_writes_hashed_results_and_does_not_rerun(tmp_path, monkeypatch):
+    ood = pytest.importorskip("companion.ood")
+    tiny = {**ood.E2_QUICK, "widths": [6], "pool_sizes": [40], "n_train": 30, "n_test": 12,
+            "ranks": [1, 2], "rank_groups": [[1, 2]], "seeds": [0], "hidden": [8], "steps": 3}
+    monkeypatch.setattr(ood, "E2_QUICK", tiny)
+    out = tmp_path / "e2.json"
+    assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["config_hash"] == config_hash(tiny) and "6" in data["units"]["sweep"]["widths"]
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished E2 sweep was run again")
+
+    monkeypatch.setattr(ood, "run_e2_sweep", boom)
+    assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0

@@ -1,7 +1,5 @@
 """E2 (OOD scaling): data, stacked models, accuracy, transition rank, sweep determinism."""
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
@@ -30,12 +28,14 @@ def test_pools_are_disjoint_and_sequences_stay_in_their_pool():
 
 def test_targets_equal_a_brute_force_loop():
     data = ood.make_e2_data(8, 128, 0.5, n_train=60, n_test=40, near_tie_fraction=0.5, seed=1)
-    for pool, idx, got in [(data.train_pool, data.train_idx, data.train_targets())] + [
-            (data.test_pool, data.test_idx[n], data.test_targets(n)) for n in ood.TEST_DISTRIBUTIONS]:
+    cases = [(data.train_pool, data.train_idx, data.train_targets())] + [
+        (data.test_pool, data.test_idx[n], data.test_targets(n)) for n in ood.TEST_DISTRIBUTIONS]
+    for pool, idx, got in cases:
         for s, seq in enumerate(idx):
             toks = [pool[j] for j in seq]
             for i in range(3):
-                want = min(sum(int(a) * int(b) for a, b in zip(toks[i], toks[j])) for j in range(3))
+                want = min(sum(int(a) * int(b) for a, b in zip(toks[i], toks[j], strict=True))
+                           for j in range(3))
                 assert got[s, i] == want
 
 
@@ -50,7 +50,7 @@ def test_near_tie_generator_produces_near_ties():
     pool = data.test_pool
     idx, qpos = ood.near_tie_triples(pool, 300, seed=5)
     gram = pool @ pool.T
-    for seq, q in zip(idx, qpos):
+    for seq, q in zip(idx, qpos, strict=False):
         others = [j for p, j in enumerate(seq) if p != q]
         assert abs(gram[seq[q], others[0]] - gram[seq[q], others[1]]) == 1
         assert len(set(seq.tolist())) == 3
@@ -202,11 +202,12 @@ def test_sweep_config_rejects_bad_input(change, name):
 
 
 def test_near_tie_generator_rejects_pools_without_near_ties():
-    pool = np.array(list(itertools.product([0, 1], repeat=1)) * 1 + [[1]])[:2]
+    pool = np.array([[0, 1], [1, 1]])  # two tokens: too few for a triple of distinct ones
     with pytest.raises(ValueError, match="pool"):
         ood.near_tie_triples(pool, 5, seed=0)
     with pytest.raises(ValueError, match="gap"):
-        ood.near_tie_triples(np.eye(4, dtype=np.int64), 5, seed=0)  # all overlaps 0 -> none at gap 1
+        # one-hot tokens: every overlap between distinct tokens is 0, so no pair has gap 1
+        ood.near_tie_triples(np.eye(4, dtype=np.int64), 5, seed=0)
 
 
 def test_dense_head_with_proposition_f_weights_solves_min_ip():
@@ -232,3 +233,29 @@ def test_dense_head_with_proposition_f_weights_solves_min_ip():
     for i in range(3):  # position i as the query: rotate it to the front
         ref = softmax_attention(softmax_min_ip_head(beta), np.roll(seqs, -i, axis=1))
         np.testing.assert_allclose(pred[:, i], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_protocol_store_round_trip_and_resume(tmp_path, monkeypatch):
+    first = ood.run_e2_protocol("tiny", {"steps": 3}, out_dir=tmp_path, base=TINY)
+    assert (tmp_path / "tiny.json").exists()
+    assert ood.load_e2_protocols(tmp_path) == {"tiny": first}
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a stored protocol must not be recomputed")
+
+    monkeypatch.setattr(ood, "run_e2_sweep", boom)
+    assert ood.run_e2_protocol("tiny", {"steps": 3}, out_dir=tmp_path, base=TINY) == first
+    with pytest.raises(ValueError, match="configuration"):  # same file, other settings
+        ood.run_e2_protocol("tiny", {"steps": 4}, out_dir=tmp_path, base=TINY)
+    with pytest.raises(ValueError, match="name"):
+        ood.protocol_path(tmp_path, "../escape")
+
+
+def test_summary_matches_the_raw_result():
+    res = ood.run_e2_sweep({**TINY, "steps": 2})
+    (row,) = ood.summarise_e2(res)
+    e = res["widths"]["5"]
+    assert row["m"] == 5
+    assert row["median_uniform"] == [float(np.median(a)) for a in e["accuracy"]["uniform"]]
+    assert row["dense_min_near_tie"] == min(e["dense"]["near_tie"])
+    assert row["transition_uniform"] == e["transition_r"]["uniform"]

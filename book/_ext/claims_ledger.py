@@ -155,7 +155,8 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
     """The ledger as a MyST markdown table (chapters as ``{doc}`` links)."""
 
     def cell(text) -> str:
-        return " ".join(str(text).split()).replace("|", "\\|")
+        # one line, markdown punctuation escaped: the page shows the data's text verbatim
+        return re.sub(r"([\\`*_\[\]<>|$])", r"\\\1", " ".join(str(text).split()))
 
     lines = [
         "| Claim | Verdict | The paper says | Chapter | Checked by |",

@@ -249,7 +249,7 @@ class _StackedMLP:
         gen = torch.Generator().manual_seed(seed)
         dims = (m,) + hidden
         layers = []
-        for a, b in zip(dims[:-1], dims[1:]):
+        for a, b in zip(dims[:-1], dims[1:], strict=False):
             layers.append((torch.randn(a, b, generator=gen) * math.sqrt(2.0 / a),
                            torch.zeros(b)))
         layers.append((torch.randn(dims[-1], out, generator=gen) * out_std / math.sqrt(dims[-1]),
@@ -264,12 +264,12 @@ def _build(cls_self, m, hidden, outs: list[list[int]], seeds_per_model, out_std)
     nn = torch.nn
     pad_widths = [max(o[j] for o in outs) for j in range(len(outs[0]))]
     per_model = []
-    for o, s in zip(outs, seeds_per_model):
+    for o, s in zip(outs, seeds_per_model, strict=False):
         layers = _StackedMLP._init_layers(m, hidden, sum(o), s, out_std)
         w, b = layers[-1]
         # split the output layer into blocks and pad each block to the stack's width
         wb, bb, start = [], [], 0
-        for width, pad in zip(o, pad_widths):
+        for width, pad in zip(o, pad_widths, strict=False):
             wb.append(torch.nn.functional.pad(w[:, start:start + width], (0, pad - width)))
             bb.append(torch.nn.functional.pad(b[start:start + width], (0, pad - width)))
             start += width
@@ -288,7 +288,7 @@ def _trunk(module, bits):
     x = 2 * bits - 1 if module.encoding == "pm1" else bits
     x = x.unsqueeze(0).expand(module.weights[0].shape[0], -1, -1)
     h = x
-    for w, b in zip(module.weights[:-1], module.biases[:-1]):
+    for w, b in zip(module.weights[:-1], module.biases[:-1], strict=False):
         h = torch.relu(torch.baddbmm(b.unsqueeze(1), h, w))
     out = torch.baddbmm(module.biases[-1].unsqueeze(1), h, module.weights[-1])
     if module.skip is not None:  # affine shortcut from the bits (starts at zero)
@@ -357,7 +357,8 @@ def _make_modules():
             self.seeds = _check_seeds(seeds)
             if len(self.seeds) != len(self.ranks):
                 raise ValueError(
-                    f"seeds must have one entry per rank ({len(self.ranks)}), got {len(self.seeds)}")
+                    f"seeds must have one entry per rank ({len(self.ranks)}), "
+                    f"got {len(self.seeds)}")
             self.hidden = _check_hidden(hidden)
             self.value_dim = _check_positive_int(value_dim, "value_dim")
             if feature not in FEATURES:
@@ -365,7 +366,8 @@ def _make_modules():
             self.feature = feature
             d = self.value_dim
             outs = [[r, r, d, d, 1] for r in self.ranks]
-            seeds_pm = [_model_seed(s, r, m, 1) for s, r in zip(self.seeds, self.ranks)]
+            seeds_pm = [_model_seed(s, r, m, 1) for s, r in zip(
+                self.seeds, self.ranks, strict=True)]
             self.r_max, *_ = _build(self, m, self.hidden, outs, seeds_pm, out_std=1.0)
             _init_options(self, m, encoding, skip, 2 * self.r_max + 2 * d + 1, readout)
             mask = torch.zeros(len(self.ranks), self.r_max, dtype=torch.bool)
@@ -472,7 +474,7 @@ def transition_rank(ranks: Sequence[int], accuracy, threshold: float):
     acc = np.asarray(accuracy, dtype=np.float64)
     if acc.ndim != 2 or acc.shape[0] != len(ranks):
         raise ValueError(f"accuracy must have shape (len(ranks), seeds), got {acc.shape}")
-    for r, row in zip(ranks, acc):
+    for r, row in zip(ranks, acc, strict=False):
         if np.median(row) >= threshold:
             return int(r)
     return None
@@ -555,7 +557,7 @@ def run_e2_sweep(config: dict, device="cpu", progress=False) -> dict:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(cfg["widths"]), desc="E2 sweep (widths)")
-    for m, pool_size in zip(cfg["widths"], cfg["pool_sizes"]):
+    for m, pool_size in zip(cfg["widths"], cfg["pool_sizes"], strict=False):
         data = make_e2_data(m, pool_size, cfg["train_fraction"], cfg["n_train"], cfg["n_test"],
                             cfg["near_tie_fraction"], cfg["data_seed"])
         train_in = pool_inputs(data.train_pool, data.train_idx, device)
@@ -573,7 +575,7 @@ def run_e2_sweep(config: dict, device="cpu", progress=False) -> dict:
                       data.test_targets(name)) for name in TEST_DISTRIBUTIONS}
         row = {key: i for i, key in enumerate(keys)}
 
-        def table(values, kind=None):
+        def table(values, row=row):
             return [[float(values[row[(r, s)]]) for s in seeds] for r in ranks]
 
         acc = {name: table(te[name]) for name in TEST_DISTRIBUTIONS}
