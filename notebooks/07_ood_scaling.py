@@ -112,7 +112,7 @@ for m, size in zip(cfg["widths"], cfg["pool_sizes"]):
 # NBVAL_IGNORE_OUTPUT
 # Training shows a tqdm progress bar (timings and refresh points differ on every run); the
 # results are printed, rounded, in the next cell.
-from companion.ood import run_e2_sweep, summarise_e2
+from companion.ood import run_e2_sweep, summarise_e2, transition_rank
 
 result = run_e2_sweep(E2_QUICK, progress=True)
 summary = summarise_e2(result)
@@ -151,6 +151,12 @@ print(f"transition r: first r whose median test accuracy reaches {thr} "
 for row in summary:
     print(f"  m = {row['m']:2d}: uniform {row['transition_uniform']}, "
           f"near-tie {row['transition_near_tie']}")
+print("\nthe same rule at other thresholds (uniform test triples), to show how much the "
+      "answer depends on the choice")
+for t in (0.7, 0.8, 0.9, 0.95):
+    print(f"  threshold {t:.2f}: " + ", ".join(
+        f"m={int(m)}: {transition_rank(e['ranks'], e['accuracy']['uniform'], t)}"
+        for m, e in result["widths"].items()))
 print("\ndense softmax test accuracy per seed")
 for m, e in result["widths"].items():
     print(f"  m = {int(m):2d}: uniform " + ", ".join(f"{a:.3f}" for a in e["dense"]["uniform"])
@@ -179,45 +185,101 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### What the quick sweep shows
+#
+# * At the smallest width most of the rise happens between $r = 4$ and $r = 8$, and the
+#   curve is flat after that: more rank buys nothing once it has risen. This is the closest
+#   thing to a transition that we see.
+# * At the larger widths the curves rise over several doublings and stay *below* the
+#   threshold; the level they reach drops as $m$ grows, and at the largest width the curve
+#   is still creeping up at $r = 128$.
+# * The training accuracy of the same heads is close to 1 from moderate ranks on, at every
+#   width: what separates the test curves from 1 is **generalisation to unseen tokens**, not
+#   the capacity to fit the training sequences. Rank narrows that gap only slowly.
+# * The dense softmax heads, trained the same way on the same data, are exact or within one
+#   test sequence of exact on every seed, at all three widths and on both test
+#   distributions: the gap is not a failure of the data or of the training loop as such.
+# * Near-tie test triples are not harder than uniform ones for these heads (if anything
+#   slightly easier). At these widths about two thirds of the uniform triples already hold a
+#   gap-1 pair for some query (the share printed in the data cell), and half of the training
+#   triples are near-ties. (For the overlap-readout heads of protocol G below they are
+#   harder.)
+#
+# A transition rank is therefore found only at the smallest width at our stated threshold
+# of 0.9; the threshold table shows that lower thresholds would report a transition at more
+# widths, which is why we state the threshold and keep it fixed (it was chosen before any
+# sweep ran).
+
+# %% [markdown]
 # ## Protocols we tried
 #
 # The quick mode above is one protocol among several. Each row below is a complete sweep
-# (three widths, ranks 1 to 128, three seeds, dense reference) run with
-# `companion.ood.run_e2_protocol` and stored under `results/e2_protocols/`; the table is
-# read from those files, so it shows outcomes we did not choose to keep as well as the ones
-# we did. To regenerate a row (a few minutes each on two cores):
+# (three widths, ranks 1 to 128, three seeds, dense reference), registered in
+# `companion.ood.E2_PROTOCOLS` and stored under `results/e2_protocols/`; the table is read
+# from those files, so it shows the outcomes we did not keep as well as the one we did.
+# Any row is regenerated (a few minutes on two cores) by
 #
 # ```
-# python -c "from companion.ood import run_e2_protocol; run_e2_protocol('<name>', <changes>, restart=True)"
+# python -c "from companion.ood import E2_PROTOCOLS, run_e2_protocol as run; \
+#            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
 # ```
 #
-# with `<changes>` the setting differences printed for that row (relative to `E2_QUICK`).
+# What the protocols change:
+#
+# * **A** — as F, but trained on uniform triples only (no near-ties in training).
+# * **E** — larger pools at $m = 12, 16$, a wider MLP with inputs in $\{-1, +1\}$ and an
+#   affine shortcut from the bits, a higher learning rate (0.03) and fewer steps.
+# * **F** — MLP maps (one hidden layer of 32), 1,500 steps at learning rate 0.01, half of the
+#   training triples near-ties, widths 8, 12, 16.
+# * **G** — as F, but values and readout fixed to the overlap form used by the constructions
+#   ($v(z) = z$, $a(x) = x$, $b = 0$): the head only learns *where to attend*.
+# * **H** — as F with widths 8, 10, 12: the book's quick mode.
+#
+# Earlier exploratory runs with 600 training steps (not stored, so not tabulated) fitted
+# even the training set poorly at $m \geq 12$, dense heads included; that is why every
+# stored protocol but E trains for 1,500 steps.
 
 # %%
 from pathlib import Path
 
-from companion.ood import load_e2_protocols
+from companion.ood import E2_PROTOCOLS, E2_QUICK, load_e2_protocols
 
 stored = load_e2_protocols(Path("..") / "results" / "e2_protocols")
-keys = ("pool_sizes", "n_train", "hidden", "encoding", "skip", "readout", "lr", "steps",
-        "near_tie_fraction")
+print("columns: median test accuracy (uniform triples) over seeds; transition at "
+      f"threshold {E2_QUICK['threshold']}; dense: worst seed\n")
 for name, res in stored.items():
-    c = res["config"]
-    print(f"{name}: widths {c['widths']}, " + ", ".join(f"{k} {c[k]}" for k in keys))
-    print("     m  acc r=1  best r (acc)    acc r=128  train r=128  transition  dense min")
+    print(f"{name}: changes to E2_QUICK {E2_PROTOCOLS[name]}")
+    print("     m  acc r=1  best r (acc)  acc r=128  train r=128  transition  dense min")
     for row in summarise_e2(res):
         med = np.asarray(row["median_uniform"])
         best = int(np.argmax(med))
-        print(f"   {row['m']:3d}  {med[0]:7.2f}  {row['ranks'][best]:6d} ({med[best]:.2f})  "
-              f"{med[-1]:9.2f}  {row['median_train'][-1]:11.2f}  "
+        print(f"   {row['m']:3d}  {med[0]:7.2f}  {row['ranks'][best]:6d} ({med[best]:.2f})"
+              f"  {med[-1]:9.2f}  {row['median_train'][-1]:11.2f}  "
               f"{str(row['transition_uniform']):>10}  {row['dense_min_uniform']:9.2f}")
     print()
+
+# %%
+fig, axes = plt.subplots(1, len(stored), figsize=(3.2 * len(stored), 3.4), sharey=True)
+for ax, (name, res) in zip(axes, stored.items()):
+    colors = plt.cm.viridis(np.linspace(0, 0.8, len(res["widths"])))
+    for color, (m, e) in zip(colors, res["widths"].items()):
+        acc = np.median(np.asarray(e["accuracy"]["uniform"]), axis=1)
+        ax.plot(e["ranks"], acc, "o-", ms=3, color=color, label=f"m = {m}")
+        ax.axhline(np.median(e["dense"]["uniform"]), color=color, ls="--", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_title(name.split("_")[0] + ": " + " ".join(name.split("_")[1:]), fontsize=9)
+    ax.set_xlabel("r")
+    ax.legend(fontsize=7, loc="lower right")
+axes[0].set_ylabel("median test accuracy (uniform)")
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## Paper against ours
 #
-# The paper's column is what the paper reports (through the explainer we work from); our
-# column is computed from the quick-mode sweep of this chapter.
+# "Paper" is what the paper reports (through the explainer we work from); "ours" is
+# computed from the quick-mode sweep of this chapter (uniform test triples), and "setting"
+# names the difference that matters most for the comparison.
 
 # %%
 paper = {
@@ -227,19 +289,45 @@ paper = {
 }
 ms = [row["m"] for row in summary]
 ours = {
-    "shape of the curve": "largest rise between neighbouring r: " + ", ".join(
-        f"m={row['m']}: {row['largest_step_uniform']:+.2f}" for row in summary),
+    "shape of the curve": "median r=1 -> r=128 (largest rise between neighbouring r): "
+    + ", ".join(f"m={row['m']}: {row['median_uniform'][0]:.2f} -> "
+                f"{row['median_uniform'][-1]:.2f} ({row['largest_step_uniform']:+.2f})"
+                for row in summary),
     "transition r as the problem grows": " -> ".join(
         str(row["transition_uniform"]) for row in summary) + f"  (m = {ms}, median >= {thr})",
-    "dense softmax": "min over seeds: " + ", ".join(
-        f"m={row['m']}: {row['dense_min_uniform']:.2f}" for row in summary),
+    "dense softmax": "worst seed (seeds with accuracy exactly 1): " + ", ".join(
+        f"m={row['m']}: {row['dense_min_uniform']:.3f} ({row['dense_exact_seeds']['uniform']}"
+        f"/{len(seeds)})" for row in summary),
 }
 setting = {
     "shape of the curve": "our accuracy is on unseen tokens; r = 1 ... 128",
     "transition r as the problem grows": "problem sizes: our widths m; the paper's sizes unknown",
     "dense softmax": "same MLP maps, scores in R^m, same training",
 }
-print(f"{'':36} {'paper':24} ours")
 for key in paper:
-    print(f"{key:36} {paper[key]:24} {ours[key]}")
-    print(f"{'':36} {'':24} [{setting[key]}]")
+    print(key)
+    print(f"  paper:   {paper[key]}")
+    print(f"  ours:    {ours[key]}")
+    print(f"  setting: {setting[key]}")
+
+# %% [markdown]
+# ### Why the two pictures may differ
+#
+# Several differences in setting could account for the gap, and our runs cannot rank them.
+# *Problem size.* We grow the token width $m$ with a fixed budget of 179 training tokens;
+# the paper's notion of problem size and its pool sizes are not available to us, so the
+# ladders need not correspond. *What limits accuracy.* In every protocol we stored, the
+# kernel heads fit their training sequences far better than they generalise, and the gap
+# widens with $m$; a sharp transition in rank would need a regime where rank, not
+# generalisation from a few hundred tokens, is the binding constraint — larger pools and
+# longer training (the `E2_FULL` configuration, `python -m companion e2 --full`) are the
+# obvious next step, beyond a two-core build. *Readout.* With learned values and readout
+# (quick mode) even rank 1 gets a sizeable fraction right, which flattens the low end of
+# the curve; with the readout fixed to overlaps (protocol G) rank 1 fails completely and
+# the curve rises steadily up to $r = 128$ — a clearer dependence on rank, but still no
+# step. *Theory.* The lower bound is a worst-case statement about special families;
+# uniformly random triples from a pool need not contain that structure, so the theorem
+# does not predict a sharp transition for this statistical task. *Dense reference.* Dense
+# softmax is exact on every seed on our ladder, as in the paper, but with the same budget
+# at $m = 16$ (protocols A, F, G) it is not: the paper's "always exact" depends on the data
+# and training budget as well.

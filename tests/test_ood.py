@@ -1,5 +1,7 @@
 """E2 (OOD scaling): data, stacked models, accuracy, transition rank, sweep determinism."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -259,3 +261,36 @@ def test_summary_matches_the_raw_result():
     assert row["median_uniform"] == [float(np.median(a)) for a in e["accuracy"]["uniform"]]
     assert row["dense_min_near_tie"] == min(e["dense"]["near_tie"])
     assert row["transition_uniform"] == e["transition_r"]["uniform"]
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "e2_protocols"
+
+
+def test_stored_protocols_match_the_registry():
+    """Every registered protocol has a stored result made with exactly its configuration."""
+    stored = ood.load_e2_protocols(RESULTS)
+    assert set(stored) == set(ood.E2_PROTOCOLS)
+    for name, changes in ood.E2_PROTOCOLS.items():
+        assert stored[name]["config"] == ood.check_e2_config({**ood.E2_QUICK, **changes}), name
+
+
+def test_rerun_of_a_stored_protocol_subset_matches():
+    """Re-train two heads (r = 1, 2) and the dense head of one seed at m = 8 of the stored
+    quick-mode protocol: each model trains as it did inside the full stack, so the accuracies
+    must match the committed file."""
+    name = "H_widths_8_10_12"
+    stored = ood.load_e2_protocols(RESULTS)[name]
+    cfg = stored["config"]
+    assert cfg == ood.check_e2_config(ood.E2_QUICK)  # the book's quick mode is this protocol
+    seed, ranks = 1, [1, 2]
+    sub = {**cfg, "widths": [8], "pool_sizes": [cfg["pool_sizes"][cfg["widths"].index(8)]],
+           "ranks": ranks, "rank_groups": [ranks], "seeds": [seed]}
+    got = ood.run_e2_sweep(sub)["widths"]["8"]
+    want = stored["widths"]["8"]
+    s = cfg["seeds"].index(seed)
+    for name in ood.TEST_DISTRIBUTIONS:
+        for i, r in enumerate(ranks):
+            j = cfg["ranks"].index(r)
+            assert got["accuracy"][name][i][0] == pytest.approx(want["accuracy"][name][j][s],
+                                                                abs=2e-3)
+        assert got["dense"][name][0] == pytest.approx(want["dense"][name][s], abs=2e-3)

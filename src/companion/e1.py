@@ -239,6 +239,21 @@ def train_e1_unit(
     return records, res
 
 
+def environment(device="cpu") -> dict:
+    """What a unit's float results depend on beyond its configuration: training is chaotic in
+    rounding (the max-error surrogate amplifies it), so bit-for-bit reruns need the same torch
+    version, CPU vector capability (AVX2 / AVX512 kernels round differently), thread count and
+    device. Stored beside every unit's results."""
+    import torch
+
+    return {
+        "torch": torch.__version__.split("+")[0],
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+    }
+
+
 def run_e1_sweep(
     config: dict,
     device="cpu",
@@ -249,7 +264,8 @@ def run_e1_sweep(
     keep_models: bool = False,
 ) -> dict:
     """Run (or resume) an E1 sweep. Returns ``{"config", "config_hash", "units", "models"}``
-    where units maps :func:`unit_key` to ``{"models": [records], "wall_time"}`` and models
+    where units maps :func:`unit_key` to ``{"models": [records], "wall_time", "environment"}``
+    (see :func:`environment`) and models
     (only with ``keep_models``, and only for units trained in this call) maps the unit key to
     the trained stacked module. ``out``: JSON path written atomically after every unit."""
     cfg = check_e1_config(config)
@@ -270,7 +286,14 @@ def run_e1_sweep(
         if not store.done(key):
             start = time.perf_counter()
             records, res = train_e1_unit(cfg, family, group, device=device, progress=progress)
-            store.put(key, {"models": records, "wall_time": round(time.perf_counter() - start, 2)})
+            store.put(
+                key,
+                {
+                    "models": records,
+                    "wall_time": round(time.perf_counter() - start, 2),
+                    "environment": environment(device),
+                },
+            )
             if keep_models:
                 models[key] = res.model
         if bar is not None:
