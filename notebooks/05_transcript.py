@@ -53,11 +53,11 @@ if importlib.util.find_spec("companion") is None:
         )
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write(lock)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--constraint", constraints.name,
-         f"companion @ git+{REPO}@{BRANCH}"],
-        check=True,
-    )
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--constraint", constraints.name]
+    if sys.version_info[:2] != (3, 11):  # e.g. Colab's Python: the lock is tested on 3.11
+        print(f"Note: tested on Python 3.11; this runtime runs {sys.version.split()[0]}.")
+        pip.append("--ignore-requires-python")
+    subprocess.run([*pip, f"companion @ git+{REPO}@{BRANCH}"], check=True)
     print("Installed companion; if this runtime had already imported numpy, matplotlib or")
     print("torch, restart it (Colab: Runtime > Restart session) and run this cell again.")
 
