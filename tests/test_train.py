@@ -319,3 +319,16 @@ def test_to_kernel_head_matches_the_reference_numpy_evaluator():
             assert np.allclose(ref, y[j], atol=1e-4)
     with pytest.raises(ValueError, match="tokens"):
         heads.to_kernel_head(0, tokens[:3])
+
+
+@pytest.mark.parametrize("cls", ["kernel", "dense"])
+def test_pair_tables_reproduce_the_forward_pass(cls):
+    ids, _ = standin_problem()
+    heads = (TableKernelHeads([2, 5], [0, 1], 16) if cls == "kernel"
+             else TableSoftmaxHeads([0, 1], 16, positional=True))
+    la, sc = heads.pair_tables()  # (M, P, T, T) indexed [model, position, query, key]
+    x = ids[:, 0]
+    logits = torch.stack([la[:, p, x, ids[:, p]] for p in range(3)], dim=-1)
+    scores = torch.stack([sc[:, p, x, ids[:, p]] for p in range(3)], dim=-1)
+    y = (torch.softmax(logits, -1) * scores).sum(-1) + heads.b[:, x]
+    assert torch.allclose(heads(ids), y, atol=1e-5)

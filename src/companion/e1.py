@@ -153,8 +153,8 @@ def build_unit(
     only_rank: int | None = None,
 ):
     """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels.
-    ``only_rank``: just that rank of the group (still padded to the group's largest rank, so
-    it trains exactly as inside the full unit)."""
+    ``only_rank``: just that rank of the group, still padded to the group's largest rank
+    (same maths as inside the unit; floats agree only to rounding, see companion.train)."""
     from .heads import TableKernelHeads, TableSoftmaxHeads
 
     num_tokens = len(family.tokens)

@@ -41,13 +41,11 @@ def _check_seq_of_ints(values, name: str, low: int) -> list[int]:
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """out[m, p, x, z] = <left[m, x], right[m, p, z]>, contiguous (M, P, T, T) (one bmm)."""
+    """out[m, x, p, z] = <left[m, x], right[m, p, z]>: one bmm, contiguous (M, T, P, T)
+    ("query-major": every (query, position, key) triple of a model is one flat index)."""
     m, p, t, r = right.shape
-    out = torch.bmm(
-        left.unsqueeze(1).expand(m, p, -1, r).reshape(m * p, -1, r),
-        right.reshape(m * p, t, r).transpose(1, 2),
-    )
-    return out.view(m, p, -1, t)
+    out = torch.bmm(left, right.reshape(m, p * t, r).transpose(1, 2))
+    return out.view(m, -1, p, t)
 
 
 class _TableHeads(torch.nn.Module):
@@ -80,9 +78,13 @@ class _TableHeads(torch.nn.Module):
         return token_ids
 
     def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log_alpha, scores), each (M, P, T, T): log alpha_p(x, z) up to an additive constant
-        per (model, query x) — which cancels in the normalisation — and
-        f_p(x,z) = <a(x), v_p(z)>."""
+        """(log_alpha, scores), each (M, P, T, T) indexed [model, position, query x, key z]:
+        log alpha_p(x, z) up to an additive constant per (model, query x) — which cancels in
+        the normalisation — and f_p(x,z) = <a(x), v_p(z)>."""
+        return (self._log_alpha_x().permute(0, 2, 1, 3), self._scores_x().permute(0, 2, 1, 3))
+
+    def _log_alpha_x(self) -> torch.Tensor:
+        """log alpha as a query-major (M, T, P, T) table."""
         raise NotImplementedError
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
@@ -94,17 +96,18 @@ class _TableHeads(torch.nn.Module):
             if self.positional
             else torch.zeros(n, dtype=torch.long, device=ids.device)
         )
-        flat = (pos[None, :] * t * t + x[:, None] * t + ids).reshape(-1)  # (N*n,)
+        # flat index of (query x, position p, key z) in the query-major (M, T, P, T) tables
+        flat = (x[:, None] * (self.num_positions * t) + pos[None, :] * t + ids).reshape(-1)
         la = self.gathered_log_alpha(flat).view(-1, len(ids), n)
         m = la.shape[0]
-        sc = self._scores().reshape(m, -1).index_select(1, flat).view(m, -1, n)
+        sc = self._scores_x().reshape(m, -1).index_select(1, flat).view(m, -1, n)
         # normalise over the n positions by hand: torch.softmax is slow on a last dim of 3
         w = torch.exp(la - la.detach().amax(-1, keepdim=True))
         return (w * sc).sum(-1) / w.sum(-1) + self.b.index_select(1, x)
 
     def gathered_log_alpha(self, flat: torch.Tensor) -> torch.Tensor:
-        """log alpha at the flat (position, query, key) pair indices, (M, len(flat))."""
-        log_alpha, _ = self.pair_tables()
+        """log alpha at flat query-major (query, position, key) indices: (M, len(flat))."""
+        log_alpha = self._log_alpha_x()
         return log_alpha.reshape(log_alpha.shape[0], -1).index_select(1, flat)
 
     def _values_tables(self, gens, std_v, std_a):
@@ -118,7 +121,7 @@ class _TableHeads(torch.nn.Module):
         self.a = torch.nn.Parameter(a)
         self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=self.dtype))
 
-    def _scores(self) -> torch.Tensor:
+    def _scores_x(self) -> torch.Tensor:
         return _pair_matmul(self.a, self.v)
 
 
@@ -172,29 +175,31 @@ class TableKernelHeads(_TableHeads):
         self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
         mask = torch.arange(r)[None, :] < torch.tensor(self.ranks)[:, None]
         self.register_buffer("mask", mask)
+        # additive mask: 0 on a model's own columns, -inf on its padding (exp(-inf) = 0)
+        mask_add = torch.zeros(m, r, dtype=dtype).masked_fill(~mask, -math.inf)
+        self.register_buffer("mask_add", mask_add)
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Nonnegative feature tables phi_Q (M, T, R) and phi_K (M, P, T, R); masked columns 0."""
         mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
         if self.feature == "exp":
-            return (
-                torch.exp(self.q.masked_fill(~mq, -math.inf)),
-                torch.exp(self.k.masked_fill(~mk, -math.inf)),
-            )
+            q, k = self._masked_raw()
+            return torch.exp(q), torch.exp(k)
         f = torch.nn.functional.softplus
         return f(self.q) * mq, f(self.k) * mk
 
+    def _masked_raw(self):
+        return self.q + self.mask_add[:, None, :], self.k + self.mask_add[:, None, None, :]
+
     def _kernel(self):
-        """kern (M, P, T, T) and log-shift (M, P, 1, T) with alpha = kern * exp(shift), up to a
-        factor per (model, query) that cancels in the normalisation."""
-        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        """kern (M, T, P, T) query-major and log-shift (M, P, T) with alpha = kern * exp(shift),
+        up to a factor per (model, query) that cancels in the normalisation."""
         if self.feature == "exp":
-            q = self.q.masked_fill(~mq, -math.inf)
-            k = self.k.masked_fill(~mk, -math.inf)
+            q, k = self._masked_raw()
             q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
             k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
             kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-            return kern, k_shift.squeeze(-1)[:, :, None, :]
+            return kern, k_shift.squeeze(-1)
         phi_q, phi_k = self.features()
         return _pair_matmul(phi_q, phi_k), None
 
@@ -202,25 +207,14 @@ class TableKernelHeads(_TableHeads):
         kern, shift = self._kernel()
         m = kern.shape[0]
         la = torch.log(kern.reshape(m, -1).index_select(1, flat).clamp_min(1e-30))
-        if shift is not None:
-            t = self.num_tokens
-            la = la + shift.reshape(m, -1).index_select(1, flat // (t * t) * t + flat % t)
+        if shift is not None:  # shift depends on (position, key): flat index mod P*T
+            la = la + shift.reshape(m, -1).index_select(1, flat % shift[0].numel())
         return la
 
-    def pair_tables(self):
-        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
-        if self.feature == "exp":
-            q = self.q.masked_fill(~mq, -math.inf)
-            k = self.k.masked_fill(~mk, -math.inf)
-            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
-            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
-            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-            log_alpha = torch.log(kern.clamp_min(1e-30)) + k_shift.squeeze(-1)[:, :, None, :]
-        else:
-            phi_q, phi_k = self.features()
-            kern = _pair_matmul(phi_q, phi_k)
-            log_alpha = torch.log(kern.clamp_min(1e-30))
-        return log_alpha, self._scores()
+    def _log_alpha_x(self):
+        kern, shift = self._kernel()
+        log_alpha = torch.log(kern.clamp_min(1e-30))
+        return log_alpha if shift is None else log_alpha + shift[:, None]
 
     def to_kernel_head(self, j: int, tokens):
         """Model j as a :class:`companion.attention.KernelAttentionHead` on the 0/1 tokens
@@ -295,8 +289,8 @@ class TableSoftmaxHeads(_TableHeads):
         self.k = torch.nn.Parameter(k)
         self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
 
-    def pair_tables(self):
-        return _pair_matmul(self.q, self.k), self._scores()
+    def _log_alpha_x(self):
+        return _pair_matmul(self.q, self.k)
 
 
 def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
