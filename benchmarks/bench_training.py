@@ -123,7 +123,7 @@ def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
     )
     variants = {
         "python loop, one model at a time": run_loop,
-        "batched, sweep grouping " + str(cfg["rank_groups"]): lambda: run_groups(cfg["rank_groups"]),
+        f"batched, sweep grouping {cfg['rank_groups']}": lambda: run_groups(cfg["rank_groups"]),
         "batched, all ranks padded to max": lambda: run_groups([ranks]),
         "batched, one program per rank": lambda: run_groups([[r] for r in ranks]),
         "batched, sweep grouping + dense in one ModelStack program": lambda: run_stacked(

@@ -375,59 +375,6 @@ def config_digest(config: dict) -> str:
     return config_hash(check_e1_config(config))
 
 
-def query_indicator_head(family, base: int | None = None):
-    """An exact rank-|S| realisation of a witness family: one feature per *query* of S.
-
-    phi_Q(x_i) = e_i (x_i the i-th query of S), phi_K(z)_i = base^-<x_i, z> at the key
-    positions and 0 at the query's own position; values v(z) = z, readout <x, o>. For the
-    query x_i the head is the key-indicator head's kernel base^-<x_i, z> restricted to that
-    query, so it errs by (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g and is
-    exact on pure ones. Its rank |S| is an upper bound on the minimum rank for F(S) (for a
-    family whose queries all lie in S), usually far below the key-indicator head's rank.
-    Exact arithmetic (Fractions), defined only on queries in S.
-    """
-    from fractions import Fraction
-
-    from .attention import KernelAttentionHead
-
-    S = np.asarray(family.S, dtype=np.int64)
-    n, q = int(family.n), int(family.query_position)
-    base = 2 * n if base is None else base
-    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base <= n - 2:
-        raise ValueError(f"base must be an int > n - 2 = {n - 2}, got {base!r}")
-    index = {x.tobytes(): i for i, x in enumerate(S)}
-    r = len(S)
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (r,), dtype=np.int64)
-        view = out.reshape(-1, r)
-        for row, tok in enumerate(x.reshape(-1, x.shape[-1])):
-            i = index.get(tok.tobytes())
-            if i is None:
-                raise ValueError("query_indicator_head is defined only on queries in S")
-            view[row, i] = 1
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        ov = z @ S.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [
-            Fraction(0) if p == q else Fraction(1, int(base) ** int(v)) for v in ov.ravel()
-        ]
-        return out
-
-    return KernelAttentionHead(
-        rank=r,
-        query_features=query_features,
-        key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64),
-    )
-
-
 def link_weight_ratios(head, family):
     """Lemma B, live: for every chain link of the family, the head's ratio D(x; z) / D(x; z')
     of total weights on the pure sequences (z the better key, z' the worse), the gap g, and

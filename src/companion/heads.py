@@ -16,7 +16,8 @@ alpha_p(x, z) and f_p(x, z) = <a(x), v_p(z)> as (M, P, T, T) tables — and then
 pairs each sequence uses, which is exact and much cheaper than per-sequence features when
 N·n exceeds T² / R. Weights are normalised in log space (max-shifted), so ``exp`` features
 cannot overflow. Every model is initialised from its own seed, independently of the others
-and of the padding, so a model trains identically alone or in any stack.
+and of the padding, so a model computes the same maths alone or in any stack (in floats:
+equal up to rounding, see :mod:`companion.train`).
 """
 
 from __future__ import annotations

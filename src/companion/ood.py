@@ -641,6 +641,7 @@ E2_PROTOCOLS: dict = {
     "F_mlp_1500steps": {**_SHARED, "widths": [8, 12, 16]},
     "G_overlap_readout": {**_SHARED, "widths": [8, 12, 16], "readout": "overlap"},
     "H_widths_8_10_12": {**_SHARED, "widths": [8, 10, 12]},
+    "I_pools_512": {**_SHARED, "widths": [8, 10, 12], "pool_sizes": [256, 512, 512]},
 }
 
 
