@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-export MPLBACKEND=Agg PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 .venv/bin/jupyter-book clean . >/dev/null
 .venv/bin/jupyter-book build . --builder html -W -n --keep-going
 echo "book built: _build/html/index.html"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-export MPLBACKEND=Agg PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export PYTHONHASHSEED=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # two workers: the CI machine and the reference laptop have 2 cores; loadfile keeps each
 # notebook's cells on one worker (one kernel per notebook)
 WORKERS=${PYTEST_WORKERS:-2}

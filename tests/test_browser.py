@@ -296,6 +296,14 @@ def test_every_image_loaded(visits, docname):
     assert not broken, f"{docname}: images that did not load: {broken}"
 
 
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_every_chapter_shows_its_figures(visits, docname):
+    """Every theorem and experiment chapter has at least one figure, and it is on the page:
+    a build whose kernels ran without the inline backend (e.g. MPLBACKEND=Agg) has none."""
+    loaded = [i for i in visits(docname).facts["images"] if i["ok"] and "_images/" in i["src"]]
+    assert loaded, f"{docname}: no executed figure on the page"
+
+
 @pytest.mark.parametrize("docname", PAGES)
 def test_every_internal_link_resolves(visits, site_url, docname):
     v = visits(docname)
