@@ -15,8 +15,11 @@ def random_head(rng, m, r, d, n, integer=False):
     wq, wk, wv = draw(m, r), draw(n, m, r), rng.normal(size=(n, m, d))
     if integer:
         wv = rng.integers(-3, 4, size=(n, m, d))
-    wa, wb = (rng.integers(-2, 3, size=(m, d)), rng.integers(-2, 3, size=m)) if integer else (
-        rng.normal(size=(m, d)), rng.normal(size=m))
+    wa, wb = (
+        (rng.integers(-2, 3, size=(m, d)), rng.integers(-2, 3, size=m))
+        if integer
+        else (rng.normal(size=(m, d)), rng.normal(size=m))
+    )
     plus = 1 if integer else 0.1  # keeps every weight and denominator positive
     return attention.KernelAttentionHead(
         rank=r,
@@ -29,8 +32,14 @@ def random_head(rng, m, r, d, n, integer=False):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**31), st.integers(1, 5), st.integers(1, 4), st.integers(1, 3),
-       st.integers(1, 4), st.sampled_from(task.CONVENTIONS))
+@given(
+    st.integers(0, 2**31),
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.sampled_from(task.CONVENTIONS),
+)
 def test_sketch_form_equals_direct_form(seed, m, r, d, n, convention):
     rng = np.random.default_rng(seed)
     head = random_head(rng, m, r, d, n)
@@ -52,8 +61,9 @@ def test_exact_forms_agree_with_each_other_and_with_floats(seed, m, r, n):
     assert list(direct) == list(sketch)
     assert [y.numerator * dd == nn * y.denominator for y, nn, dd in zip(direct, num, den)]
     assert all(y * int(dd) == int(nn) for y, nn, dd in zip(direct, num, den))
-    np.testing.assert_allclose(attention.kernel_attention(head, seqs),
-                               [float(y) for y in direct], rtol=1e-12)
+    np.testing.assert_allclose(
+        attention.kernel_attention(head, seqs), [float(y) for y in direct], rtol=1e-12
+    )
 
 
 def test_output_is_convex_combination_of_per_token_scores():
@@ -62,8 +72,10 @@ def test_output_is_convex_combination_of_per_token_scores():
     head = random_head(rng, 4, 3, 2, 3)
     seqs = rng.integers(0, 2, size=(200, 3, 4))
     y = attention.kernel_attention(head, seqs) - head.readout_bias(seqs[:, 0])
-    scores = np.stack([(head.values(seqs[:, p], p) * head.readout_weights(seqs[:, 0])).sum(-1)
-                       for p in range(3)], axis=-1)
+    scores = np.stack(
+        [(head.values(seqs[:, p], p) * head.readout_weights(seqs[:, 0])).sum(-1) for p in range(3)],
+        axis=-1,
+    )
     assert np.all(y >= scores.min(-1) - 1e-12) and np.all(y <= scores.max(-1) + 1e-12)
 
 
@@ -84,16 +96,30 @@ def test_torch_forward_matches_numpy():
     x = seqs[:, 0]
     phi_k = np.stack([head.key_features(seqs[:, p], p) for p in range(3)], 1)
     vals = np.stack([head.values(seqs[:, p], p) for p in range(3)], 1)
-    got = attention.kernel_attention_torch(*(torch.tensor(a) for a in (
-        head.query_features(x), phi_k, vals, head.readout_weights(x), head.readout_bias(x))))
+    got = attention.kernel_attention_torch(
+        *(
+            torch.tensor(a)
+            for a in (
+                head.query_features(x),
+                phi_k,
+                vals,
+                head.readout_weights(x),
+                head.readout_bias(x),
+            )
+        )
+    )
     np.testing.assert_allclose(got.numpy(), attention.kernel_attention(head, seqs), rtol=1e-12)
 
 
 def _head(**overrides):
-    base = dict(rank=1, query_features=lambda x: np.ones(x.shape[:-1] + (1,)),
-                key_features=lambda z, p: np.ones(z.shape[:-1] + (1,)),
-                values=lambda z, p: z.astype(float), readout_weights=lambda x: x.astype(float),
-                readout_bias=lambda x: np.zeros(x.shape[:-1]))
+    base = dict(
+        rank=1,
+        query_features=lambda x: np.ones(x.shape[:-1] + (1,)),
+        key_features=lambda z, p: np.ones(z.shape[:-1] + (1,)),
+        values=lambda z, p: z.astype(float),
+        readout_weights=lambda x: x.astype(float),
+        readout_bias=lambda x: np.zeros(x.shape[:-1]),
+    )
     base.update(overrides)
     return attention.KernelAttentionHead(**base)
 
@@ -119,7 +145,10 @@ def test_bad_head_definitions(make, exc, match):
         (_head(query_features=lambda x: np.zeros(x.shape[:-1] + (1,))), "denominator"),
         (_head(values=lambda z, p: np.full(z.shape, np.nan)), "NaN"),
         (_head(key_features=lambda z, p: np.ones(z.shape[:-1] + (2,))), "key_features must return"),
-        (_head(readout_weights=lambda x: np.ones(x.shape[:-1] + (9,))), "readout_weights must return"),
+        (
+            _head(readout_weights=lambda x: np.ones(x.shape[:-1] + (9,))),
+            "readout_weights must return",
+        ),
     ],
 )
 def test_bad_heads_fail_with_a_clear_error(head, match):

@@ -287,9 +287,7 @@ def witness():
 def test_query_indicator_head_solves_the_witness_exactly_with_rank_S(witness):
     from fractions import Fraction
 
-    from companion.witness import query_indicator_head
-
-    from companion.witness import max_error_exact
+    from companion.witness import max_error_exact, query_indicator_head
 
     head = query_indicator_head(witness)
     assert head.rank == len(witness.S) < len(witness.tokens)

@@ -47,15 +47,20 @@ class KernelAttentionHead:
             raise TypeError(f"rank must be an int, got {type(self.rank).__name__}")
         if self.rank < 1:
             raise ValueError(f"rank must be a positive int (feature rank r >= 1), got {self.rank}")
-        for field in ("query_features", "key_features", "values", "readout_weights",
-                      "readout_bias"):
+        for field in (
+            "query_features",
+            "key_features",
+            "values",
+            "readout_weights",
+            "readout_bias",
+        ):
             if not callable(getattr(self, field)):
                 raise TypeError(f"{field} must be callable")
 
 
 @dataclass(frozen=True)
 class SoftmaxAttentionHead:
-    """Dense softmax head: alpha(x, z) = exp(<q(x), k(z)>), values v(z), readout <a(x), o> + b(x)."""
+    """Dense softmax head: alpha(x, z) = exp(<q(x), k(z)>), values v(z), readout <a, o> + b."""
 
     query_map: TokenMap
     key_map: TokenMap
@@ -84,18 +89,25 @@ def _as_array(value, exact: bool, name: str, shape_prefix: tuple, last: int | No
 
 
 def _features(head: KernelAttentionHead, x, query, exact: bool):
-    """Query features (..., r), key features (..., n, r), values (..., n, d), a (..., d), b (...)."""
+    """Query features (..., r), key features (..., n, r), values (..., n, d), a, b."""
     batch, n = x.shape[:-2], x.shape[-2]
     phi_q = _as_array(head.query_features(query), exact, "query_features", batch, head.rank)
     phi_k = np.stack(
-        [_as_array(head.key_features(x[..., p, :], p), exact, "key_features", batch, head.rank)
-         for p in range(n)], axis=-2)
-    vals = [np.asarray(head.values(x[..., p, :], p), dtype=object if exact else np.float64)
-            for p in range(n)]
+        [
+            _as_array(head.key_features(x[..., p, :], p), exact, "key_features", batch, head.rank)
+            for p in range(n)
+        ],
+        axis=-2,
+    )
+    vals = [
+        np.asarray(head.values(x[..., p, :], p), dtype=object if exact else np.float64)
+        for p in range(n)
+    ]
     if vals[0].ndim != len(batch) + 1:
         raise ValueError(f"values must return shape {batch + ('d',)}, got {vals[0].shape}")
-    vals = np.stack([_as_array(v, exact, "values", batch, vals[0].shape[-1]) for v in vals],
-                    axis=-2)
+    vals = np.stack(
+        [_as_array(v, exact, "values", batch, vals[0].shape[-1]) for v in vals], axis=-2
+    )
     a = _as_array(head.readout_weights(query), exact, "readout_weights", batch, vals.shape[-1])
     b = _as_array(head.readout_bias(query), exact, "readout_bias", batch, None)
     return phi_q, phi_k, vals, a, b
@@ -113,16 +125,18 @@ def _check_weights(alpha, exact: bool):
     return total
 
 
-def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirectional",
-                   exact: bool = False) -> np.ndarray:
+def kernel_weights(
+    head: KernelAttentionHead, sequences, convention="bidirectional", exact: bool = False
+) -> np.ndarray:
     """alpha_p(x, x_p) for every position p: shape (..., n). Unnormalised."""
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, *_ = _features(head, x, query, exact)
     return (phi_k * phi_q[..., None, :]).sum(axis=-1)
 
 
-def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirectional",
-                     exact: bool = False) -> np.ndarray:
+def kernel_attention(
+    head: KernelAttentionHead, sequences, convention="bidirectional", exact: bool = False
+) -> np.ndarray:
     """Direct form: y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...)."""
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, vals, a, b = _features(head, x, query, exact)
@@ -133,8 +147,9 @@ def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirecti
     return _divide(num, total, exact) + b
 
 
-def kernel_attention_sketch(head: KernelAttentionHead, sequences, convention="bidirectional",
-                            exact: bool = False) -> np.ndarray:
+def kernel_attention_sketch(
+    head: KernelAttentionHead, sequences, convention="bidirectional", exact: bool = False
+) -> np.ndarray:
     """Sketch form: compress keys into (S, u), then y = <a, phi_Q^T S> / (phi_Q^T u) + b."""
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, vals, a, b = _features(head, x, query, exact)
@@ -153,9 +168,11 @@ def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="b
     """
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, vals, a, b = _features(head, x, query, exact=False)
-    ints = [np.asarray(head.query_features(query))] + [
-        np.asarray(f(x[..., 0, :], 0)) for f in (head.key_features, head.values)
-    ] + [np.asarray(head.readout_weights(query)), np.asarray(head.readout_bias(query))]
+    ints = (
+        [np.asarray(head.query_features(query))]
+        + [np.asarray(f(x[..., 0, :], 0)) for f in (head.key_features, head.values)]
+        + [np.asarray(head.readout_weights(query)), np.asarray(head.readout_bias(query))]
+    )
     if not all(np.issubdtype(arr.dtype, np.integer) for arr in ints):
         raise TypeError("kernel_attention_integer needs a head whose maps return integer arrays")
     phi_q, phi_k, vals, a, b = (np.asarray(t).astype(np.int64) for t in (phi_q, phi_k, vals, a, b))
@@ -171,8 +188,9 @@ def key_sketch(key_features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray
     return sketch_s, key_features.sum(axis=-2)
 
 
-def softmax_attention(head: SoftmaxAttentionHead, sequences,
-                      convention="bidirectional") -> np.ndarray:
+def softmax_attention(
+    head: SoftmaxAttentionHead, sequences, convention="bidirectional"
+) -> np.ndarray:
     """Dense softmax head in float64 (max-subtracted, so large temperatures do not overflow)."""
     x, query = _prepare(sequences, convention)
     batch = x.shape[:-2]
@@ -185,8 +203,13 @@ def softmax_attention(head: SoftmaxAttentionHead, sequences,
         raise ValueError(f"query_map/key_map shapes {q.shape}, {k.shape} do not match the input")
     if v.shape[:-1] != x.shape[:-1] or a.shape != batch + v.shape[-1:] or b.shape != batch:
         raise ValueError("values/readout shapes do not match the input")
-    for name, arr in (("query_map", q), ("key_map", k), ("values", v),
-                      ("readout_weights", a), ("readout_bias", b)):
+    for name, arr in (
+        ("query_map", q),
+        ("key_map", k),
+        ("values", v),
+        ("readout_weights", a),
+        ("readout_bias", b),
+    ):
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} returned NaN or infinite entries")
     logits = (k * q[..., None, :]).sum(axis=-1)
@@ -206,7 +229,10 @@ def softmax_weights(head: SoftmaxAttentionHead, sequences, convention="bidirecti
 def _divide(num, den, exact: bool):
     if exact:
         out = np.empty(np.shape(num), dtype=object)
-        flat_n, flat_d = np.ravel(np.asarray(num, dtype=object)), np.ravel(np.asarray(den, dtype=object))
+        flat_n, flat_d = (
+            np.ravel(np.asarray(num, dtype=object)),
+            np.ravel(np.asarray(den, dtype=object)),
+        )
         out.reshape(-1)[:] = [Fraction(nn) / Fraction(dd) for nn, dd in zip(flat_n, flat_d)]
         return out
     return num / den

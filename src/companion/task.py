@@ -24,7 +24,8 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
         raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
     arr = np.asarray(x)
     if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)
+        np.issubdtype(arr.dtype, np.integer)
+        or np.issubdtype(arr.dtype, np.bool_)
         or np.issubdtype(arr.dtype, np.floating)
     ):
         raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
@@ -137,7 +138,9 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
     if not isinstance(train_fraction, (float, int)) or not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must lie strictly between 0 and 1, got {train_fraction!r}")
+        raise ValueError(
+            f"train_fraction must lie strictly between 0 and 1, got {train_fraction!r}"
+        )
     if len(np.unique(tokens, axis=0)) != len(tokens):
         raise ValueError("pool must hold distinct tokens (duplicates would leak across the split)")
     k = int(round(train_fraction * len(tokens)))
@@ -150,7 +153,7 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
 
 
 def sample_sequences(pool, n: int, count: int, seed: int) -> np.ndarray:
-    """`count` length-n sequences whose tokens are drawn uniformly (with replacement) from `pool`."""
+    """`count` length-n sequences of tokens drawn uniformly with replacement from `pool`."""
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
