@@ -29,7 +29,7 @@
 # is built and its certificate re-checked from scratch (and tampered with), and the bound is
 # pushed to $m = 1000$ with explicit codes.
 
-# %% tags=["remove-output"]
+# %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
 # Binder. Versions come from the lock file that CI uses (constraints.txt), except that a
 # preinstalled torch inside the supported range (Colab's own build) is kept.

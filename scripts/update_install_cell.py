@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADER = '# %% tags=["remove-output"]'
+HEADER = '# %% tags=["hide-input", "remove-output"]'
 CELL_MARKER = re.compile(r"^# %%(?!\s*\[markdown\])(.*)$")
 ANY_MARKER = re.compile(r"^# %%")
 

@@ -107,7 +107,7 @@ def test_rewrite_replaces_only_the_first_code_cell():
     new = cell.rewrite(source, "print('new')\n")
     assert new.count("# %%") == source.count("# %%")
     assert "print('old install')" not in new
-    assert new.index('# %% tags=["remove-output"]\nprint(\'new\')') > new.index("# # Title")
+    assert new.index('# %% tags=["hide-input", "remove-output"]\nprint(\'new\')') > new.index("# # Title")
     assert "# %%\nx = 1\n" in new
     assert cell.rewrite(new, "print('new')\n") == new
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .task import _check_positive_int, check_tokens, min_ip_targets, split_pool, token_pool
+from .task import check_positive_int, check_tokens, min_ip_targets, split_pool, token_pool
 
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
 FEATURES = ("exp", "softplus")
@@ -85,8 +85,8 @@ def sample_index_triples(pool_size: int, count: int, seed: int) -> np.ndarray:
     `pool[sample_index_triples(len(pool), count, seed)]` equals
     `companion.task.sample_sequences(pool, 3, count, seed)`.
     """
-    _check_positive_int(pool_size, "pool_size")
-    _check_positive_int(count, "count")
+    check_positive_int(pool_size, "pool_size")
+    check_positive_int(count, "count")
     return np.random.default_rng(seed).integers(0, pool_size, size=(count, 3))
 
 
@@ -100,8 +100,8 @@ def near_tie_triples(pool, count: int, seed: int, gap: int = 1) -> tuple[np.ndar
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
-    _check_positive_int(count, "count")
-    _check_positive_int(gap, "gap")
+    check_positive_int(count, "count")
+    check_positive_int(gap, "gap")
     size = len(tokens)
     if size < 3:
         raise ValueError(f"pool must hold at least 3 tokens for near-tie triples, got {size}")
@@ -154,8 +154,8 @@ def make_e2_data(m: int, pool_size: int, train_fraction: float = 0.7, n_train: i
     """Draw a pool of distinct width-m tokens, split it into disjoint train/test pools, and
     sample sequences within each: `n_train` training sequences (a `near_tie_fraction` of them
     near-ties) and `n_test` test sequences per test distribution (uniform and near-tie)."""
-    _check_positive_int(m, "m", upper=62)
-    _check_positive_int(pool_size, "pool_size")
+    check_positive_int(m, "m", upper=62)
+    check_positive_int(pool_size, "pool_size")
     if pool_size > 2**m:
         raise ValueError(f"pool_size must be at most 2**m = {2**m} for m = {m}, got {pool_size}")
     train_fraction = _check_fraction(train_fraction, "train_fraction")
@@ -164,8 +164,8 @@ def make_e2_data(m: int, pool_size: int, train_fraction: float = 0.7, n_train: i
     near_tie_fraction = _check_fraction(near_tie_fraction, "near_tie_fraction")
     if not 0.0 <= near_tie_fraction <= 1.0:
         raise ValueError(f"near_tie_fraction must lie in [0, 1], got {near_tie_fraction}")
-    _check_positive_int(n_train, "n_train")
-    _check_positive_int(n_test, "n_test")
+    check_positive_int(n_train, "n_train")
+    check_positive_int(n_test, "n_test")
     k = int(round(train_fraction * pool_size))
     if min(k, pool_size - k) < 3:
         raise ValueError(
@@ -224,7 +224,7 @@ def _model_seed(*parts) -> int:
 def _check_hidden(hidden) -> tuple[int, ...]:
     if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence):
         raise TypeError(f"hidden must be a sequence of layer widths, got {type(hidden).__name__}")
-    return tuple(_check_positive_int(h, "hidden") for h in hidden)
+    return tuple(check_positive_int(h, "hidden") for h in hidden)
 
 
 def _check_seeds(seeds) -> list[int]:
@@ -352,17 +352,17 @@ def _make_modules():
                      hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp",
                      encoding: str = "01", skip: bool = False, readout: str = "learned"):
             super().__init__()
-            self.m = _check_positive_int(m, "m")
+            self.m = check_positive_int(m, "m")
             if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Sequence) or not ranks:
                 raise TypeError("ranks must be a non-empty sequence of ints")
-            self.ranks = [_check_positive_int(r, "r") for r in ranks]
+            self.ranks = [check_positive_int(r, "r") for r in ranks]
             self.seeds = _check_seeds(seeds)
             if len(self.seeds) != len(self.ranks):
                 raise ValueError(
                     f"seeds must have one entry per rank ({len(self.ranks)}), "
                     f"got {len(self.seeds)}")
             self.hidden = _check_hidden(hidden)
-            self.value_dim = _check_positive_int(value_dim, "value_dim")
+            self.value_dim = check_positive_int(value_dim, "value_dim")
             if feature not in FEATURES:
                 raise ValueError(f"feature must be one of {FEATURES}, got {feature!r}")
             self.feature = feature
@@ -418,10 +418,10 @@ def _make_modules():
                      value_dim: int = 16, score_std: float = 0.2, encoding: str = "01",
                      skip: bool = False, readout: str = "learned"):
             super().__init__()
-            self.m = _check_positive_int(m, "m")
+            self.m = check_positive_int(m, "m")
             self.seeds = _check_seeds(seeds)
             self.hidden = _check_hidden(hidden)
-            self.value_dim = _check_positive_int(value_dim, "value_dim")
+            self.value_dim = check_positive_int(value_dim, "value_dim")
             d = self.value_dim
             outs = [[m, m, d, d, 1] for _ in self.seeds]
             _build(self, m, self.hidden, outs, [_model_seed(s, 0, m, 2) for s in self.seeds],
@@ -493,10 +493,10 @@ def check_e2_config(config: dict) -> dict:
     widths = cfg["widths"]
     if isinstance(widths, (str, bytes)) or not isinstance(widths, Sequence) or not widths:
         raise TypeError("widths must be a non-empty list of ints (token widths m)")
-    cfg["widths"] = [_check_positive_int(m, "m", upper=62) for m in widths]
+    cfg["widths"] = [check_positive_int(m, "m", upper=62) for m in widths]
     if len(cfg["pool_sizes"]) != len(cfg["widths"]):
         raise ValueError("pool_sizes must have one entry per width")
-    cfg["ranks"] = [_check_positive_int(r, "r") for r in cfg["ranks"]]
+    cfg["ranks"] = [check_positive_int(r, "r") for r in cfg["ranks"]]
     groups = cfg.get("rank_groups") or [cfg["ranks"]]
     flat = sorted(r for g in groups for r in g)
     if flat != sorted(cfg["ranks"]):
@@ -505,7 +505,7 @@ def check_e2_config(config: dict) -> dict:
     cfg["seeds"] = _check_seeds(cfg["seeds"])
     cfg["hidden"] = list(_check_hidden(cfg["hidden"]))
     for key in ("n_train", "n_test", "steps", "value_dim"):
-        _check_positive_int(cfg[key], key)
+        check_positive_int(cfg[key], key)
     tf = _check_fraction(cfg["train_fraction"], "train_fraction")
     if not 0.0 < tf < 1.0:
         raise ValueError(f"train_fraction must lie strictly in (0, 1), got {tf}")

@@ -74,15 +74,15 @@ def query_target(sequences, convention: str = "bidirectional") -> np.ndarray:
 
 def all_tokens(m: int) -> np.ndarray:
     """All 2**m tokens of {0,1}^m in binary counting order, shape (2**m, m)."""
-    _check_positive_int(m, "m", upper=22)
+    check_positive_int(m, "m", upper=22)
     codes = np.arange(2**m, dtype=np.int64)
     return ((codes[:, None] >> np.arange(m - 1, -1, -1)) & 1).astype(np.int64)
 
 
 def count_sequences(n: int, m: int) -> int:
     """Number of length-n sequences over {0,1}^m, i.e. 2**(n*m)."""
-    _check_positive_int(n, "n")
-    _check_positive_int(m, "m")
+    check_positive_int(n, "n")
+    check_positive_int(m, "m")
     return 2 ** (n * m)
 
 
@@ -103,7 +103,7 @@ def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES)
 def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
     """Stream every length-n sequence over {0,1}^m in chunks of at most `chunk` sequences."""
     total = count_sequences(n, m)
-    _check_positive_int(chunk, "chunk")
+    check_positive_int(chunk, "chunk")
     if n * m > 40:
         raise ValueError(f"n*m must be at most 40 for an exhaustive enumeration, got {n * m}")
     shifts = np.arange(n * m - 1, -1, -1, dtype=np.int64)
@@ -114,8 +114,8 @@ def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
 
 def token_pool(m: int, size: int, seed: int) -> np.ndarray:
     """`size` distinct tokens of {0,1}^m drawn uniformly without replacement (seeded)."""
-    _check_positive_int(m, "m", upper=62)
-    _check_positive_int(size, "size", upper=2**m)
+    check_positive_int(m, "m", upper=62)
+    check_positive_int(size, "size", upper=2**m)
     rng = np.random.default_rng(seed)
     if m <= 20:
         codes = rng.choice(2**m, size=size, replace=False)
@@ -157,13 +157,14 @@ def sample_sequences(pool, n: int, count: int, seed: int) -> np.ndarray:
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
-    _check_positive_int(n, "n")
-    _check_positive_int(count, "count")
+    check_positive_int(n, "n")
+    check_positive_int(count, "count")
     idx = np.random.default_rng(seed).integers(0, len(tokens), size=(count, n))
     return tokens[idx]
 
 
-def _check_positive_int(value, name: str, upper: int | None = None) -> int:
+def check_positive_int(value, name: str, upper: int | None = None) -> int:
+    """Return `value` as an int after checking it is an int in [1, upper] (bool refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 1 or (upper is not None and value > upper):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .task import check_tokens, min_ip_targets
+from .task import check_positive_int, check_tokens, min_ip_targets
 
 #: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
 #: enumerates (q*s <= 16): 65,536 sequences take well under a second.
@@ -34,16 +34,6 @@ MAX_KEY_TOKENS = 2**16
 
 #: Largest number of answer vectors (s+1)**q enumerated one representative each.
 MAX_ANSWER_VECTORS = 2**20
-
-
-def check_positive_int(value, name: str, upper: int | None = None) -> int:
-    """Return `value` as an int after checking it is an int in [1, upper] (bool refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1 or (upper is not None and value > upper):
-        bound = f"[1, {upper}]" if upper is not None else ">= 1"
-        raise ValueError(f"{name} must be an int in {bound}, got {value}")
-    return int(value)
 
 
 def answer_vector_count(q: int, s: int) -> int:
