@@ -65,13 +65,17 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import numpy as np
 
-from companion.attention import kernel_attention, softmax_attention, softmax_weights
+from companion.attention import (
+    kernel_attention,
+    softmax_attention,
+    softmax_weights,
+)
 from companion.constructions import rank_one_head, softmax_min_ip_head
 from companion.reproducibility import seed_everything
 from companion.task import CONVENTIONS, min_ip_targets, query_target
 from companion.verification import exhaustive_check
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## The task

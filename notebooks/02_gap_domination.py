@@ -93,7 +93,7 @@ from companion.gap_domination import (
 from companion.reproducibility import seed_everything
 from companion.task import query_target
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## Pure and mixed sequences

@@ -84,7 +84,7 @@ from companion.gap_domination import family_checks, softmax_kernel_head
 from companion.reproducibility import seed_everything
 from companion.task import count_sequences, query_target
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## The construction

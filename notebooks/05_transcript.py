@@ -83,7 +83,7 @@ from companion.transcript import (
     verify_exhaustively,
 )
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## Inputs that carry many independent answers

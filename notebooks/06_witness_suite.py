@@ -100,7 +100,7 @@ from companion.witness import (
     verify_certificate,
 )
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## The family and its certificate

@@ -68,7 +68,7 @@ import numpy as np
 
 from companion.reproducibility import seed_everything
 
-rng = seed_everything(0)  # one seeded Generator per chapter; torch and numpy seeded too
+rng = seed_everything(0)  # seeds python, numpy and torch
 
 # %% [markdown]
 # ## The data
