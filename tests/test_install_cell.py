@@ -107,7 +107,8 @@ def test_rewrite_replaces_only_the_first_code_cell():
     new = cell.rewrite(source, "print('new')\n")
     assert new.count("# %%") == source.count("# %%")
     assert "print('old install')" not in new
-    assert new.index('# %% tags=["hide-input", "remove-output"]\nprint(\'new\')') > new.index("# # Title")
+    header = '# %% tags=["hide-input", "remove-output"]'
+    assert new.index(header + "\nprint('new')") > new.index("# # Title")
     assert "# %%\nx = 1\n" in new
     assert cell.rewrite(new, "print('new')\n") == new
 

@@ -20,6 +20,7 @@ parameter slices) and loads them into the model it returns.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -242,48 +243,27 @@ def train_batched(
     if eval_every is not None:
         eval_every = _check_int(eval_every, "eval_every", 1)
 
-    # Deterministic mode (seed_everything) also fills every new tensor with NaN to expose reads
-    # of uninitialised memory; on these tiny models that costs a third of each step and changes
-    # no result, so it is off while training (and restored afterwards).
+    with _no_uninitialised_fill():
+        return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
+                      surrogate_steps, surrogate_power, batch_size, seed, device, progress,
+                      eval_every)
+
+
+@contextlib.contextmanager
+def _no_uninitialised_fill():
+    """Deterministic mode (seed_everything) also fills every new tensor with NaN to expose
+    reads of uninitialised memory; on these tiny models that costs a third of each step and
+    changes no result, so it is off while training (and restored afterwards)."""
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
-        return _train(
-            model,
-            inputs,
-            targets,
-            n_inputs,
-            steps,
-            lr,
-            final_lr_fraction,
-            surrogate_steps,
-            surrogate_power,
-            batch_size,
-            seed,
-            device,
-            progress,
-            eval_every,
-        )
+        yield
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
-def _train(
-    model,
-    inputs,
-    targets,
-    n_inputs,
-    steps,
-    lr,
-    final_lr_fraction,
-    surrogate_steps,
-    surrogate_power,
-    batch_size,
-    seed,
-    device,
-    progress,
-    eval_every,
-) -> TrainResult:
+def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
+           surrogate_power, batch_size, seed, device, progress, eval_every) -> TrainResult:
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))

@@ -317,6 +317,17 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     return bound
 
 
+
+def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
+    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
+    out = np.zeros(tokens.shape[:-1] + (r,), dtype=np.int64)
+    view = out.reshape(-1, r)
+    for row, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        col = index.get(tok.tobytes())
+        if col is not None:
+            view[row, col] = 1
+    return out
+
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
     """The trivial exact realisation: one indicator feature per distinct key token.
 
@@ -344,15 +355,7 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 
     def key_features(z, p):
         z = np.asarray(z, dtype=np.int64)
-        out = np.zeros(z.shape[:-1] + (r,), dtype=np.int64)
-        if p != q:
-            flat = z.reshape(-1, z.shape[-1])
-            view = out.reshape(-1, r)
-            for row, tok in enumerate(flat):
-                col = index.get(tok.tobytes())
-                if col is not None:
-                    view[row, col] = 1
-        return out
+        return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
 
     return KernelAttentionHead(
         rank=r, query_features=query_features, key_features=key_features,
@@ -461,14 +464,7 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
     r = len(S)
 
     def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (r,), dtype=np.int64)
-        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, r)
-        for row, tok in enumerate(flat):
-            col = index.get(tok.tobytes())
-            if col is not None:
-                view[row, col] = 1
-        return out
+        return _one_hot(np.asarray(x, dtype=np.int64), index, r)
 
     def key_features(z, p):
         z = np.asarray(z, dtype=np.int64)
