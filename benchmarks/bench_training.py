@@ -3,25 +3,27 @@
     python benchmarks/bench_training.py [--steps 100] [--repeats 3] [--threads 1] [--skip-e2]
 
 E1: every (rank, seed) table head of the witness sweep (r = 1..64) plus the dense heads,
-trained (a) batched as the sweep does it (ranks grouped by companion.heads.group_ranks, one
-program per group), (b) batched with all ranks padded to 64 in one program, (c) one group per
-rank, and (d) as a Python loop, one model at a time. E2 (if companion.ood is present): one
-width's rank groups and dense heads, batched vs looped. Prints wall times, the ratios, and the
-achieved model FLOP/s against the machine's measured float32 matmul rate. Prints, never
-asserts: wall times on a shared machine are noisy (compare ratios measured in one run).
+trained (a) batched as the sweep does it (ranks grouped by
+companion.experiments.table_heads.group_ranks, one program per group), (b) batched with all
+ranks padded to 64 in one program, (c) one group per rank, and (d) as a Python loop, one model
+at a time. E2 (if companion.experiments.ood_scaling is present): one width's rank groups and
+dense heads, batched vs looped. Prints wall times, the ratios, and the achieved model FLOP/s
+against the machine's measured float32 matmul rate. Prints, never asserts: wall times on a
+shared machine are noisy (compare ratios measured in one run).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import torch
 
-from companion.e1 import E1_FULL, build_unit, check_e1_config, e1_family
-from companion.heads import TableKernelHeads, TableSoftmaxHeads
+from companion.experiments.engine import ModelStack, train_batched
+from companion.experiments.table_heads import TableKernelHeads, TableSoftmaxHeads
+from companion.experiments.witness_suite import E1_FULL, build_unit, e1_family
 from companion.reproducibility import seed_everything
-from companion.train import ModelStack, train_batched
 
 
 def matmul_rate(n: int = 512, repeats: int = 20) -> float:
@@ -37,9 +39,9 @@ def matmul_rate(n: int = 512, repeats: int = 20) -> float:
 def table_flops(model, n_inputs: int) -> float:
     """Matmul FLOPs of one training step (forward + backward ~ 3x forward) of table heads:
     the pair tables cost 2·M·P·T·T·(R + d); gathers and elementwise work are not counted."""
-    m, p, t = model.num_models, model.num_positions, model.num_tokens
+    num_models, p, t = model.num_models, model.num_positions, model.num_tokens
     r = model.pad if isinstance(model, TableKernelHeads) else model.score_dim
-    return 3 * 2 * m * p * t * t * (r + model.d)
+    return 3 * 2 * num_models * p * t * t * (r + model.d)
 
 
 def timed(fn):
@@ -49,27 +51,20 @@ def timed(fn):
 
 
 def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
-    cfg = check_e1_config(
-        {
-            **E1_FULL,
-            "seeds": seeds,
-            "dense_seeds": seeds,
-            "steps": steps,
-            "surrogate_steps": steps // 2,
-        }
-    )
+    cfg = replace(E1_FULL, seeds=seeds, dense_seeds=seeds, steps=steps,
+                  surrogate_steps=steps // 2)
     fam = e1_family(cfg)
     ids = torch.as_tensor(fam.token_ids)
     y = torch.as_tensor(fam.targets, dtype=torch.float32)
     kw = dict(
-        steps=cfg["steps"],
-        lr=cfg["lr"],
-        final_lr_fraction=cfg["final_lr_fraction"],
-        surrogate_steps=cfg["surrogate_steps"],
-        surrogate_power=cfg["surrogate_power"],
+        steps=cfg.steps,
+        lr=cfg.lr,
+        final_lr_fraction=cfg.final_lr_fraction,
+        surrogate_steps=cfg.surrogate_steps,
+        surrogate_power=cfg.surrogate_power,
     )
-    total = cfg["steps"] + cfg["surrogate_steps"]
-    ranks = cfg["ranks"]
+    total = cfg.steps + cfg.surrogate_steps
+    ranks = cfg.ranks
 
     def run_groups(groups):
         flops, wall = 0.0, 0.0
@@ -83,7 +78,7 @@ def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
         return wall + dt, flops + table_flops(model, len(ids)) * total
 
     def run_stacked(groups):
-        """All groups and the dense heads in ONE program (companion.train.ModelStack)."""
+        """All groups and the dense heads in ONE program (engine.ModelStack)."""
         parts = [build_unit(cfg, fam, g)[0] for g in groups] + [build_unit(cfg, fam, None)[0]]
         model = ModelStack(parts)
         wall, _ = timed(lambda: train_batched(model, ids, y, **kw))
@@ -98,16 +93,16 @@ def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
                     [s],
                     len(fam.tokens),
                     query_position=0,
-                    d=cfg["d"],
-                    feature=cfg["feature"],
-                    phi_std=cfg["phi_std"],
+                    d=cfg.d,
+                    feature=cfg.feature,
+                    phi_std=cfg.phi_std,
                 )
                 dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
                 wall += dt
                 flops += table_flops(model, len(ids)) * total
         for s in seeds:
             model = TableSoftmaxHeads(
-                [s], len(fam.tokens), score_dim=cfg["score_dim"], d=cfg["d"], qk_std=cfg["qk_std"]
+                [s], len(fam.tokens), score_dim=cfg.score_dim, d=cfg.d, qk_std=cfg.qk_std
             )
             dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
             wall += dt
@@ -123,11 +118,11 @@ def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
     )
     variants = {
         "python loop, one model at a time": run_loop,
-        f"batched, sweep grouping {cfg['rank_groups']}": lambda: run_groups(cfg["rank_groups"]),
+        f"batched, sweep grouping {cfg.rank_groups}": lambda: run_groups(cfg.rank_groups),
         "batched, all ranks padded to max": lambda: run_groups([ranks]),
         "batched, one program per rank": lambda: run_groups([[r] for r in ranks]),
         "batched, sweep grouping + dense in one ModelStack program": lambda: run_stacked(
-            cfg["rank_groups"]
+            cfg.rank_groups
         ),
     }
     best = {name: (float("inf"), 0.0) for name in variants}
@@ -148,40 +143,40 @@ def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
 
 def bench_e2(steps: int, seeds: list[int]) -> None:
     try:
-        from companion import ood
+        from companion.experiments import mlp_heads, ood_data, ood_scaling
     except ImportError as exc:
-        print(f"E2: skipped (companion.ood not importable: {exc})")
+        print(f"E2: skipped (companion.experiments.ood_scaling not importable: {exc})")
         return
-    cfg = ood.check_e2_config({**ood.E2_QUICK, "seeds": seeds, "steps": steps})
-    m, pool = cfg["widths"][0], cfg["pool_sizes"][0]
-    data = ood.make_e2_data(
+    cfg = replace(ood_scaling.E2_QUICK, seeds=seeds, steps=steps)
+    m, pool = cfg.widths[0], cfg.pool_sizes[0]
+    data = ood_data.make_e2_data(
         m,
         pool,
-        cfg["train_fraction"],
-        cfg["n_train"],
-        cfg["n_test"],
-        cfg["near_tie_fraction"],
-        cfg["data_seed"],
+        cfg.train_fraction,
+        cfg.n_train,
+        cfg.n_test,
+        cfg.near_tie_fraction,
+        cfg.data_seed,
     )
-    inputs = ood.pool_inputs(data.train_pool, data.train_idx)
+    inputs = ood_data.pool_inputs(data.train_pool, data.train_idx)
     y = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32)
-    kw = dict(steps=steps, lr=cfg["lr"], final_lr_fraction=cfg["final_lr_fraction"])
-    model, keys = ood.build_e2_models(m, cfg)
+    kw = dict(steps=steps, lr=cfg.lr, final_lr_fraction=cfg.final_lr_fraction)
+    model, keys = ood_scaling.build_e2_models(m, cfg)
     batched, _ = timed(lambda model=model: train_batched(model, inputs, y, **kw))
     loop = 0.0
     for key in keys:
         r, s = key
         if r == "dense":
-            single = ood.MLPSoftmaxHeads(m, [s], cfg["hidden"], cfg["value_dim"])
+            single = mlp_heads.MLPSoftmaxHeads(m, [s], cfg.hidden, cfg.value_dim)
         else:
-            single = ood.MLPKernelHeads(
-                m, [r], [s], cfg["hidden"], cfg["value_dim"], cfg["feature"]
+            single = mlp_heads.MLPKernelHeads(
+                m, [r], [s], cfg.hidden, cfg.value_dim, cfg.feature
             )
         dt, _ = timed(lambda single=single: train_batched(single, inputs, y, **kw))
         loop += dt
     print(
-        f"E2: m={m}, {len(y)} training inputs, {len(keys)} models (ranks {cfg['ranks']} in "
-        f"groups {cfg['rank_groups']} x seeds {seeds} + dense), {steps} steps each"
+        f"E2: m={m}, {len(y)} training inputs, {len(keys)} models (ranks {cfg.ranks} in "
+        f"groups {cfg.rank_groups} x seeds {seeds} + dense), {steps} steps each"
     )
     print(f"  python loop {loop:7.2f} s   batched {batched:7.2f} s   ratio x{loop / batched:4.2f}")
 

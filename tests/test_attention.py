@@ -127,8 +127,8 @@ def _head(**overrides):
 @pytest.mark.parametrize(
     "make, exc, match",
     [
-        (lambda: _head(rank=-1), ValueError, "rank must be a positive int"),
-        (lambda: _head(rank=0), ValueError, "rank must be a positive int"),
+        (lambda: _head(rank=-1), ValueError, "rank must be an int >= 1"),
+        (lambda: _head(rank=0), ValueError, "rank must be an int >= 1"),
         (lambda: _head(rank=1.5), TypeError, "rank must be an int"),
         (lambda: _head(values=3), TypeError, "values must be callable"),
     ],

@@ -3,6 +3,7 @@ random subset of the committed full E1 results."""
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import companion.e1 as e1  # noqa: E402
+import companion.experiments.witness_suite as e1  # noqa: E402
 from companion.__main__ import main  # noqa: E402
+from companion.experiments.store import ResultStore, atomic_write_json, config_hash  # noqa: E402
 from companion.reproducibility import seed_everything  # noqa: E402
-from companion.sweeps import ResultStore, atomic_write_json, config_hash  # noqa: E402
 from companion.task import query_target, token_pool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,14 +35,8 @@ def standin_family(num_tokens=12, count=150, seed=0):
     )
 
 
-TINY = {
-    "ranks": [1, 2, 4],
-    "rank_groups": [[1, 2], [4]],
-    "seeds": [0, 1],
-    "dense_seeds": [0],
-    "steps": 20,
-    "surrogate_steps": 5,
-}
+TINY = replace(e1.E1_FULL, ranks=[1, 2, 4], rank_groups=[[1, 2], [4]], seeds=[0, 1],
+               dense_seeds=[0], steps=20, surrogate_steps=5)
 
 
 # ---------------------------------------------------------------- hashing and atomic writes
@@ -176,35 +171,30 @@ def test_summary_and_consistency_check_on_records():
         ({"lr": 0}, ValueError, "lr"),
         ({"steps": "many"}, TypeError, "steps"),
         ({"family": "mystery"}, ValueError, "family"),
-        ({"colour": "red"}, ValueError, "unknown"),
+        ({"colour": "red"}, TypeError, "colour"),
     ],
 )
 def test_bad_e1_configs(bad, exc, word):
     with pytest.raises(exc, match=word):
-        e1.check_e1_config(bad)
+        e1.E1Config(**bad)
+    with pytest.raises(exc, match=word):
+        replace(e1.E1_QUICK, **bad)
     with pytest.raises(TypeError, match="config"):
-        e1.check_e1_config([("steps", 1)])
+        e1.run_e1_sweep({"steps": 1})
 
 
 # ---------------------------------------------------------------- CLI
 
 
 def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys):
-    tiny = {
-        **e1.E1_QUICK,
-        "ranks": [1, 2],
-        "rank_groups": [[1, 2]],
-        "seeds": [0],
-        "dense_seeds": [],
-        "steps": 3,
-        "surrogate_steps": 0,
-    }
+    tiny = replace(e1.E1_QUICK, ranks=[1, 2], rank_groups=[[1, 2]], seeds=[0], dense_seeds=[],
+                   steps=3, surrogate_steps=0)
     monkeypatch.setattr(e1, "E1_QUICK", tiny)
     out = tmp_path / "q.json"
     assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
     data = json.loads(out.read_text())
     assert (
-        data["config_hash"] == config_hash(data["config"]) == config_hash(e1.check_e1_config(tiny))
+        data["config_hash"] == config_hash(data["config"]) == config_hash(tiny)
     )
     assert [m["rank"] for m in data["units"]["nka_r1-2"]["models"]] == [1, 2]
 
@@ -228,7 +218,8 @@ def test_cli_rejects_bad_arguments():
 
 
 def test_cli_e2_fails_clearly_without_the_ood_module(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "companion.ood", None)  # import now raises ImportError
+    # the import now raises ImportError
+    monkeypatch.setitem(sys.modules, "companion.experiments.ood_scaling", None)
     assert main(["e2", "--quick", "--no-progress"]) == 2
     assert "run_e2_sweep" in capsys.readouterr().err
 
@@ -243,21 +234,22 @@ def test_committed_full_e1_results_reproduce_on_a_random_subset():
     Training is chaotic in float rounding (the max-error surrogate amplifies it), so numbers
     repeat to 1e-4 only in the environment that produced them (torch version, CPU vector
     capability, threads; stored per unit) and only for the same stacked program — a model
-    re-trained alone can drift by ulps (see companion.train). In another environment — e.g.
-    a CI runner with AVX2 instead of AVX-512 kernels — we measured max-error differences up to
-    0.07, and demand agreement to 0.25 and the same solved verdict unless the stored error lies
-    within 0.25 of 1/2: loose, but a wrong model, schedule or configuration misses by far more.
+    re-trained alone can drift by ulps (see companion.experiments.engine). In another
+    environment — e.g. a CI runner with AVX2 instead of AVX-512 kernels — we measured max-error
+    differences up to 0.07, and demand agreement to 0.25 and the same solved verdict unless the
+    stored error lies within 0.25 of 1/2: loose, but a wrong model, schedule or configuration
+    misses by far more.
     """
     if not FULL.exists():
         pytest.skip("results/e1_full.json not committed yet (python -m companion e1 --full)")
     data = json.loads(FULL.read_text())
-    cfg = e1.check_e1_config(e1.E1_FULL)
+    cfg = e1.E1_FULL
     assert data["config_hash"] == config_hash(cfg), "committed results are for another config"
     assert sorted(data["units"]) == sorted(
-        [e1.unit_key(g) for g in cfg["rank_groups"]] + ["dense"]
+        [e1.unit_key(g) for g in cfg.rank_groups] + ["dense"]
     ), "the committed sweep is incomplete"
     family = e1.e1_family(cfg)
-    groups = [tuple(g) for g in cfg["rank_groups"]] + [None]
+    groups = list(cfg.rank_groups) + [None]
     group = groups[int(np.random.default_rng().integers(len(groups)))]  # differs every run
     unit = data["units"][e1.unit_key(group)]
     records, _ = e1.train_e1_unit(cfg, family, group)
@@ -279,15 +271,14 @@ def test_committed_full_e1_results_reproduce_on_a_random_subset():
 
 @pytest.fixture(scope="module")
 def witness():
-    from companion.witness import experiment_witness_24
-
-    return experiment_witness_24()
+    return e1.experiment_witness_24()
 
 
 def test_query_indicator_head_solves_the_witness_exactly_with_rank_S(witness):
     from fractions import Fraction
 
-    from companion.witness import max_error_exact, query_indicator_head
+    from companion.constructions import query_indicator_head
+    from companion.witness import max_error_exact
 
     head = query_indicator_head(witness)
     assert head.rank == len(witness.S) < len(witness.tokens)
@@ -297,20 +288,19 @@ def test_query_indicator_head_solves_the_witness_exactly_with_rank_S(witness):
 
 
 def test_lemma_b_check_holds_for_an_exact_head_and_flags_a_doctored_ratio(witness):
-    from companion.witness import query_indicator_head
+    from companion.constructions import query_indicator_head
 
-    ratios = e1.link_weight_ratios(query_indicator_head(witness), witness)
-    assert ratios["max_error"] < 0.5 and np.all(ratios["eps"] < 0.5)
-    assert e1.lemma_b_violations(ratios) == 0
-    doctored = {**ratios, "ratio": ratios["ratio"].copy()}
-    doctored["ratio"][0] = 1.0  # c(g) > 1 for every gap >= 3 at eps < 1/2
-    assert e1.lemma_b_violations(doctored) == 1
+    checks = e1.link_checks(query_indicator_head(witness), witness)
+    assert len(checks) == len(witness.links) and all(c.eps < 0.5 for c in checks)
+    assert all(c.holds for c in checks)
+    doctored = replace(checks[0], ratio=1.0)  # c(g) > 1 for every gap >= 3 at eps < 1/2
+    assert checks[0].gap >= 3 and not doctored.holds
 
 
 def test_cli_e2_writes_hashed_results_and_does_not_rerun(tmp_path, monkeypatch):
-    ood = pytest.importorskip("companion.ood")
-    tiny = {**ood.E2_QUICK, "widths": [6], "pool_sizes": [40], "n_train": 30, "n_test": 12,
-            "ranks": [1, 2], "rank_groups": [[1, 2]], "seeds": [0], "hidden": [8], "steps": 3}
+    ood = pytest.importorskip("companion.experiments.ood_scaling")
+    tiny = replace(ood.E2_QUICK, widths=[6], pool_sizes=[40], n_train=30, n_test=12,
+                   ranks=[1, 2], rank_groups=[[1, 2]], seeds=[0], hidden=[8], steps=3)
     monkeypatch.setattr(ood, "E2_QUICK", tiny)
     out = tmp_path / "e2.json"
     assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0

@@ -7,15 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from companion.code_search import expurgate, greedy_code, search_code
 from companion.codes import (
     check_code,
-    expurgate,
     gap_matrix,
-    greedy_code,
     overlap_spectrum,
     paley_hadamard_code,
     paley_hadamard_matrix,
-    search_code,
 )
 from companion.rank_bounds import certified_rank_bound
 

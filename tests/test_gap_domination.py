@@ -11,26 +11,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion.attention import KernelAttentionHead, kernel_attention, kernel_weights
+from companion.checks import check_eps
+from companion.constructions import balanced_link_head, lookup_head, softmax_kernel_head
 from companion.gap_domination import (
     arrangements,
-    balanced_link_head,
-    check_eps,
     gap_domination_factor,
     gap_domination_ratio,
     link_check,
-    lookup_head,
     mediant_closed_form,
     mediant_of_arrangements,
     mediant_relative_error,
     min_error_for_ratio,
     mixed_sequences,
-    perturbed_head,
     pure_sequence,
-    random_kernel_head,
-    softmax_kernel_head,
     split_gap_domination_factor,
     total_weight,
 )
+from companion.random_heads import perturbed_head, random_kernel_head
 from companion.task import query_target
 
 CONVENTIONS = st.sampled_from(["bidirectional", "causal"])

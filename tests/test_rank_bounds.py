@@ -12,18 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion.amplification import best_chain_factor
-from companion.codes import paley_hadamard_code
-from companion.rank_bounds import (
+from companion.asymptotics import (
     BaseCode,
-    _sharpened_value,
-    approximate_identity_bound,
-    certified_rank_bound,
     concatenate_distributions,
     explicit_code_log2_bounds,
     gap_distribution,
     large_context_log2_limit,
-    nonnegative_rank_bound,
     random_code_log2_estimate,
+)
+from companion.codes import paley_hadamard_code
+from companion.rank_bounds import (
+    approximate_identity_bound,
+    certified_rank_bound,
+    nonnegative_rank_bound,
+    sharpened_value,
     trace_rank_bound,
 )
 
@@ -102,16 +104,16 @@ def test_lemma_D_prime_optimum_beats_a_grid(N, data):
         counts[u] = counts.get(u, 0) + k
         left -= k
     best, c = nonnegative_rank_bound(N, counts)
-    assert best == _sharpened_value(N, counts, c)
+    assert best == sharpened_value(N, counts, c)
     for i in range(201):
-        assert _sharpened_value(N, counts, Fraction(i, 400)) <= best
+        assert sharpened_value(N, counts, Fraction(i, 400)) <= best
 
 
 def test_lemma_D_prime_at_zero_is_lemma_D_minus_one():
     M = np.eye(5, dtype=object) + Fraction(1, 7) * (np.ones((5, 5), dtype=object)
                                                     - np.eye(5, dtype=object))
     counts = {Fraction(1, 7): 20}
-    assert _sharpened_value(5, counts, Fraction(0)) == trace_rank_bound(M) - 1
+    assert sharpened_value(5, counts, Fraction(0)) == trace_rank_bound(M) - 1
 
 
 def test_theorem_E_on_paley_codes_matches_closed_forms():

@@ -1,4 +1,5 @@
-"""The batched training engine and the stacked E1 heads (companion.train, companion.heads)."""
+"""The batched training engine and the stacked E1 heads (companion.experiments.engine,
+companion.experiments.table_heads)."""
 
 import math
 
@@ -8,16 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from companion.attention import kernel_attention_torch  # noqa: E402
-from companion.heads import (  # noqa: E402
+from companion.experiments.engine import ModelStack, lr_at, train_batched  # noqa: E402
+from companion.experiments.table_heads import (  # noqa: E402
     TableKernelHeads,
     TableSoftmaxHeads,
     group_ranks,
-    numpy_token_ids,
-    stack_e1_models,
 )
 from companion.reproducibility import seed_everything  # noqa: E402
 from companion.task import query_target, token_pool  # noqa: E402
-from companion.train import ModelStack, lr_at, train_batched  # noqa: E402
 
 
 def standin_problem(num_tokens=16, count=240, m=8, seed=0):
@@ -208,27 +207,6 @@ def test_group_ranks_partitions_and_trades_padding_for_groups():
     assert sorted(r for g in groups for r in g) == ranks
     assert group_ranks(ranks, overhead=0) == [[r] for r in ranks]  # padding costs, groups free
     assert group_ranks(ranks, overhead=1e9) == [ranks]  # groups cost, padding free
-
-
-def test_stack_e1_models_labels_follow_output_rows():
-    ids, _ = standin_problem()
-    stack, labels = stack_e1_models([1, 4, 16], [0, 1], 16, groups=[[1, 4], [16]], dense_seeds=[9])
-    assert labels == [
-        ("nka", 1, 0),
-        ("nka", 1, 1),
-        ("nka", 4, 0),
-        ("nka", 4, 1),
-        ("nka", 16, 0),
-        ("nka", 16, 1),
-        ("dense", 0, 9),
-    ]
-    assert stack(ids).shape == (7, len(ids))
-
-
-def test_numpy_token_ids_roundtrip():
-    tokens = token_pool(6, 10, 1)
-    ids = np.random.default_rng(0).integers(0, 10, size=(20, 3))
-    assert np.array_equal(numpy_token_ids(tokens[ids], tokens), ids)
 
 
 # ---------------------------------------------------------------- bad input

@@ -13,24 +13,23 @@ from hypothesis import strategies as st
 
 from companion.amplification import best_chain_factor
 from companion.attention import KernelAttentionHead
-from companion.codes import paley_hadamard_code
+from companion.codes import paley_hadamard_code, paley_subset
+from companion.constructions import indicator_head, query_indicator_head, spread_query_head
+from companion.experiments.witness_suite import (
+    EXPERIMENT_PALEY_SUBSET,
+    experiment_code_24,
+    experiment_witness_24,
+    select_paley_witness,
+)
+from companion.gap_domination import total_weights
 from companion.rank_bounds import certified_rank_bound
 from companion.task import query_target
 from companion.witness import (
-    EXPERIMENT_PALEY_SUBSET,
     Certificate,
     WitnessFamily,
-    experiment_code_24,
-    experiment_witness_24,
     family_size,
-    indicator_head,
     kernel_ratio_matrix,
     max_error_exact,
-    paley_subset,
-    query_indicator_head,
-    select_paley_witness,
-    spread_query_head,
-    total_weights,
     verify_certificate,
     witness_family,
 )
@@ -322,7 +321,7 @@ def test_weight_inequality_alone_does_not_give_positive_K():
         values=lambda z, p: np.asarray(z, dtype=np.int64),
         readout_weights=lambda x: np.asarray(x, dtype=np.int64),
         readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
-    D = total_weights(head, f, exact=True)
+    D = total_weights(head, f.sequences, f.convention, exact=True)
     assert all(d == 1 for d in D)  # so D(z0) >= 1 * D(zk) on every ladder
     with pytest.raises(ValueError, match="K\\(x, complement x\\) = 0"):
         kernel_ratio_matrix(head, f, exact=True)
@@ -363,5 +362,5 @@ def test_bad_inputs_name_the_argument():
         verify_certificate(None, witness_family(PALEY7[:3]))
     with pytest.raises(ValueError, match="base"):
         indicator_head(witness_family(PALEY7[:3]), base=1)
-    with pytest.raises(ValueError, match="a, b"):
+    with pytest.raises(ValueError, match="b must be an int in"):
         paley_subset(3, 5)

@@ -7,6 +7,8 @@ Results are written atomically as JSON beside a hash of the configuration. E1 st
 finished unit (rank group × seeds, or the dense baseline) as it finishes, so rerunning the same
 command after an interruption resumes without redoing finished units (``--restart`` starts
 over). Shows a tqdm progress bar on stderr.
+
+Serves chapters 6 and 7: the full-size runs behind their committed results.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
     device = _device(args.device)
     out = args.out or f"results/{args.experiment}_{args.mode}.json"
     if args.experiment == "e1":
-        from .e1 import E1_FULL, E1_QUICK, run_e1_sweep, summarise_e1
+        from .experiments.witness_suite import E1_FULL, E1_QUICK, run_e1_sweep, summarise_e1
 
         config = E1_FULL if args.mode == "full" else E1_QUICK
         res = run_e1_sweep(
@@ -92,14 +94,15 @@ def main(argv=None) -> int:
             )
     else:
         try:
-            from .ood import E2_FULL, E2_QUICK, run_e2_sweep
+            from .experiments.ood_scaling import E2_FULL, E2_QUICK, run_e2_sweep
         except ImportError as exc:
             print(
-                f"e2 is not available: companion.ood.run_e2_sweep could not be imported ({exc})",
+                "e2 is not available: companion.experiments.ood_scaling.run_e2_sweep could not "
+                f"be imported ({exc})",
                 file=sys.stderr,
             )
             return 2
-        from .sweeps import ResultStore
+        from .experiments.store import ResultStore
 
         config = E2_FULL if args.mode == "full" else E2_QUICK
         store = ResultStore(out, config, restart=args.restart)

@@ -3,6 +3,8 @@
 A chain of keys z_0, ..., z_k whose overlaps with the query rise by gaps g_1, ..., g_k gives
 D(x;z_0) >= prod_i c(g_i) * D(x;z_k). The best chain for a total gap G is worth
 rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod_i max(c_{n,eps}(g_i), 0).
+
+Serves chapter 3 (``lem-amplification``, ``def-best-chain``).
 """
 
 from __future__ import annotations
@@ -13,19 +15,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .gap_domination import check_eps, check_length, gap_domination_factor
+from .checks import check_eps, check_gap, check_length
+from .gap_domination import gap_domination_factor
 
 #: Largest total gap that :func:`brute_force_chain_factor` enumerates (2**(G-1) compositions).
 MAX_BRUTE_FORCE_GAP = 20
-
-
-def check_gap(G, name: str = "G") -> int:
-    """Return the total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
-    if isinstance(G, bool) or not isinstance(G, (int, np.integer)):
-        raise TypeError(f"{name} (total gap) must be an int, got {type(G).__name__}")
-    if G < 1:
-        raise ValueError(f"{name} (total gap) must be an int >= 1, got {G}")
-    return int(G)
 
 
 def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
@@ -206,3 +200,13 @@ def chain_growth_rate(n: int = 3, eps=Fraction(1, 2), max_gap: int = 10_000) -> 
             if rate > best:
                 best_g, best = g, rate
     return best_g, math.exp(best)
+
+
+def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
+    """log2 rho_{n,eps}(G) for G = 0..G_max as floats (rho(0) = 1; -inf where rho = 0),
+    read off the exact integer DP table."""
+    table = _table(n, eps)
+    table.grow(int(G_max))
+    log2_D = math.log2(table.D)
+    return np.array([math.log2(R) - G * log2_D if R > 0 else -math.inf
+                     for G, R in enumerate(table.R[: int(G_max) + 1])])

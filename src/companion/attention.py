@@ -11,6 +11,9 @@ and ``fractions.Fraction`` in object arrays). The *direct* form sums over tokens
 form first compresses the keys into S = sum_p phi_K(x_p) v(x_p)^T (r x d) and
 u = sum_p phi_K(x_p) (r), whose size does not grow with n — why NKA is "linear attention".
 A torch version of the same forward pass serves training.
+
+Serves chapter 1 (``thm-rank-one``, ``obs-no-zero-error``) and every chapter that evaluates a
+head.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .task import check_convention, check_tokens, query_index
+from .checks import check_int, check_tokens
+from .task import check_convention, query_index
 
 TokenMap = Callable[[np.ndarray], np.ndarray]
 PositionalMap = Callable[[np.ndarray, int], np.ndarray]
@@ -43,10 +47,7 @@ class KernelAttentionHead:
     readout_bias: TokenMap
 
     def __post_init__(self):
-        if isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer)):
-            raise TypeError(f"rank must be an int, got {type(self.rank).__name__}")
-        if self.rank < 1:
-            raise ValueError(f"rank must be a positive int (feature rank r >= 1), got {self.rank}")
+        check_int(self.rank, "rank", 1)
         for field in (
             "query_features",
             "key_features",

@@ -8,6 +8,8 @@ beta >= 1 the error is at most (n-1) e^{-beta}, below 1/2 once beta > ln(2(n-1))
 
 This module measures the head's exact worst case over *all* length-n inputs on {0,1}^m and
 the exact temperature threshold beta*(n, m) where that worst case drops below 1/2.
+
+Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from itertools import combinations_with_replacement
 import numpy as np
 
 from .attention import softmax_attention
+from .checks import check_beta, check_float, check_int
 from .constructions import softmax_min_ip_head
 from .task import check_convention, iter_sequences, query_index, query_target
 
@@ -28,28 +31,11 @@ MAX_PROFILES = 2_000_000
 MAX_BRUTE_FORCE_BITS = 24
 
 
-def check_beta(beta) -> float:
-    """Inverse temperature beta >= 0 as a float."""
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)):
-        raise TypeError(f"beta must be a real number, got {type(beta).__name__}")
-    if not math.isfinite(beta) or beta < 0:
-        raise ValueError(f"beta must be a finite number >= 0, got {beta}")
-    return float(beta)
-
-
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value}")
-    return int(value)
-
-
 def count_profiles(n: int, m: int) -> int:
     """Number of overlap profiles: sum over |x| = w <= m of multisets of n-1 overlaps in
     [0, w], i.e. C(m + n, n)."""
-    n = _check_int(n, "n (sequence length)", 1)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 1)
+    m = check_int(m, "m (token width)", 1)
     return math.comb(m + n, n)
 
 
@@ -98,8 +84,8 @@ def errors(beta, sequences, convention: str = "bidirectional") -> np.ndarray:
 def max_error(beta, n: int, m: int, convention: str = "bidirectional") -> float:
     """Exact worst case max |y - t| over all length-n inputs on {0,1}^m, by evaluating the
     head once per overlap profile (see :func:`overlap_profiles` for why that is exhaustive)."""
-    n = _check_int(n, "n (sequence length)", 1)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 1)
+    m = check_int(m, "m (token width)", 1)
     return float(errors(beta, profile_sequences(n, m, convention), convention).max())
 
 
@@ -107,8 +93,8 @@ def max_error_brute_force(beta, n: int, m: int, convention: str = "bidirectional
                           chunk: int = 2**17) -> float:
     """The same worst case by running the head on every one of the 2**(n*m) sequences
     (streamed); a cross-check of the profile reduction, limited to n*m <= 24."""
-    n = _check_int(n, "n (sequence length)", 1)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 1)
+    m = check_int(m, "m (token width)", 1)
     if n * m > MAX_BRUTE_FORCE_BITS:
         raise ValueError(
             f"n*m must be at most {MAX_BRUTE_FORCE_BITS} for brute force (2**(n*m) sequences), "
@@ -127,13 +113,13 @@ def worst_profile(beta, n: int, m: int) -> tuple[int, ...]:
 
 def error_bound(beta, n: int) -> float:
     """(n-1) e^{-beta}: Proposition F's bound on the error, valid for beta >= 1."""
-    n = _check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2)
     return (n - 1) * math.exp(-check_beta(beta))
 
 
 def sufficient_threshold(n: int) -> float:
     """ln(2(n-1)): any beta above it has (n-1) e^{-beta} < 1/2, hence rounding is exact."""
-    n = _check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2)
     return math.log(2 * (n - 1))
 
 
@@ -145,10 +131,9 @@ def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
     case is nonincreasing in beta. Raises if the bracket fails (that would refute
     Proposition F at beta = ln(2(n-1))).
     """
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
-    if not isinstance(tol, float) or not 0 < tol < 1:
-        raise ValueError(f"tol must be a float in (0, 1), got {tol!r}")
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
+    tol = check_float(tol, "tol", 0, 1, low_open=True, high_open=True)
     seqs = profile_sequences(n, m)
 
     def worst(beta):
@@ -175,6 +160,6 @@ def uniform_gap_threshold(n: int, m: int) -> float:
     A lower bound on beta*(n, m) by construction; the chapter checks numerically that it is
     the exact threshold (an observation, not a theorem).
     """
-    n = _check_int(n, "n (sequence length)", 3)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 3)
+    m = check_int(m, "m (token width)", 1)
     return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, m + 1))

@@ -15,6 +15,8 @@ values tanh(W h) in [-1, 1], which fixes the quantisation ranges: S entries in [
 entries in [1/e, e]. Weights are seeded Gaussians; residual updates h <- h + W_o [o_1..o_H];
 Bob's outputs y_i = <a, h_i> + c. The weights are arbitrary on purpose: Theorem G is about
 every such model, whatever its weights.
+
+Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ import math
 
 import numpy as np
 
-from .transcript import BlockConstruction, TranscriptModel, check_positive_int, check_transcript
+from .checks import check_instance, check_int, check_positive_int
+from .transcript import BlockConstruction, TranscriptModel, check_transcript
 
 #: Largest number of bits per sketch entry (float64 resolves about 2**52 levels).
 MAX_BITS = 30
-
-E = math.e
 
 
 def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
@@ -47,8 +48,8 @@ def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
     return lo + np.asarray(codes, dtype=np.float64) * ((hi - lo) / (2**bits - 1))
 
 
-S_RANGE = (-E, E)
-U_RANGE = (1 / E, E)
+S_RANGE = (-math.e, math.e)
+U_RANGE = (1 / math.e, math.e)
 
 
 def _features(w, h):
@@ -61,18 +62,13 @@ class QuantisedSketchModel(TranscriptModel):
 
     def __init__(self, construction: BlockConstruction, layers: int = 1, heads: int = 1,
                  rank: int = 1, value_dim: int = 1, bits: int = 1, seed: int = 0):
-        if not isinstance(construction, BlockConstruction):
-            raise TypeError("construction must be a BlockConstruction, "
-                            f"got {type(construction).__name__}")
-        self.construction = construction
+        self.construction = check_instance(construction, "construction", BlockConstruction)
         self.layers = check_positive_int(layers, "layers")
         self.heads = check_positive_int(heads, "heads")
         self.rank = check_positive_int(rank, "rank")
         self.value_dim = check_positive_int(value_dim, "value_dim")
         self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise TypeError(f"seed must be a nonnegative int, got {seed!r}")
-        rng = np.random.default_rng(int(seed))
+        rng = np.random.default_rng(check_int(seed, "seed", 0))
         w, r, d, big_h = construction.m, self.rank, self.value_dim, self.heads
         scale = 1 / math.sqrt(w)
         self._heads = [[{"q": rng.normal(0, scale, (r, w)), "k": rng.normal(0, scale, (r, w)),

@@ -1,10 +1,15 @@
-"""One switch for determinism: seeds and thread counts for python, numpy and torch."""
+"""One switch for determinism: seeds and thread counts for python, numpy and torch.
+
+Serves every chapter (its second code cell).
+"""
 
 from __future__ import annotations
 
 import random
 
 import numpy as np
+
+from .checks import check_int
 
 
 def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
@@ -13,12 +18,8 @@ def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
     One thread by default: reductions then run in one fixed order, so float results do
     not depend on how many cores the reader's machine has.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= seed < 2**32:
-        raise ValueError(f"seed must lie in [0, 2**32), got {seed}")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    seed = check_int(seed, "seed", 0, 2**32 - 1)
+    threads = check_int(threads, "threads", 1)
     random.seed(int(seed))
     np.random.seed(int(seed))
     try:

@@ -4,6 +4,8 @@ Sequences are integer arrays of shape (..., n, m) with entries in {0, 1}; the qu
 position 0 ("bidirectional", the paper's position 1) or position n-1 ("causal" final query,
 which attends to every earlier token and itself). Both see the whole sequence, so the target
 is the same function of the sequence; only the query's position differs.
+
+Serves chapter 1 (the task, ``thm-rank-one``) and every chapter after it.
 """
 
 from __future__ import annotations
@@ -12,40 +14,17 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .checks import check_choice, check_positive_int, check_tokens
+
 CONVENTIONS = ("bidirectional", "causal")
 
 #: Largest number of sequences :func:`all_sequences` materialises at once (2**22 ≈ 4.2M).
 MAX_ENUMERATED_SEQUENCES = 2**22
 
 
-def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
-    """Return `x` as an int64 array after checking it holds 0/1 tokens of positive width."""
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
-    arr = np.asarray(x)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.integer)
-        or np.issubdtype(arr.dtype, np.bool_)
-        or np.issubdtype(arr.dtype, np.floating)
-    ):
-        raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
-    if arr.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions (..., n, m), got shape {arr.shape}"
-        )
-    if 0 in arr.shape[-min_ndim:]:
-        raise ValueError(f"{name} must have n >= 1 tokens of width m >= 1, got shape {arr.shape}")
-    if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite entries; tokens must be 0/1")
-    if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name} must contain only 0 and 1, found other values")
-    return arr.astype(np.int64)
-
-
 def check_convention(convention: str) -> str:
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
-    return convention
+    """'bidirectional' (query first) or 'causal' (query last)."""
+    return check_choice(convention, "convention", CONVENTIONS)
 
 
 def query_index(n: int, convention: str = "bidirectional") -> int:
@@ -161,13 +140,3 @@ def sample_sequences(pool, n: int, count: int, seed: int) -> np.ndarray:
     check_positive_int(count, "count")
     idx = np.random.default_rng(seed).integers(0, len(tokens), size=(count, n))
     return tokens[idx]
-
-
-def check_positive_int(value, name: str, upper: int | None = None) -> int:
-    """Return `value` as an int after checking it is an int in [1, upper] (bool refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1 or (upper is not None and value > upper):
-        bound = f"[1, {upper}]" if upper is not None else ">= 1"
-        raise ValueError(f"{name} must be an int in {bound}, got {value}")
-    return int(value)

@@ -14,6 +14,8 @@ alphabet_size**length >= (s+1)^q. Below that, :func:`find_collision` exhibits tw
 with one transcript and different answers (pigeonhole); :class:`TightEncoder` meets the bound
 with ceil(q*log2(s+1)) bits. For b-bit kernel-attention sketches (see
 :mod:`companion.quantised_sketch`) the count reads L*H*r*(d+1)*b >= q*log2(s+1).
+
+Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .task import check_positive_int, check_tokens, min_ip_targets
+from .checks import check_instance, check_int, check_positive_int, check_tokens
+from .task import min_ip_targets
 
 #: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
 #: enumerates (q*s <= 16): 65,536 sequences take well under a second.
@@ -214,13 +217,7 @@ def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
     t = tuple(transcript)
     if len(t) != model.length:
         raise ValueError(f"transcript must have length {model.length}, got {len(t)}")
-    for sym in t:
-        if isinstance(sym, bool) or not isinstance(sym, (int, np.integer)):
-            raise TypeError(f"transcript symbols must be ints, got {type(sym).__name__}")
-        if not 0 <= sym < model.alphabet_size:
-            raise ValueError(
-                f"transcript symbols must lie in [0, {model.alphabet_size - 1}], got {sym}")
-    return tuple(int(sym) for sym in t)
+    return tuple(check_int(sym, "transcript symbols", 0, model.alphabet_size - 1) for sym in t)
 
 
 def count_transcripts(model: TranscriptModel, key_tokens) -> int:
@@ -307,10 +304,7 @@ class TightEncoder(TranscriptModel):
     ceil(q log2(s+1)) bits when symbol_bits = 1."""
 
     def __init__(self, construction: BlockConstruction, symbol_bits: int = 1):
-        if not isinstance(construction, BlockConstruction):
-            raise TypeError("construction must be a BlockConstruction, "
-                            f"got {type(construction).__name__}")
-        self.construction = construction
+        self.construction = check_instance(construction, "construction", BlockConstruction)
         self.symbol_bits = check_positive_int(symbol_bits, "symbol_bits", upper=62)
 
     @property
@@ -337,6 +331,15 @@ class TightEncoder(TranscriptModel):
             number, digit = divmod(number, base)
             digits.append(digit)
         return np.array(digits, dtype=np.float64)
+
+
+class OneBitShortEncoder(TightEncoder):
+    """The tight code with its most significant bit dropped: one bit below the bound, so
+    :func:`find_collision` must find two answer vectors that share a transcript."""
+
+    @property
+    def length(self) -> int:
+        return bits_needed(self.construction.q, self.construction.s) - 1
 
 
 def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS) -> int:

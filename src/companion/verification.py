@@ -1,4 +1,7 @@
-"""Exhaustive, exact checks of a head against Min-IP over every input of a given size."""
+"""Exhaustive, exact checks of a head against Min-IP over every input of a given size.
+
+Serves chapter 1 (``thm-rank-one``): exhaustive checks of the rank-1 head.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from .attention import KernelAttentionHead, kernel_attention_integer
+from .checks import check_int
 from .task import check_convention, iter_sequences, query_target
 
 #: Largest exhaustive check (number of sequences) the functions here accept: 2**26.
@@ -35,10 +39,7 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     |y - t| = |num - t den| / den is compared in integers, so the maximum is exact.
     """
     check_convention(convention)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m must be an int >= 1, got {m!r}")
+    n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     if 2 ** (n * m) > MAX_EXHAUSTIVE_SEQUENCES:
         raise ValueError(
             f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences; the limit is "

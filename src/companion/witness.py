@@ -4,10 +4,13 @@ For each query x in S the family holds the pure sequences (x, z, ..., z) on the 
 x-bar, on the chain keys and on every y-bar (y != x), and every arrangement of the mixed
 sequences (one copy of the better key z, n-2 copies of the worse key z') of every chain link
 the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the certified bound.
+
+Serves chapter 3 (``thm-exponential-rank``); chapter 6 trains on such a family.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,11 +20,11 @@ from types import MappingProxyType
 import numpy as np
 
 from .amplification import best_chain, link_factor
-from .attention import KernelAttentionHead, kernel_attention
-from .codes import check_code, paley_hadamard_code
-from .gap_domination import check_eps, check_length
+from .attention import KernelAttentionHead, kernel_attention, kernel_weights
+from .checks import check_eps, check_instance, check_int, check_length, check_tokens
+from .codes import check_code
 from .rank_bounds import RankLowerBound, check_rank_bound_input, rank_bound_from_rhos
-from .task import check_convention, check_tokens, query_index, query_target
+from .task import check_convention, query_index, query_target
 
 Token = tuple[int, ...]
 
@@ -175,8 +178,7 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     arr, w, _, _ = check_rank_bound_input(S, n, eps)
     n, eps = check_length(n), check_eps(eps)
     check_convention(convention)
-    if isinstance(max_sequences, bool) or not isinstance(max_sequences, (int, np.integer)):
-        raise TypeError(f"max_sequences must be an int, got {type(max_sequences).__name__}")
+    check_int(max_sequences, "max_sequences")
     q = query_index(n, convention)
     chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
     total = sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
@@ -238,10 +240,8 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     mixed sequences (all arrangements) are in the family with their Min-IP targets, and
     recomputes the bound. Raises ValueError naming the first thing that is wrong.
     """
-    if not isinstance(certificate, Certificate):
-        raise TypeError(f"certificate must be a Certificate, got {type(certificate).__name__}")
-    if not isinstance(family, WitnessFamily):
-        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
+    check_instance(certificate, "certificate", Certificate)
+    check_instance(family, "family", WitnessFamily)
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")
     n, eps = check_length(certificate.n), check_eps(certificate.eps)
     seqs = check_tokens(family.sequences, "family.sequences", min_ndim=3)
@@ -318,50 +318,24 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 
 
 
-def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
-    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
-    out = np.zeros(tokens.shape[:-1] + (r,), dtype=np.int64)
-    view = out.reshape(-1, r)
-    for row, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
-        col = index.get(tok.tobytes())
-        if col is not None:
-            view[row, col] = 1
-    return out
+def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
+    """A copy of the family with the given sequence rows removed (the certificate and the
+    links are kept as they are): a tampered family that :func:`verify_certificate` must
+    reject."""
+    check_instance(family, "family", WitnessFamily)
+    keep = np.delete(np.arange(len(family)), rows)
+    return dataclasses.replace(family, sequences=family.sequences[keep],
+                               targets=family.targets[keep], token_ids=family.token_ids[keep],
+                               query_ids=family.query_ids[keep], kinds=family.kinds[keep])
 
-def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """The trivial exact realisation: one indicator feature per distinct key token.
 
-    phi_K(z) = e_z at key positions and 0 at the query's own position; phi_Q(x)_z =
-    base^-<x,z>, v(z) = z, readout <x, o>. Error on a mixed sequence with gap g is
-    (n-2) g / (base^g + n - 2) < 1/2 for base > n - 2; pure sequences are exact.
-    """
-    if not isinstance(family, WitnessFamily):
-        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
-    n, q = family.n, family.query_position
-    base = 2 * n if base is None else base
-    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base <= n - 2:
-        raise ValueError(f"base must be an int > n - 2 = {n - 2}, got {base!r}")
-    key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
-    keys = family.tokens[key_ids]
-    index = {k.tobytes(): r for r, k in enumerate(keys)}
-    r = len(keys)
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        ov = x @ keys.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(1, int(base) ** int(v)) for v in ov.ravel()]
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
-
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+def certificate_error(certificate: Certificate, family: WitnessFamily) -> str | None:
+    """The reason :func:`verify_certificate` rejects the pair, or None if it accepts it."""
+    try:
+        verify_certificate(certificate, family)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fraction:
@@ -370,66 +344,9 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
     return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets, strict=True))
 
 
-#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the
-#: first b of them. Found by select_paley_witness() (tests re-run the search and compare).
-EXPERIMENT_PALEY_SUBSET = (23, 5)
-
-
-def paley_subset(a: int, b: int, q: int = 23) -> np.ndarray:
-    """The first a non-constant Paley rows and the complements of the first b of them."""
-    if not (isinstance(a, int) and isinstance(b, int) and 0 <= b <= a <= q and a + b >= 2):
-        raise ValueError(f"a, b must be ints with 0 <= b <= a <= q = {q} and a + b >= 2, "
-                         f"got a={a!r}, b={b!r}")
-    code = paley_hadamard_code(q, complements=True)
-    return np.concatenate([code[:a], code[q:q + b]])
-
-
-def experiment_code_24() -> np.ndarray:
-    """The 24-bit query set of the experiments: the Paley (q = 23) subset that
-    :func:`select_paley_witness` picks (largest certified bound with 1,000-2,500 sequences)."""
-    return paley_subset(*EXPERIMENT_PALEY_SUBSET)
-
-
-def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: int = 2500,
-                         n: int = 3) -> tuple[tuple[int, int], RankLowerBound, int]:
-    """Search the Paley code's subsets {first a rows} + {complements of the first b of them}
-    for the largest certified rank bound whose family size lies in [min, max]; ties go to the
-    smaller family. Returns ((a, b), bound, family size); see :func:`paley_subset`."""
-    best = None
-    for a in range(2, q + 1):
-        for b in range(0, a + 1):
-            S = paley_subset(a, b, q)
-            size = family_size(S, n)
-            if not min_sequences <= size <= max_sequences:
-                continue
-            bound = rank_bound_from_rhos(len(S), dict(Counter(_plan(S, n, Fraction(1, 2))[2]
-                                                                   .values())))
-            key = (bound.rank, bound.sharpened_bound, -size)
-            if best is None or key > best[0]:
-                best = (key, (a, b), bound, size)
-    if best is None:
-        raise ValueError(f"no Paley subset has a family size in [{min_sequences}, {max_sequences}]")
-    return best[1], best[2], best[3]
-
-
-def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
-    """The witness family the experiments chapter trains on (n = 3, eps = 1/2)."""
-    return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
-
-
-def total_weights(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
-    """D(x;z) on every row: the head's total kernel weight sum_p alpha_p, shape (N,)."""
-    from .attention import kernel_weights
-
-    alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
-    return alpha.sum(axis=-1)
-
-
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
     """M[x,y] = K(x, complement y) / K(x, complement x), with K the weight on the key
     positions of the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
-    from .attention import kernel_weights
-
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
     S = family.S
@@ -444,132 +361,3 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
             M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
                        if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
     return M
-
-
-def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """An exact realisation of rank |S|: one indicator feature per query of S.
-
-    phi_Q(x) = e_x and phi_K(z)_x = base^-<x,z> at key positions (0 at the query's own
-    position): the same kernel as :func:`indicator_head`, so the same error on F(S). Any
-    nonnegative kernel table on the |S| queries is realisable this way.
-    """
-    if not isinstance(family, WitnessFamily):
-        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
-    n, q = family.n, family.query_position
-    base = 2 * n if base is None else base
-    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base <= n - 2:
-        raise ValueError(f"base must be an int > n - 2 = {n - 2}, got {base!r}")
-    S = family.S
-    index = {x.tobytes(): i for i, x in enumerate(S)}
-    r = len(S)
-
-    def query_features(x):
-        return _one_hot(np.asarray(x, dtype=np.int64), index, r)
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        ov = z @ S.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(0) if p == q else Fraction(1, int(base) ** int(v))
-                              for v in ov.ravel()]
-        return out
-
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
-
-
-def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
-                      tau=Fraction(1, 10**4)) -> KernelAttentionHead:
-    """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
-    one, and the remaining query s spread evenly over all of them.
-
-    Scores are shifted down by delta = 1/2 - eta (readout <x, o> - delta), so a link of gap g
-    only needs a weight ratio above l (g - 1 + eta)/(1 - eta) (l = n - 2), just above the
-    gap-domination factor. Query k's own column puts weight 1 on its complement, the product
-    of 1/A along its ladders on chain keys, tau on single-link keys and c on complement(s);
-    the spread query sees the column sums. c must satisfy
-    (|S|-1) c > A(G) * (column sum of every other key of s) and c < 1/A(G_ks); raises
-    ValueError if no such c (or no query s whose ladders are all single links) exists.
-    """
-    if not isinstance(family, WitnessFamily):
-        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
-    eta, tau = Fraction(eta), Fraction(tau)
-    if not (0 < eta < Fraction(1, 2) and 0 < tau < 1):
-        raise ValueError(f"eta must lie in (0, 1/2) and tau in (0, 1), got {eta}, {tau}")
-    cert, n, q = family.certificate, family.n, family.query_position
-    S = np.asarray(cert.S, dtype=np.int64)
-    N = len(S)
-    delta = Fraction(1, 2) - eta
-
-    def need(g: int) -> Fraction:  # weight ratio that makes a gap-g link exact, plus 0.1%
-        return (n - 2) * (g - 1 + eta) / (1 - eta) * Fraction(1001, 1000)
-
-    single = [all(len(cert.gaps[(k, s)]) == 1 and len(cert.gaps[(s, k)]) == 1
-                  for k in range(N) if k != s) for s in range(N)]
-    if not any(single):
-        raise ValueError("spread_query_head needs a query whose ladders are all single links")
-    s = max(i for i in range(N) if single[i])
-    others = [k for k in range(N) if k != s]
-    column = {k: c for c, k in enumerate(others)}
-    comp_s = tuple((1 - S[s]).tolist())
-    weights: dict[tuple, list] = {}  # key token -> its entries, one per one-hot query
-
-    def entry(token, k, value):
-        weights.setdefault(token, [Fraction(0)] * (N - 1))[column[k]] = value
-
-    for k in others:
-        for j in range(N):
-            if j == k:
-                continue
-            chain, gaps = cert.chains[(k, j)], cert.gaps[(k, j)]
-            entry(chain[0], k, Fraction(1))
-            if len(gaps) == 1:
-                if chain[-1] != comp_s:
-                    entry(chain[-1], k, tau)
-                continue
-            w = Fraction(1)
-            for token, g in zip(chain[1:], gaps, strict=True):
-                w /= need(g)
-                entry(token, k, w)
-    lower = max(need(cert.gaps[(s, j)][0]) * sum(weights[cert.chains[(s, j)][-1]])
-                for j in others) / (N - 1)
-    upper = min(1 / need(cert.gaps[(k, s)][0]) for k in others)
-    if not lower < upper:
-        raise ValueError(f"no spread weight c works: need {float(lower):.4f} < c < "
-                         f"{float(upper):.4f}")
-    c = (lower + upper) / 2
-    for k in others:
-        entry(comp_s, k, c)
-    index = {bytes(np.asarray(t, dtype=np.int64).tobytes()): v for t, v in weights.items()}
-    query_col = {S[k].tobytes(): column[k] for k in others}
-    spread_key = S[s].tobytes()
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (N - 1,), dtype=np.int64)
-        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, N - 1)
-        for row, tok in enumerate(flat):
-            b = tok.tobytes()
-            if b == spread_key:
-                view[row, :] = 1
-            elif b in query_col:
-                view[row, query_col[b]] = 1
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        out = np.empty(z.shape[:-1] + (N - 1,), dtype=object)
-        flat, view = z.reshape(-1, z.shape[-1]), out.reshape(-1, N - 1)
-        zero = [Fraction(0)] * (N - 1)
-        for row, tok in enumerate(flat):
-            view[row, :] = zero if p == q else index.get(tok.tobytes(), zero)
-        return out
-
-    return KernelAttentionHead(
-        rank=N - 1, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))

@@ -16,6 +16,8 @@ steps, then optionally ``surrogate_steps`` more steps (same cosine shape, restar
 L_p-norm surrogate of each model's max error. The engine keeps, per model, the parameters of
 the step with the smallest max error over the whole training set (per-model selection of
 parameter slices) and loads them into the model it returns.
+
+Serves chapters 6 and 7 (the experiments on ``thm-exponential-rank``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
+
+from ..checks import check_bool, check_float, check_instance, check_int
 
 __all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at"]
 
@@ -47,13 +50,12 @@ class ModelStack(torch.nn.Module):
         super().__init__()
         if not models:
             raise ValueError("models must be a non-empty sequence of stacked modules")
-        for m in models:
-            if not isinstance(m, torch.nn.Module):
-                raise TypeError(f"models must hold torch.nn.Module, got {type(m).__name__}")
+        for model in models:
+            check_instance(model, "models[i]", torch.nn.Module)
         self.parts = torch.nn.ModuleList(models)
 
     def forward(self, inputs):
-        return torch.cat([m(inputs) for m in self.parts], dim=0)
+        return torch.cat([part(inputs) for part in self.parts], dim=0)
 
 
 @dataclass
@@ -97,32 +99,6 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
 def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per-model max |prediction - target| for predictions (M, N): (M,)."""
     return (predictions - targets).abs().amax(dim=-1)
-
-
-def _check_int(value, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be an int in {rng}, got {value}")
-    return int(value)
-
-
-def _check_float(
-    value, name: str, low: float, high: float, low_open=True, high_open=False
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    ok = (
-        math.isfinite(v)
-        and (v > low if low_open else v >= low)
-        and (v < high if high_open else v <= high)
-    )
-    if not ok:
-        lb, hb = ("(" if low_open else "["), (")" if high_open else "]")
-        raise ValueError(f"{name} must lie in {lb}{low}, {high}{hb}, got {value}")
-    return v
 
 
 def _num_inputs(inputs) -> int:
@@ -204,16 +180,15 @@ def train_batched(
     step's own forward pass), every ``eval_every`` steps (default: 1 % of the steps) otherwise,
     and after the last step. Deterministic on the CPU for a given ``seed`` and model init.
     """
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    steps = _check_int(steps, "steps", 1)
-    lr = _check_float(lr, "lr", 0.0, 10.0)
-    final_lr_fraction = _check_float(final_lr_fraction, "final_lr_fraction", 0.0, 1.0)
-    surrogate_steps = _check_int(surrogate_steps, "surrogate_steps", 0)
-    surrogate_power = _check_int(surrogate_power, "surrogate_power", 2, 1024)
-    seed = _check_int(seed, "seed", 0, 2**32 - 1)
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
+    check_instance(model, "model", torch.nn.Module)
+    steps = check_int(steps, "steps", 1)
+    lr = check_float(lr, "lr", 0.0, 10.0, low_open=True)
+    final_lr_fraction = check_float(final_lr_fraction, "final_lr_fraction", 0.0, 1.0,
+                                    low_open=True)
+    surrogate_steps = check_int(surrogate_steps, "surrogate_steps", 0)
+    surrogate_power = check_int(surrogate_power, "surrogate_power", 2, 1024)
+    seed = check_int(seed, "seed", 0, 2**32 - 1)
+    check_bool(progress, "progress")
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
     try:
@@ -237,11 +212,11 @@ def train_batched(
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
     if batch_size is not None:
-        batch_size = _check_int(batch_size, "batch_size", 1, n_inputs)
+        batch_size = check_int(batch_size, "batch_size", 1, n_inputs)
         if batch_size == n_inputs:
             batch_size = None
     if eval_every is not None:
-        eval_every = _check_int(eval_every, "eval_every", 1)
+        eval_every = check_int(eval_every, "eval_every", 1)
 
     with _no_uninitialised_fill():
         return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,

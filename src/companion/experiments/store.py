@@ -6,17 +6,20 @@ result}}`` and rewrites it atomically (temporary file in the same folder + ``os.
 after every finished unit, so an interrupted sweep loses at most the unit in flight and a
 resumed one never redoes a finished unit. A file written for a different configuration is
 refused rather than mixed with new results.
+
+Serves chapters 6 and 7 (their committed result files).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["config_hash", "atomic_write_json", "ResultStore", "canonical_json"]
+__all__ = ["config_dict", "config_hash", "atomic_write_json", "ResultStore", "canonical_json"]
 
 
 def canonical_json(obj) -> str:
@@ -24,10 +27,28 @@ def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def config_hash(config: dict) -> str:
-    """First 16 hex digits of the SHA-256 of the configuration's canonical JSON."""
+def _as_lists(value):
+    if isinstance(value, (list, tuple)):
+        return [_as_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_lists(v) for k, v in value.items()}
+    return value
+
+
+def config_dict(config) -> dict:
+    """A configuration as a plain dict, as JSON stores it: a dataclass (E1Config, E2Config)
+    via ``asdict``, its tuples as lists."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return _as_lists(dataclasses.asdict(config))
     if not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        raise TypeError(f"config must be a dataclass or a dict, got {type(config).__name__}")
+    return config
+
+
+def config_hash(config) -> str:
+    """First 16 hex digits of the SHA-256 of the configuration's canonical JSON (a dataclass
+    is hashed through ``asdict``; tuples and lists give the same JSON)."""
+    config = config_dict(config)
     try:
         text = canonical_json(config)
     except (TypeError, ValueError) as exc:
@@ -62,9 +83,9 @@ class ResultStore:
     ``restart=True`` discards an existing file (even one for another configuration).
     """
 
-    def __init__(self, path, config: dict, restart: bool = False):
-        self.config = config
-        self.hash = config_hash(config)
+    def __init__(self, path, config, restart: bool = False):
+        self.config = config_dict(config)
+        self.hash = config_hash(self.config)
         self.path = None if path is None else Path(path)
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:

@@ -17,7 +17,9 @@ pairs each sequence uses, which is exact and much cheaper than per-sequence feat
 N·n exceeds T² / R. Weights are normalised in log space (max-shifted), so ``exp`` features
 cannot overflow. Every model is initialised from its own seed, independently of the others
 and of the padding, so a model computes the same maths alone or in any stack (in floats:
-equal up to rounding, see :mod:`companion.train`).
+equal up to rounding, see :mod:`companion.experiments.engine`).
+
+Serves chapter 6 (E1 on the witness family of ``thm-exponential-rank``).
 """
 
 from __future__ import annotations
@@ -28,38 +30,31 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .train import ModelStack, _check_int
+from ..attention import KernelAttentionHead
+from ..checks import check_bool, check_choice, check_int, check_int_sequence
 
-__all__ = ["TableKernelHeads", "TableSoftmaxHeads", "group_ranks", "stack_e1_models", "FEATURES"]
+__all__ = ["TableKernelHeads", "TableSoftmaxHeads", "group_ranks", "FEATURES"]
 
 FEATURES = ("exp", "softplus")
-
-
-def _check_seq_of_ints(values, name: str, low: int) -> list[int]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
-        raise TypeError(f"{name} must be a non-empty sequence of ints")
-    return [_check_int(v, f"{name}[{i}]", low) for i, v in enumerate(values)]
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """out[m, x, p, z] = <left[m, x], right[m, p, z]>: one bmm, contiguous (M, T, P, T)
     ("query-major": every (query, position, key) triple of a model is one flat index)."""
-    m, p, t, r = right.shape
-    out = torch.bmm(left, right.reshape(m, p * t, r).transpose(1, 2))
-    return out.view(m, -1, p, t)
+    num_models, p, t, r = right.shape
+    out = torch.bmm(left, right.reshape(num_models, p * t, r).transpose(1, 2))
+    return out.view(num_models, -1, p, t)
 
 
 class _TableHeads(torch.nn.Module):
     def __init__(self, seeds, num_tokens, length, query_position, d, positional, dtype):
         super().__init__()
-        self.seeds = _check_seq_of_ints(seeds, "seeds", 0)
-        self.num_tokens = _check_int(num_tokens, "num_tokens", 1)
-        self.length = _check_int(length, "length", 1)
-        self.query_position = _check_int(query_position, "query_position", 0, self.length - 1)
-        self.d = _check_int(d, "d", 1)
-        if not isinstance(positional, bool):
-            raise TypeError(f"positional must be a bool, got {type(positional).__name__}")
-        self.positional = positional
+        self.seeds = check_int_sequence(seeds, "seeds", 0)
+        self.num_tokens = check_int(num_tokens, "num_tokens", 1)
+        self.length = check_int(length, "length", 1)
+        self.query_position = check_int(query_position, "query_position", 0, self.length - 1)
+        self.d = check_int(d, "d", 1)
+        self.positional = check_bool(positional, "positional")
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
@@ -100,8 +95,8 @@ class _TableHeads(torch.nn.Module):
         # flat index of (query x, position p, key z) in the query-major (M, T, P, T) tables
         flat = (x[:, None] * (self.num_positions * t) + pos[None, :] * t + ids).reshape(-1)
         la = self.gathered_log_alpha(flat).view(-1, len(ids), n)
-        m = la.shape[0]
-        sc = self._scores_x().reshape(m, -1).index_select(1, flat).view(m, -1, n)
+        num_models = la.shape[0]
+        sc = self._scores_x().reshape(num_models, -1).index_select(1, flat).view(num_models, -1, n)
         # normalise over the n positions by hand: torch.softmax is slow on a last dim of 3
         w = torch.exp(la - la.detach().amax(-1, keepdim=True))
         return (w * sc).sum(-1) / w.sum(-1) + self.b.index_select(1, x)
@@ -112,15 +107,15 @@ class _TableHeads(torch.nn.Module):
         return log_alpha.reshape(log_alpha.shape[0], -1).index_select(1, flat)
 
     def _values_tables(self, gens, std_v, std_a):
-        m, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
-        v = torch.zeros(m, p, t, d, dtype=self.dtype)
-        a = torch.zeros(m, t, d, dtype=self.dtype)
+        M, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
+        v = torch.zeros(M, p, t, d, dtype=self.dtype)
+        a = torch.zeros(M, t, d, dtype=self.dtype)
         for j, g in enumerate(gens):
             v[j] = torch.randn(p, t, d, generator=g, dtype=self.dtype) * std_v
             a[j] = torch.randn(t, d, generator=g, dtype=self.dtype) * std_a
         self.v = torch.nn.Parameter(v)
         self.a = torch.nn.Parameter(a)
-        self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=self.dtype))
+        self.b = torch.nn.Parameter(torch.zeros(M, t, dtype=self.dtype))
 
     def _scores_x(self) -> torch.Tensor:
         return _pair_matmul(self.a, self.v)
@@ -153,21 +148,19 @@ class TableKernelHeads(_TableHeads):
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
-        self.ranks = _check_seq_of_ints(ranks, "ranks", 1)
+        self.ranks = check_int_sequence(ranks, "ranks", 1)
         if len(self.ranks) != len(self.seeds):
             raise ValueError(
                 f"ranks and seeds must have the same length, got {len(self.ranks)} "
                 f"and {len(self.seeds)}"
             )
-        if feature not in FEATURES:
-            raise ValueError(f"feature must be one of {FEATURES}, got {feature!r}")
-        self.feature = feature
+        self.feature = check_choice(feature, "feature", FEATURES)
         r_max = max(self.ranks)
-        self.pad = r_max if pad_to is None else _check_int(pad_to, "pad_to", r_max)
-        m, p, t, r = self.num_models, self.num_positions, self.num_tokens, self.pad
+        self.pad = r_max if pad_to is None else check_int(pad_to, "pad_to", r_max)
+        M, p, t, r = self.num_models, self.num_positions, self.num_tokens, self.pad
         gens = [torch.Generator().manual_seed(s) for s in self.seeds]
-        q = torch.zeros(m, t, r, dtype=dtype)
-        k = torch.zeros(m, p, t, r, dtype=dtype)
+        q = torch.zeros(M, t, r, dtype=dtype)
+        k = torch.zeros(M, p, t, r, dtype=dtype)
         for j, (g, rj) in enumerate(zip(gens, self.ranks)):
             q[j, :, :rj] = torch.randn(t, rj, generator=g, dtype=dtype) * phi_std
             k[j, :, :, :rj] = torch.randn(p, t, rj, generator=g, dtype=dtype) * phi_std
@@ -177,7 +170,7 @@ class TableKernelHeads(_TableHeads):
         mask = torch.arange(r)[None, :] < torch.tensor(self.ranks)[:, None]
         self.register_buffer("mask", mask)
         # additive mask: 0 on a model's own columns, -inf on its padding (exp(-inf) = 0)
-        mask_add = torch.zeros(m, r, dtype=dtype).masked_fill(~mask, -math.inf)
+        mask_add = torch.zeros(M, r, dtype=dtype).masked_fill(~mask, -math.inf)
         self.register_buffer("mask_add", mask_add)
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,10 +199,10 @@ class TableKernelHeads(_TableHeads):
 
     def gathered_log_alpha(self, flat):
         kern, shift = self._kernel()
-        m = kern.shape[0]
-        la = torch.log(kern.reshape(m, -1).index_select(1, flat).clamp_min(1e-30))
+        M = kern.shape[0]
+        la = torch.log(kern.reshape(M, -1).index_select(1, flat).clamp_min(1e-30))
         if shift is not None:  # shift depends on (position, key): flat index mod P*T
-            la = la + shift.reshape(m, -1).index_select(1, flat % shift[0].numel())
+            la = la + shift.reshape(M, -1).index_select(1, flat % shift[0].numel())
         return la
 
     def _log_alpha_x(self):
@@ -221,9 +214,7 @@ class TableKernelHeads(_TableHeads):
         """Model j as a :class:`companion.attention.KernelAttentionHead` on the 0/1 tokens
         ``tokens`` (T, m) its tables index (float64 numpy maps), so the package's reference
         evaluators and the witness certificate tools can inspect a trained head."""
-        from .attention import KernelAttentionHead
-
-        j = _check_int(j, "j", 0, self.num_models - 1)
+        j = check_int(j, "j", 0, self.num_models - 1)
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 2 or len(tokens) != self.num_tokens:
             raise ValueError(f"tokens must have shape ({self.num_tokens}, m), got {tokens.shape}")
@@ -278,11 +269,11 @@ class TableSoftmaxHeads(_TableHeads):
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
-        self.score_dim = _check_int(score_dim, "score_dim", 1)
-        m, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
+        self.score_dim = check_int(score_dim, "score_dim", 1)
+        M, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
         gens = [torch.Generator().manual_seed(sd) for sd in self.seeds]
-        q = torch.zeros(m, t, s, dtype=dtype)
-        k = torch.zeros(m, p, t, s, dtype=dtype)
+        q = torch.zeros(M, t, s, dtype=dtype)
+        k = torch.zeros(M, p, t, s, dtype=dtype)
         for j, g in enumerate(gens):
             q[j] = torch.randn(t, s, generator=g, dtype=dtype) * qk_std
             k[j] = torch.randn(p, t, s, generator=g, dtype=dtype) * qk_std
@@ -301,7 +292,7 @@ def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]
     feature columns cost compute, every group costs a fixed per-step overhead (kernel launches,
     small-tensor bookkeeping). Exact dynamic programme over the sorted distinct ranks.
     """
-    rs = sorted(set(_check_seq_of_ints(ranks, "ranks", 1)))
+    rs = sorted(set(check_int_sequence(ranks, "ranks", 1)))
     if isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not overhead >= 0:
         raise ValueError(f"overhead must be a real number >= 0, got {overhead!r}")
     n = len(rs)
@@ -317,74 +308,3 @@ def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]
         groups.append(rs[cut[j] : j])
         j = cut[j]
     return groups[::-1]
-
-
-def stack_e1_models(
-    ranks: Sequence[int],
-    seeds: Sequence[int],
-    num_tokens: int,
-    length: int = 3,
-    *,
-    groups: Sequence[Sequence[int]] | None = None,
-    dense_seeds: Sequence[int] = (),
-    score_dim: int = 24,
-    query_position: int = 0,
-    d: int = 16,
-    feature: str = "exp",
-    positional: bool = True,
-    phi_std: float = 1.0,
-    qk_std: float = 0.2,
-) -> tuple[ModelStack, list[tuple[str, int, int]]]:
-    """All (rank, seed) NKA heads (rank groups padded separately) plus dense softmax heads,
-    as one :class:`ModelStack`. Returns the stack and its model labels, in output order:
-    ("nka", rank, seed) or ("dense", 0, seed)."""
-    ranks = _check_seq_of_ints(ranks, "ranks", 1)
-    seeds = _check_seq_of_ints(seeds, "seeds", 0)
-    groups = group_ranks(ranks) if groups is None else [list(g) for g in groups]
-    covered = sorted(r for g in groups for r in g)
-    if covered != sorted(set(ranks)):
-        raise ValueError(
-            f"groups must partition the distinct ranks {sorted(set(ranks))}, got {groups}"
-        )
-    parts, labels = [], []
-    for g in groups:
-        rr = [r for r in g for _ in seeds]
-        ss = [s for _ in g for s in seeds]
-        parts.append(
-            TableKernelHeads(
-                rr,
-                ss,
-                num_tokens,
-                length,
-                query_position=query_position,
-                d=d,
-                feature=feature,
-                positional=positional,
-                phi_std=phi_std,
-            )
-        )
-        labels += [("nka", r, s) for r, s in zip(rr, ss)]
-    if len(dense_seeds):
-        ds = _check_seq_of_ints(list(dense_seeds), "dense_seeds", 0)
-        parts.append(
-            TableSoftmaxHeads(
-                ds,
-                num_tokens,
-                length,
-                score_dim=score_dim,
-                query_position=query_position,
-                d=d,
-                qk_std=qk_std,
-            )
-        )
-        labels += [("dense", 0, s) for s in ds]
-    return ModelStack(parts), labels
-
-
-def numpy_token_ids(sequences: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Map sequences (N, n, m) to indices into the distinct ``tokens`` (T, m)."""
-    lookup = {tuple(t): i for i, t in enumerate(np.asarray(tokens).tolist())}
-    return np.array(
-        [[lookup[tuple(tok)] for tok in seq] for seq in np.asarray(sequences).tolist()],
-        dtype=np.int64,
-    )

@@ -1,0 +1,238 @@
+"""How the certified rank bound grows with the token width m (chapter 3, ``lem-concatenation``
+and the asymptotics of ``thm-exponential-rank``).
+
+Gap distributions of codes and their concatenation (gaps add, so distributions convolve),
+Theorem E's bound from a distribution, an explicit concatenated code per width (a knapsack
+over base codes: Paley codes and the seeded search's codes), a random-code ESTIMATE and the
+large-context limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .amplification import best_chain_factor, log2_rho_table
+from .checks import check_int
+from .code_search import search_code
+from .codes import check_code, paley_hadamard_code
+
+
+def gap_distribution(S) -> dict[int, int]:
+    """{G: number of ordered pairs (x, y) of S, diagonal included, with w - <x,y> = G}."""
+    arr, w = check_code(S)
+    values, counts = np.unique(w - arr @ arr.T, return_counts=True)
+    return {int(g): int(k) for g, k in zip(values, counts, strict=True)}
+
+
+def concatenate_distributions(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
+    """Gap distribution of the concatenated code S1 x S2 = {(x1, x2)}: gaps add, so the
+    distribution is the convolution of the two (exact ints)."""
+    out: Counter = Counter()
+    for g1, k1 in d1.items():
+        for g2, k2 in d2.items():
+            out[g1 + g2] += k1 * k2
+    return dict(out)
+
+
+def trace_bound_from_distribution(dist: dict[int, int], n: int = 3,
+                                  eps=Fraction(1, 2)) -> Fraction:
+    """Theorem E's |S|^2 / sum_{x,y} rho(G_xy)^-2 from a gap distribution (G = 0: diagonal)."""
+    size = dist.get(0, 0)
+    if size < 1:
+        raise ValueError("dist must count the diagonal pairs under G = 0 (|S| >= 1 of them)")
+    rho_counts = Counter()
+    for g, k in dist.items():
+        if g != 0:
+            rho_counts[best_chain_factor(int(g), n, eps)] += k
+    inv_sq = Fraction(size) + sum((k / (r * r) for r, k in rho_counts.items()), Fraction(0))
+    if any(r < 1 for r in rho_counts):
+        raise ValueError("dist has a gap too small for any chain (rho < 1)")
+    return Fraction(size) ** 2 / inv_sq
+
+
+def _log2_sum_exp2(values: np.ndarray) -> float:
+    top = np.max(values)
+    return float(top + np.log2(np.sum(np.exp2(values - top))))
+
+
+def log2_trace_bound(prob: np.ndarray, log2_rho: np.ndarray) -> float:
+    """log2 of 1 / sum_G p(G) rho(G)^-2 (Theorem E with pairs drawn uniformly, p(0) = 1/|S|),
+    for a float distribution p over G = 0..len(p)-1; used where the exact ints are too slow."""
+    support = np.flatnonzero(prob > 0)
+    if np.any(np.isinf(log2_rho[support])):
+        raise ValueError("prob puts mass on a gap with rho = 0")
+    return -_log2_sum_exp2(np.log2(prob[support]) - 2 * log2_rho[support])
+
+
+@dataclass(frozen=True)
+class BaseCode:
+    """A code used as a building block of concatenated codes: width, size, gap distribution."""
+
+    name: str
+    m: int
+    size: int
+    dist: dict
+
+    @classmethod
+    def from_code(cls, name: str, S) -> BaseCode:
+        arr, _ = check_code(S)
+        return cls(name, arr.shape[1], len(arr), gap_distribution(arr))
+
+
+def explicit_code_plan(bases: list[BaseCode], m_max: int, n: int = 3,
+                       eps=Fraction(1, 2)) -> list[tuple[str, ...]]:
+    """For every width m <= m_max, a multiset of base codes of total width <= m (the rest is
+    zero padding) maximising the sum of their log2 bounds (unbounded knapsack). Concatenation
+    gives an explicit code whose bound is at least the product (rho is supermultiplicative)."""
+    if not bases:
+        raise ValueError("bases must hold at least one BaseCode")
+    value = [float(np.log2(float(trace_bound_from_distribution(b.dist, n, eps)))) for b in bases]
+    best = [0.0] * (m_max + 1)
+    plan: list[tuple[str, ...]] = [()] * (m_max + 1)
+    for m in range(1, m_max + 1):
+        best[m], plan[m] = best[m - 1], plan[m - 1]  # pad one zero column
+        for b, v in zip(bases, value, strict=True):
+            if b.m <= m and best[m - b.m] + v > best[m] + 1e-12:
+                best[m], plan[m] = best[m - b.m] + v, plan[m - b.m] + (b.name,)
+    return plan
+
+
+def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fraction(1, 2),
+                              exact: bool = False) -> dict[int, float | Fraction]:
+    """Theorem E bound of the concatenated explicit code chosen by explicit_code_plan, for
+    each width: log2 as a float (float convolution) or, with exact=True, the exact Fraction."""
+    widths = sorted(set(int(m) for m in widths))
+    plan = explicit_code_plan(bases, widths[-1], n, eps)
+    by_name = {b.name: b for b in bases}
+    out: dict = {}
+    if exact:
+        for m in widths:
+            dist = {0: 1}
+            for name in plan[m]:
+                dist = concatenate_distributions(dist, by_name[name].dist)
+            out[m] = trace_bound_from_distribution(dist, n, eps) if plan[m] else Fraction(1)
+        return out
+    probs = {}
+    for b in bases:
+        p = np.zeros(max(b.dist) + 1)
+        for g, k in b.dist.items():
+            p[g] = k / b.size**2
+        probs[b.name] = p
+    log2_rho = log2_rho_table(widths[-1] // 2 + 1 + max(max(b.dist) for b in bases), n, eps)
+    cache: dict[tuple[str, ...], np.ndarray] = {(): np.array([1.0])}
+    for m in widths:
+        key = plan[m]
+        if key not in cache:
+            p = np.array([1.0])
+            for i, name in enumerate(key):  # reuse the longest cached prefix
+                if key[: i + 1] in cache:
+                    p = cache[key[: i + 1]]
+                    continue
+                p = np.convolve(p, probs[name])
+                cache[key[: i + 1]] = p
+            cache[key] = p
+        p = cache[key]
+        out[m] = log2_trace_bound(p, log2_rho[: len(p)]) if key else 0.0
+    return out
+
+
+_LOG2_FACTORIALS = np.zeros(1)
+
+
+def _log2_binomial_table(m: int) -> np.ndarray:
+    """log2 k! for k = 0..m (at least), cached and grown on demand."""
+    global _LOG2_FACTORIALS
+    if len(_LOG2_FACTORIALS) <= m:
+        _LOG2_FACTORIALS = np.concatenate(
+            [[0.0], np.cumsum(np.log2(np.arange(1, 2 * m + 2, dtype=np.float64)))])
+    return _LOG2_FACTORIALS
+
+
+def random_code_log2_estimate(m: int, n: int = 3, eps=Fraction(1, 2), w: int | None = None,
+                              log2_rho: np.ndarray | None = None) -> float:
+    """ESTIMATE (not a certificate) of log2 of Theorem E's bound for a random weight-w code
+    expurgated to gaps >= 2: with p_bad = P(G <= 1) for two random words, take
+    s = 1/(2 p_bad) words and E = E[rho(G)^-2; G >= 2]; estimate s / (1 + (s - 1) E)."""
+    m = check_int(m, "m", 4)
+    w = m // 2 if w is None else check_int(w, "w (weight, at most m-1)", 2, m - 1)
+    lf = _log2_binomial_table(m)
+    j = np.arange(0, w + 1)  # overlap <x,y> of two independent uniform weight-w words
+    valid = (w - j) <= (m - w)
+    j = j[valid]
+    log2_p = (lf[w] - lf[j] - lf[w - j]) + (lf[m - w] - lf[w - j] - lf[m - 2 * w + j]) - (
+        lf[m] - lf[w] - lf[m - w])
+    G = w - j
+    if log2_rho is None:
+        log2_rho = log2_rho_table(w, n, eps)
+    good = G >= 2
+    log2_E = _log2_sum_exp2(log2_p[good] - 2 * log2_rho[G[good]])
+    log2_bad = _log2_sum_exp2(log2_p[~good])
+    log2_s = -1 - log2_bad
+    # s / (1 + (s - 1) E) in log2, stable for astronomically large s
+    if log2_s > 50:
+        log2_term = log2_s + log2_E
+    elif log2_s > 0:
+        log2_term = float(np.log2(np.exp2(log2_s) - 1)) + log2_E
+    else:
+        return 0.0  # not even two words survive: the estimate is the trivial bound 1
+    log2_den = float(np.logaddexp2(0.0, log2_term))
+    return float(log2_s - log2_den)
+
+
+def large_context_log2_limit(m: int) -> float:
+    """log2 of C(m, m//2)/m: the Graham-Sloane code (weight-m//2 words with sum of positions
+    = a mod m, the largest class) has all gaps >= 2 and at least this many words; as n -> inf
+    every rho(G >= 2) -> inf, so Theorem E's bound for it tends to its size."""
+    m = check_int(m, "m", 2)
+    k = m // 2
+    log_binomial = math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1)
+    return log_binomial / math.log(2) - math.log2(m)
+
+
+#: Paley primes q = 3 mod 4 whose codes (width q + 1) serve as base codes.
+PALEY_PRIMES = (7, 11, 19, 23, 31, 43)
+
+
+def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed: int = 0,
+               max_size: int = 1000) -> list[BaseCode]:
+    """Explicit building blocks for concatenated codes: the Paley codes (with and without
+    complements) and, for each width, the seeded greedy + expurgation code for this (n, eps)."""
+    out = []
+    for q in PALEY_PRIMES:
+        out.append(BaseCode.from_code(f"paley{q + 1}", paley_hadamard_code(q)))
+        out.append(BaseCode.from_code(f"paley{q + 1}-rows", paley_hadamard_code(q, False)))
+    for m in widths:
+        found = search_code(int(m), n, eps, seed=seed, candidates=3 * max_size, max_size=max_size)
+        out.append(BaseCode.from_code(f"greedy{m}", found.code))
+    return out
+
+
+@dataclass(frozen=True)
+class AsymptoticRow:
+    """log2 of: the certified bound of an explicit concatenated code, the random-code
+    ESTIMATE, the large-context limit (Graham-Sloane size), and the 2^m ceiling."""
+
+    m: int
+    n: int
+    certified_log2: float
+    plan: tuple[str, ...]
+    estimate_log2: float
+    large_context_log2: float
+    ceiling_log2: int
+
+
+def asymptotic_rows(bases: list[BaseCode], widths, n: int = 3,
+                    eps=Fraction(1, 2)) -> list[AsymptoticRow]:
+    """One AsymptoticRow per width (floats from exact ints; see explicit_code_log2_bounds)."""
+    widths = sorted(set(int(m) for m in widths))
+    certified = explicit_code_log2_bounds(bases, widths, n, eps)
+    plan = explicit_code_plan(bases, widths[-1], n, eps)
+    log2_rho = log2_rho_table(widths[-1] // 2, n, eps)
+    return [AsymptoticRow(m, n, certified[m], plan[m],
+                          random_code_log2_estimate(m, n, eps, log2_rho=log2_rho),
+                          large_context_log2_limit(m), m) for m in widths]

@@ -1,0 +1,193 @@
+"""Argument checks shared by every module: one definition of each.
+
+Each check returns the value in its canonical type (int, float, Fraction, int64 array) or
+raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, outside the accepted
+range) with a message that names the argument and the accepted range. Serves every chapter;
+the paper's own parameters (eps, the length n, a total gap G, beta) are checked here too, so
+:mod:`companion.gap_domination`, :mod:`companion.amplification` and the rest agree on them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from numbers import Rational
+
+import numpy as np
+
+__all__ = [
+    "check_int", "check_positive_int", "check_int_sequence", "check_float", "check_fraction",
+    "check_bool", "check_choice", "check_instance", "check_tokens", "check_token", "check_eps",
+    "check_length", "check_gap", "check_beta",
+]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value) -> bool:
+    return (isinstance(value, (Rational, float, np.integer, np.floating))
+            and not isinstance(value, (bool, np.bool_)))
+
+
+def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
+    """`value` as an int in [low, high] (either end may be open-ended: None); bool refused."""
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            accepted = f"an int >= {low}"
+        elif low is None:
+            accepted = f"an int <= {high}"
+        else:
+            accepted = f"an int in [{low}, {high}]"
+        raise ValueError(f"{name} must be {accepted}, got {value}")
+    return int(value)
+
+
+def check_positive_int(value, name: str, upper: int | None = None) -> int:
+    """`value` as an int in [1, upper] (upper None: no upper limit)."""
+    return check_int(value, name, 1, upper)
+
+
+def check_int_sequence(values, name: str, low: int | None = None, high: int | None = None,
+                       allow_empty: bool = False) -> list[int]:
+    """A sequence of ints, each in [low, high], as a list (entries named name[i]); non-empty
+    unless `allow_empty`."""
+    if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence)
+            or (len(values) == 0 and not allow_empty)):
+        kind = "a sequence" if allow_empty else "a non-empty sequence"
+        raise TypeError(f"{name} must be {kind} of ints, got {values!r}")
+    return [check_int(v, f"{name}[{i}]", low, high) for i, v in enumerate(values)]
+
+
+def _range_text(low, high, low_open: bool, high_open: bool) -> str:
+    """'be a finite number >= low', 'lie in (low, high]', ...: the accepted range in words."""
+    if low is None and high is None:
+        return "be a finite number"
+    if high is None:
+        return f"be a finite number {'>' if low_open else '>='} {low}"
+    if low is None:
+        return f"be a finite number {'<' if high_open else '<='} {high}"
+    return f"lie in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def _in_range(v, low, high, low_open: bool, high_open: bool) -> bool:
+    above = low is None or (v > low if low_open else v >= low)
+    below = high is None or (v < high if high_open else v <= high)
+    return above and below
+
+
+def check_float(value, name: str, low: float | None = None, high: float | None = None, *,
+                low_open: bool = False, high_open: bool = False) -> float:
+    """A finite real number (int, float, Fraction; bool refused) in the given range, as a float."""
+    if not _is_real(value):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not (math.isfinite(v) and _in_range(v, low, high, low_open, high_open)):
+        raise ValueError(f"{name} must {_range_text(low, high, low_open, high_open)}, got {value}")
+    return v
+
+
+def check_fraction(value, name: str, low=None, high=None, *, low_open: bool = False,
+                   high_open: bool = False) -> Fraction:
+    """An exact rational (int, Fraction, or a finite float read exactly) in the range."""
+    if not _is_real(value):
+        raise TypeError(
+            f"{name} must be a real number (int, Fraction or float), got {type(value).__name__}")
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    v = Fraction(value)
+    if not _in_range(v, low, high, low_open, high_open):
+        raise ValueError(f"{name} must {_range_text(low, high, low_open, high_open)}, got {value}")
+    return v
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def check_choice(value, name: str, choices: Sequence):
+    """`value` if it is one of `choices` (compared with ==)."""
+    if isinstance(value, (list, dict, set)) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_instance(value, name: str, cls: type):
+    """`value` if it is an instance of `cls`."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
+    """`x` as an int64 array after checking it holds 0/1 tokens of positive width."""
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.integer)
+        or np.issubdtype(arr.dtype, np.bool_)
+        or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions (..., n, m), got shape {arr.shape}"
+        )
+    if 0 in arr.shape[-min_ndim:]:
+        raise ValueError(f"{name} must have n >= 1 tokens of width m >= 1, got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries; tokens must be 0/1")
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name} must contain only 0 and 1, found other values")
+    return arr.astype(np.int64)
+
+
+def check_token(token, name: str, m: int | None = None) -> np.ndarray:
+    """One 0/1 token of shape (m,) as int64 (width m checked when given)."""
+    arr = check_tokens(token, name, min_ndim=1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one token of shape (m,), got shape {arr.shape}")
+    if m is not None and arr.shape[0] != m:
+        raise ValueError(f"{name} must have width m = {m} like the query, got {arr.shape[0]}")
+    return arr
+
+
+# --------------------------------------------------------------------------- the paper's parameters
+
+
+def check_eps(eps) -> Fraction:
+    """Error level eps in (0, 1/2] as a Fraction; eps = 1/2 is the limit valid for every
+    head with error < 1/2 (Lemma B's factor decreases in eps)."""
+    value = check_fraction(eps, "eps")
+    if not 0 < value <= Fraction(1, 2):
+        raise ValueError(f"eps must lie in (0, 1/2] (exact means error < 1/2), got {eps}")
+    return value
+
+
+def check_length(n) -> int:
+    """Sequence length n >= 3, where gap domination (Lemma B) starts to bite."""
+    if not _is_int(n):
+        raise TypeError(f"n must be an int, got {type(n).__name__}")
+    if n < 3:
+        raise ValueError(f"n (sequence length) must be >= 3 for gap domination, got {n}")
+    return int(n)
+
+
+def check_gap(G, name: str = "G") -> int:
+    """A total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
+    return check_int(G, f"{name} (total gap)", 1)
+
+
+def check_beta(beta) -> float:
+    """Inverse temperature beta >= 0 as a float (Proposition F)."""
+    return check_float(beta, "beta", 0)

@@ -1,0 +1,299 @@
+"""E2 -- out-of-distribution scaling: does a rank-r head generalise Min-IP to unseen tokens?
+(chapter 7; the experiment the paper reports beside Theorem E, ``thm-exponential-rank``).
+
+Per token width m: disjoint train and test pools (:mod:`companion.experiments.ood_data`),
+every (rank, seed) MLP head and every dense head (:mod:`companion.experiments.mlp_heads`)
+trained as one tensor program (:func:`companion.experiments.engine.train_batched`), then
+*exact-sequence accuracy* on unseen tokens: a sequence counts as solved when all three
+rounded outputs equal their targets. The configuration is the frozen dataclass
+:class:`E2Config` (variants by ``dataclasses.replace``; its hash is taken from ``asdict``);
+every protocol we ran is kept in :data:`E2_PROTOCOLS` and stored under results/e2_protocols.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_int_sequence,
+)
+from .engine import ModelStack, train_batched
+from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
+from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
+from .store import ResultStore, config_dict
+
+
+def _tuple(value):
+    """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
+    return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass(frozen=True)
+class E2Config:
+    """One E2 sweep. Defaults are the book's quick mode (protocol H of :data:`E2_PROTOCOLS`:
+    three widths, r = 1..128, 3 seeds, sized for <= 3 min on 2 cores; the threshold 0.9 was
+    fixed before any sweep was run). Validated and normalised on construction."""
+
+    widths: tuple[int, ...] = (8, 10, 12)
+    pool_sizes: tuple[int, ...] = (256, 256, 256)
+    train_fraction: float = 0.7
+    n_train: int = 3000
+    n_test: int = 1000
+    near_tie_fraction: float = 0.5
+    ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+    rank_groups: tuple[tuple[int, ...], ...] | None = ((1, 2, 4, 8, 16), (32, 64, 128))
+    seeds: tuple[int, ...] = (0, 1, 2)
+    hidden: tuple[int, ...] = (32,)
+    value_dim: int = 16
+    feature: str = "exp"
+    encoding: str = "01"
+    skip: bool = False
+    readout: str = "learned"
+    steps: int = 1500
+    lr: float = 1e-2
+    final_lr_fraction: float = 0.02
+    threshold: float = 0.9
+    data_seed: int = 0
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        for name in ("widths", "pool_sizes", "ranks", "seeds", "hidden"):
+            if isinstance(getattr(self, name), (str, bytes)):
+                raise TypeError(f"{name} must be a sequence of ints, got a string")
+        put("widths", tuple(check_int_sequence(_tuple(self.widths), "widths", 1, 62)))
+        put("pool_sizes", tuple(check_int_sequence(_tuple(self.pool_sizes), "pool_sizes", 1)))
+        if len(self.pool_sizes) != len(self.widths):
+            raise ValueError("pool_sizes must have one entry per width")
+        put("ranks", tuple(check_int_sequence(_tuple(self.ranks), "ranks", 1)))
+        groups = self.rank_groups or (self.ranks,)
+        groups = tuple(tuple(check_int_sequence(_tuple(g), "rank_groups[i]", 1)) for g in groups)
+        if sorted(r for g in groups for r in g) != sorted(self.ranks):
+            raise ValueError("rank_groups must partition ranks (every rank exactly once)")
+        put("rank_groups", groups)
+        put("seeds", tuple(check_int_sequence(_tuple(self.seeds), "seeds", 0)))
+        put("hidden", tuple(check_int_sequence(_tuple(self.hidden), "hidden", 1,
+                                               allow_empty=True)))
+        for name in ("n_train", "n_test", "steps", "value_dim"):
+            put(name, check_int(getattr(self, name), name, 1))
+        put("data_seed", check_int(self.data_seed, "data_seed", 0))
+        put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
+                                          low_open=True, high_open=True))
+        put("near_tie_fraction", check_float(self.near_tie_fraction, "near_tie_fraction", 0, 1))
+        put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
+        put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction", 0, 1,
+                                             low_open=True))
+        put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
+        check_choice(self.feature, "feature", FEATURES)
+        check_choice(self.encoding, "encoding", ENCODINGS)
+        check_choice(self.readout, "readout", READOUTS)
+        put("skip", check_bool(self.skip, "skip"))
+
+
+#: Book quick mode (the defaults).
+E2_QUICK = E2Config()
+
+#: Full size (CLI `python -m companion e2`): the widths of the protocol table, bigger pools,
+#: more sequences and seeds, wider MLPs, longer training.
+E2_FULL = dataclasses.replace(E2_QUICK, widths=(8, 12, 16), pool_sizes=(256, 1024, 2048),
+                              n_train=8000, n_test=2000, hidden=(64,), seeds=(0, 1, 2, 3, 4),
+                              steps=3000)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def exact_sequence_accuracy(predictions, targets) -> np.ndarray:
+    """Fraction of sequences whose three outputs all lie within 1/2 of their integer targets.
+
+    predictions (M, 3S) or (M, S, 3); targets (S, 3) -> (M,) accuracies.
+    """
+    pred = np.asarray(predictions.detach().cpu() if hasattr(predictions, "detach") else predictions,
+                      dtype=np.float64)
+    tgt = np.asarray(targets, dtype=np.float64)
+    if tgt.ndim != 2 or tgt.shape[1] != 3:
+        raise ValueError(f"targets must have shape (S, 3), got {tgt.shape}")
+    pred = pred.reshape(pred.shape[0], tgt.shape[0], 3)
+    return (np.abs(pred - tgt[None]) < 0.5).all(axis=-1).mean(axis=-1)
+
+
+def transition_rank(ranks: Sequence[int], accuracy, threshold: float):
+    """First rank whose median accuracy over seeds reaches `threshold`, or None.
+
+    accuracy: (len(ranks), seeds) array-like.
+    """
+    threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
+    acc = np.asarray(accuracy, dtype=np.float64)
+    if acc.ndim != 2 or acc.shape[0] != len(ranks):
+        raise ValueError(f"accuracy must have shape (len(ranks), seeds), got {acc.shape}")
+    for r, row in zip(ranks, acc, strict=False):
+        if np.median(row) >= threshold:
+            return int(r)
+    return None
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def build_e2_models(m: int, cfg: E2Config):
+    """The stacked models for one width: one `MLPKernelHeads` per rank group (every rank of the
+    group x every seed, padded to the group's largest rank) and one `MLPSoftmaxHeads` (every
+    seed), concatenated with :class:`ModelStack`. Also returns the (rank or "dense", seed) key
+    of every model row."""
+    seeds = list(cfg.seeds)
+    parts, keys = [], []
+    for group in cfg.rank_groups:
+        parts.append(MLPKernelHeads(m, [r for r in group for _ in seeds], seeds * len(group),
+                                    cfg.hidden, cfg.value_dim, cfg.feature, cfg.encoding,
+                                    cfg.skip, cfg.readout))
+        keys += [(r, s) for r in group for s in seeds]
+    parts.append(MLPSoftmaxHeads(m, seeds, cfg.hidden, cfg.value_dim, encoding=cfg.encoding,
+                                 skip=cfg.skip, readout=cfg.readout))
+    keys += [("dense", s) for s in seeds]
+    return ModelStack(parts), keys
+
+
+def run_e2_sweep(config: E2Config, device="cpu", progress=False) -> dict:
+    """Train, for each width, every (rank, seed) NKA head and every dense head as one tensor
+    program; return a JSON-serialisable dict with test exact-sequence accuracies per test
+    distribution, train accuracies, transition ranks and dense accuracies per seed."""
+    cfg = check_instance(config, "config", E2Config)
+    seeds, ranks = list(cfg.seeds), list(cfg.ranks)
+    out = {"config": config_dict(cfg), "widths": {}}
+    bar = None
+    if progress:  # one bar over the widths (a per-step bar would flood notebook output)
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(cfg.widths), desc="E2 sweep (widths)")
+    for m, pool_size in zip(cfg.widths, cfg.pool_sizes, strict=True):
+        data = make_e2_data(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
+                            cfg.near_tie_fraction, cfg.data_seed)
+        train_in = pool_inputs(data.train_pool, data.train_idx, device)
+        y_train = data.train_targets()
+        targets = torch.as_tensor(y_train.reshape(-1), dtype=torch.float32, device=device)
+        model, keys = build_e2_models(m, cfg)
+        res = train_batched(model, train_in, targets, steps=cfg.steps, lr=cfg.lr,
+                            final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
+                            device=device, progress=False)
+        model = res.model
+        with torch.no_grad():
+            tr = exact_sequence_accuracy(model(train_in), y_train)
+            te = {name: exact_sequence_accuracy(
+                      model(pool_inputs(data.test_pool, data.test_idx[name], device)),
+                      data.test_targets(name)) for name in TEST_DISTRIBUTIONS}
+        row = {key: i for i, key in enumerate(keys)}
+
+        def table(values, row=row):
+            return [[float(values[row[(r, s)]]) for s in seeds] for r in ranks]
+
+        acc = {name: table(te[name]) for name in TEST_DISTRIBUTIONS}
+        out["widths"][str(m)] = {
+            "pool_train": len(data.train_pool), "pool_test": len(data.test_pool),
+            "ranks": ranks,
+            "accuracy": acc,
+            "train_accuracy": table(tr),
+            "train_max_error": table(res.best_max_error.numpy()),
+            "dense": {name: [float(te[name][row[("dense", s)]]) for s in seeds]
+                      for name in TEST_DISTRIBUTIONS},
+            "dense_train_accuracy": [float(tr[row[("dense", s)]]) for s in seeds],
+            "transition_r": {name: transition_rank(ranks, acc[name], cfg.threshold)
+                             for name in TEST_DISTRIBUTIONS},
+        }
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+# --------------------------------------------------------------------------- summaries, protocols
+
+
+def summarise_e2(result: dict) -> list[dict]:
+    """One row per width: median test accuracy per rank (each test distribution), the
+    transition rank, train accuracy and the train-test gap at the largest rank, and the dense
+    heads' accuracy (min over seeds) — what the chapter's tables print."""
+    rows = []
+    for m, e in sorted(result["widths"].items(), key=lambda kv: int(kv[0])):
+        ranks = e["ranks"]
+        row = {"m": int(m), "ranks": ranks, "pool_train": e["pool_train"],
+               "pool_test": e["pool_test"]}
+        for name in TEST_DISTRIBUTIONS:
+            acc = np.asarray(e["accuracy"][name])
+            row[f"median_{name}"] = [float(np.median(a)) for a in acc]
+            row[f"transition_{name}"] = e["transition_r"][name]
+            row[f"dense_min_{name}"] = float(min(e["dense"][name]))
+            med = np.asarray(row[f"median_{name}"])
+            row[f"largest_step_{name}"] = float(np.max(np.diff(med))) if len(med) > 1 else 0.0
+        train = np.asarray(e["train_accuracy"])
+        row["median_train"] = [float(np.median(a)) for a in train]
+        row["dense_min_train"] = float(min(e["dense_train_accuracy"]))
+        row["dense_exact_seeds"] = {name: sum(a == 1.0 for a in e["dense"][name])
+                                    for name in TEST_DISTRIBUTIONS}
+        rows.append(row)
+    return rows
+
+
+_SHARED = {"pool_sizes": (256, 256, 256), "n_train": 3000, "hidden": (32,), "lr": 0.01,
+           "steps": 1500, "near_tie_fraction": 0.5}
+
+#: Every E2 protocol we ran and stored (results/e2_protocols/<name>.json), as changes to
+#: `E2_QUICK` (each protocol is `dataclasses.replace(E2_QUICK, **changes)`); the chapter
+#: tabulates all of them, kept or not.
+E2_PROTOCOLS: dict = {
+    "A_uniform_training": {**_SHARED, "widths": (8, 12, 16), "near_tie_fraction": 0.0},
+    "E_mlp_skip_pm1": {"widths": (8, 12, 16), "pool_sizes": (256, 512, 512), "n_train": 3000,
+                       "hidden": (64,), "lr": 0.03, "steps": 1000, "encoding": "pm1",
+                       "skip": True, "near_tie_fraction": 0.5},
+    "F_mlp_1500steps": {**_SHARED, "widths": (8, 12, 16)},
+    "G_overlap_readout": {**_SHARED, "widths": (8, 12, 16), "readout": "overlap"},
+    "H_widths_8_10_12": {**_SHARED, "widths": (8, 10, 12)},
+    "I_pools_512": {**_SHARED, "widths": (8, 10, 12), "pool_sizes": (256, 512, 512)},
+}
+
+
+def protocol_path(out_dir, name: str):
+    """File of one protocol's results: `out_dir/<name>.json`."""
+    if not isinstance(name, str) or not name.replace("_", "").isalnum():
+        raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
+    return Path(out_dir) / f"{name}.json"
+
+
+def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
+                    base: E2Config | None = None, device="cpu", progress=False,
+                    restart=False) -> dict:
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) as a full E2 sweep and store
+    it at `out_dir/<name>.json` in the CLI's format (a :class:`ResultStore` whose
+    unit "sweep" is the `run_e2_sweep` result). An existing file for the same configuration is
+    reused, not recomputed."""
+    check_instance(changes, "changes", dict)
+    config = dataclasses.replace(E2_QUICK if base is None else base, **changes)
+    store = ResultStore(protocol_path(out_dir, name), config, restart=restart)
+    if not store.done("sweep"):
+        store.put("sweep", run_e2_sweep(config, device=device, progress=progress))
+    return store.get("sweep")
+
+
+def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
+    """Every stored protocol result under `out_dir`: {name: run_e2_sweep result}, by name."""
+    found = {}
+    for path in sorted(Path(out_dir).glob("*.json")):
+        with open(path) as fh:
+            res = json.load(fh)["units"]["sweep"]
+        # JSON files store keys sorted as strings ("12" < "8"): restore the config's order
+        res["widths"] = {str(m): res["widths"][str(m)] for m in res["config"]["widths"]}
+        found[path.stem] = res
+    return found
