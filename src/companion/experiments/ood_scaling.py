@@ -29,6 +29,7 @@ from ..checks import (
     check_int,
     check_int_sequence,
 )
+from ..tables import Table
 from .engine import ModelStack, train_batched
 from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
 from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
@@ -245,6 +246,28 @@ def summarise_e2(result: dict) -> list[dict]:
                                     for name in TEST_DISTRIBUTIONS}
         rows.append(row)
     return rows
+
+
+def accuracy_table(result: dict, distribution: str, caption: str | None = None) -> Table:
+    """Exact-sequence accuracy by rank (rows, then the dense heads) and width (columns):
+    'median [min, max]' over seeds on a test distribution, or the median on "train"."""
+    check_choice(distribution, "distribution", (*TEST_DISTRIBUTIONS, "train"))
+
+    def cell(values) -> str:
+        a = np.asarray(values)
+        if distribution == "train":
+            return f"{np.median(a):.2f}"
+        return f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]"
+
+    widths = result["widths"]
+    key, dense = (("train_accuracy", "dense_train_accuracy") if distribution == "train"
+                  else ("accuracy", "dense"))
+    rows = [[r] + [cell(e[key][i] if distribution == "train" else e[key][distribution][i])
+                   for e in widths.values()]
+            for i, r in enumerate(result["config"]["ranks"])]
+    rows.append(["dense"] + [cell(e[dense] if distribution == "train" else e[dense][distribution])
+                             for e in widths.values()])
+    return Table(rows, columns=["r"] + [f"m = {m}" for m in widths], caption=caption)
 
 
 _SHARED = {"pool_sizes": (256, 256, 256), "n_train": 3000, "hidden": (32,), "lr": 0.01,

@@ -39,6 +39,7 @@ from ..checks import (
 from ..codes import paley_subset
 from ..gap_domination import LinkCheck, total_weights
 from ..rank_bounds import RankLowerBound, certified_rank_bound
+from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
 from .engine import train_batched
 from .store import ResultStore
@@ -302,6 +303,16 @@ def summarise_e1(results: dict) -> list[dict]:
                      "median_fraction_within_half": float(np.median(frac)),
                      "solved": int((err < 0.5).sum()), "seeds": len(sel)})
     return rows
+
+
+def summary_table(rows: list[dict], caption: str | None = None) -> Table:
+    """The rows of :func:`summarise_e1` as a table: max error median [min, max], median share
+    within 1/2, solved seeds."""
+    return Table([{"r": row["r"], "max error: median": row["median_max_error"],
+                   "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
+                   "within 1/2": row["median_fraction_within_half"],
+                   "solved": f"{row['solved']}/{row['seeds']}"} for row in rows],
+                 caption=caption, formats={"max error: median": ".3f", "within 1/2": ".3f"})
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
