@@ -23,6 +23,11 @@
 #
 # Everything below is checked by exhaustive enumeration in exact integer or rational
 # arithmetic; the code lives in the `companion` package and this page only calls it.
+#
+# **Code for this chapter:** `companion.task` (the Min-IP task), `companion.attention` (the
+# two kinds of head), `companion.constructions` (the rank-1 head of {prf:ref}`thm-rank-one`
+# and the softmax head), `companion.verification` (exhaustive exact checks) and
+# `companion.tables` (the tables).
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -64,6 +69,7 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from companion.attention import (
     kernel_attention,
@@ -72,6 +78,7 @@ from companion.attention import (
 )
 from companion.constructions import rank_one_head, softmax_min_ip_head
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 from companion.task import CONVENTIONS, min_ip_targets, query_target
 from companion.verification import exhaustive_check
 
@@ -152,9 +159,8 @@ for n in (1, 2):
         for convention in CONVENTIONS:
             rows.append(exhaustive_check(head, n, m, convention))
 
-print(f"{'n':>2} {'m':>3} {'convention':>14} {'inputs':>9} {'exact':>9} {'max |y - t|':>12}")
-for r in rows:
-    print(f"{r.n:>2} {r.m:>3} {r.convention:>14} {r.sequences:>9} {r.exact:>9} {str(r.max_error):>12}")
+display(Table([{"n": r.n, "m": r.m, "convention": r.convention, "inputs": r.sequences,
+                "exact": r.exact, "max |y - t|": r.max_error} for r in rows]))
 print("total inputs checked:", sum(r.sequences for r in rows))
 print("all exact:", all(r.exact == r.sequences and r.max_error == 0 for r in rows))
 
@@ -184,10 +190,9 @@ print(f"output y = {y},  target t = {t},  error = {y - t}")
 
 # %%
 length_three = [exhaustive_check(head, 3, m) for m in range(1, 8)]
-print(f"{'m':>2} {'inputs':>8} {'error < 1/2':>12} {'failure rate':>13} {'max |y - t|':>12}")
-for r in length_three:
-    failure = Fraction(r.sequences - r.within_half, r.sequences)
-    print(f"{r.m:>2} {r.sequences:>8} {r.within_half:>12} {float(failure):>13.4f} {str(r.max_error):>12}")
+Table([{"m": r.m, "inputs": r.sequences, "error < 1/2": r.within_half,
+        "failure rate": float(Fraction(r.sequences - r.within_half, r.sequences)),
+        "max |y - t|": r.max_error} for r in length_three], formats={"failure rate": ".4f"})
 
 # %% [markdown]
 # At $m = 1$ the head is still correct after rounding (its worst error is $1/3$), but from

@@ -27,6 +27,12 @@
 # computation: a float64 and an exact check of the identity behind it on random heads with
 # position-dependent maps, a head that meets the inequality with equality, and a search
 # among perturbed heads for a violation.
+#
+# **Code for this chapter:** `companion.gap_domination` ({prf:ref}`lem-mediant`,
+# {prf:ref}`lem-gap-domination`: sequences, the total weight $D$, the factor, link checks),
+# `companion.constructions` (the balanced rank-1 head and the softmax kernel as a table head),
+# `companion.random_heads` (every random and perturbed head, and the surveys run on them) and
+# `companion.tables`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -68,29 +74,31 @@ from fractions import Fraction
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from companion.attention import kernel_attention
-from companion.constructions import rank_one_head
+from companion.constructions import balanced_link_head, rank_one_head, softmax_kernel_head
 from companion.gap_domination import (
-    balanced_link_head,
-    chain_keys,
-    family_checks,
     gap_domination_factor,
     gap_domination_ratio,
-    link_check,
+    link_errors,
     mediant_closed_form,
     mediant_of_arrangements,
-    mediant_survey,
     min_error_for_ratio,
     mixed_sequences,
-    perturbed_head,
     pure_sequence,
-    random_kernel_head,
-    softmax_kernel_head,
     split_gap_domination_factor,
     total_weight,
 )
+from companion.random_heads import (
+    counterexample_search,
+    error_floor_survey,
+    mediant_survey,
+    perturbed_link_survey,
+    random_kernel_head,
+)
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 from companion.task import query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
@@ -259,13 +267,9 @@ print("k, l swapped     :", mediant_closed_form(head, x3, z3, zp3, 3, 1, "causal
 # ### The factor $c_{n,\varepsilon}(g)$
 
 # %%
-gs = range(1, 9)
 for eps in (Fraction(1, 2), Fraction(1, 4)):
-    print(f"c_(n,eps)(g) with eps = {eps}, k = 1")
-    print("   g " + "".join(f"{'n=' + str(n):>8s}" for n in (3, 4, 6, 10)))
-    for g in gs:
-        print(f"{g:4d} " + "".join(f"{str(gap_domination_factor(g, n, eps)):>8s}"
-                                    for n in (3, 4, 6, 10)))
+    display(Table([{"g": g, **{f"n={n}": gap_domination_factor(g, n, eps) for n in (3, 4, 6, 10)}}
+                   for g in range(1, 9)], caption=f"c_(n,eps)(g) with eps = {eps}, k = 1"))
 print("\nn = 3, eps = 49/100 (just below 1/2): c(g) - (g - 1) =",
       [str(gap_domination_factor(g, 3, Fraction(49, 100)) - (g - 1)) for g in range(1, 5)])
 print("n = 5, g = 4, eps = 1/2, every k:",
@@ -301,20 +305,17 @@ plt.show()
 # %%
 n, g = 3, 3
 x4, z4, zp4 = np.array([1, 1, 1, 1]), np.array([0, 0, 0, 0]), np.array([1, 1, 1, 0])
-
-
-def mixed_error(ratio, shift, exact=True):
-    head = balanced_link_head(x4, z4, zp4, ratio, n, shift=shift)
-    outs = kernel_attention(head, mixed_sequences(x4, z4, zp4, 1, n - 2), exact=exact)
-    return max(abs(v) for v in outs)  # target of every arrangement is a = 0
-
-
+crossings = []
 for shift in (Fraction(0), Fraction(1, 4), Fraction(1, 2)):
     rho_star = split_gap_domination_factor(g, n, shift, Fraction(1, 2))
-    print(f"shift s = {str(shift):3s}: predicted crossing rho = {str(rho_star):5s} | mixed error "
-          f"at rho-1/100: {str(mixed_error(rho_star - Fraction(1, 100), shift)):9s} "
-          f"at rho: {mixed_error(rho_star, shift)}  at rho+1/100: "
-          f"{mixed_error(rho_star + Fraction(1, 100), shift)}")
+    # link_errors(...)[1]: the balanced head's largest error on the mixed arrangements
+    errors = [link_errors(balanced_link_head(x4, z4, zp4, rho, n, shift=shift), x4, z4, zp4,
+                          1, n - 2, exact=True)[1]
+              for rho in (rho_star - Fraction(1, 100), rho_star, rho_star + Fraction(1, 100))]
+    crossings.append({"shift s": shift, "predicted crossing rho": rho_star,
+                      "mixed error at rho - 1/100": errors[0], "at rho": errors[1],
+                      "at rho + 1/100": errors[2]})
+display(Table(crossings))
 print("\nc_(3,1/2)(3) =", gap_domination_factor(3, 3, Fraction(1, 2)),
       "= crossing for s = 1/2, the equal-budget case of the lemma")
 
@@ -328,8 +329,9 @@ print("\nc_(3,1/2)(3) =", gap_domination_factor(3, 3, Fraction(1, 2)),
 rhos = np.geomspace(0.2, 40, 200)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.9))
 for shift, color in ((0.0, "tab:blue"), (0.25, "tab:orange"), (0.5, "tab:green")):
-    ax1.plot(rhos, [mixed_error(float(r), shift, exact=False) for r in rhos], color=color,
-             label=f"mixed error, shift s = {shift}")
+    ax1.plot(rhos, [link_errors(balanced_link_head(x4, z4, zp4, float(r), n, shift=shift), x4,
+                                z4, zp4, 1, n - 2)[1] for r in rhos],
+             color=color, label=f"mixed error, shift s = {shift}")
     ax1.axvline(float(split_gap_domination_factor(g, n, Fraction(shift), Fraction(1, 2))),
                 color=color, ls=":", lw=1)
 ax1.axhline(0.5, color="gray", ls="--", lw=1, label="1/2")
@@ -340,17 +342,7 @@ ax1.legend(fontsize=7)
 wide = np.geomspace(0.2, 3000, 200)
 ax2.plot(wide, min_error_for_ratio(wide, g, n), "k-",
          label="error floor l·g / (2(kρ + l)) = balanced head")
-points = []
-for seed in range(150):
-    rng = np.random.default_rng(seed)
-    if seed % 2:
-        base = balanced_link_head(x4, z4, zp4, float(rng.uniform(0.3, 20)), n)
-        sigma = float(rng.uniform(0, 0.5))
-    else:
-        base, sigma = softmax_kernel_head(float(rng.uniform(0, 2)), 4, n), float(rng.uniform(0, 1))
-    check = link_check(perturbed_head(base, 4, n, sigma, seed=seed), x4, z4, zp4, 1, n - 2)
-    points.append((check.ratio, check.eps))
-points = np.array(points)
+points = np.array([(c.ratio, c.eps) for c in perturbed_link_survey(x4, z4, zp4, n, 150)])
 ax2.scatter(points[:, 0], points[:, 1], s=8, alpha=0.6, label="perturbed heads")
 ax2.axhline(0.5, color="gray", ls="--", lw=1)
 ax2.axvline(float(gap_domination_factor(g, n, Fraction(1, 2))), color="gray", ls=":", lw=1)
@@ -376,24 +368,7 @@ print(f"perturbed heads plotted: {len(points)}, below the floor: {int(below.sum(
 # be at least $c_{n,\varepsilon}(g)$.
 
 # %%
-records = []
-for seed in range(120):
-    rng = np.random.default_rng(1000 + seed)
-    n_len = 3 + seed % 3
-    if seed % 2:
-        i, j = sorted(rng.choice(5, size=2, replace=False))
-        x_chain, keys = chain_keys(4)
-        c_half = float(gap_domination_factor(int(j - i), n_len, Fraction(1, 2)))
-        base = balanced_link_head(x_chain, keys[i], keys[j],  # gap 1: c = 0, use ratio ~1
-                                  max(c_half, 1.0) * float(rng.uniform(0.5, 2.0)), n_len)
-        sigma = float(rng.uniform(0, 0.3))
-    else:
-        base = softmax_kernel_head(float(rng.uniform(0.3, 4)), 4, n_len)
-        sigma = float(rng.uniform(0, 1))
-    head = perturbed_head(base, 4, n_len, sigma, seed=seed)
-    for convention in ("bidirectional", "causal"):
-        for check in family_checks(head, 4, n_len, convention):
-            records.append((n_len, check))
+records = counterexample_search(num_heads=120, m=4, seed=1000)  # (n, LinkCheck) pairs
 
 qualifying = [(nl, c) for nl, c in records if c.eps < 0.5]
 informative = [(nl, c) for nl, c in qualifying if c.factor > 1]
@@ -443,38 +418,28 @@ print(f"links with error >= 1/2 whose ratio is below c_(n,1/2)(g): {len(above_ha
 
 # %%
 x1, z1, zp1 = np.array([1]), np.array([0]), np.array([1])
-
-
-def family_error(head, convention="bidirectional", exact=True):
-    seqs = np.concatenate([pure_sequence(x1, z1, 3, convention)[None],
-                           pure_sequence(x1, zp1, 3, convention)[None],
-                           mixed_sequences(x1, z1, zp1, 1, 1, convention)])
-    outs = kernel_attention(head, seqs, convention, exact=exact)
-    return max(abs(y - t) for y, t in zip(outs, query_target(seqs, convention), strict=True))
-
-
-gaps = []
-for seed in range(200):
-    for convention in ("bidirectional", "causal"):
-        h = random_kernel_head(1, 3, rank=1 + seed % 4, d=2, seed=seed, integer=True)
-        err = family_error(h, convention)
-        floor1 = min_error_for_ratio(gap_domination_ratio(h, x1, z1, zp1, 3, convention,
-                                                          exact=True), 1, 3)
-        gaps.append((err, floor1))
+gaps = error_floor_survey(200)  # (exact error, floor) of 200 random integer heads x 2 forms
 print("random exact heads:", len(gaps), "| all errors > 0:", all(e > 0 for e, _ in gaps),
       "| all errors >= floor:", all(e >= f for e, f in gaps))
 print("smallest error among them:", min(e for e, _ in gaps))
-print("rank-1 head of chapter 1: error", family_error(rank_one_head()), ", floor",
+# link_errors: the errors on P_z and P_z' and the largest on the arrangements; their max is
+# the head's error on this link's family
+pure, mixed = link_errors(rank_one_head(), x1, z1, zp1, exact=True)
+print("rank-1 head of chapter 1: error", max(*pure, mixed), ", floor",
       min_error_for_ratio(gap_domination_ratio(rank_one_head(), x1, z1, zp1, 3, exact=True), 1, 3))
+rows = []
 for beta in (1.0, 5.0, 10.0, 20.0):
     sk = softmax_kernel_head(beta, 1, 3)
+    pure, mixed = link_errors(sk, x1, z1, zp1)
     rho = total_weight(sk, x1, z1, 3) / total_weight(sk, x1, zp1, 3)
-    print(f"softmax kernel beta = {beta:4.1f}: error {family_error(sk, exact=False):.3e}, "
-          f"floor {min_error_for_ratio(rho, 1, 3):.3e}")
+    rows.append({"beta": beta, "error": max(*pure, mixed), "floor": min_error_for_ratio(rho, 1, 3)})
+display(Table(rows, caption="softmax kernel", formats={"beta": ".1f", "error": ".3e",
+                                                      "floor": ".3e"}))
+rows = []
 for rho in (Fraction(1), Fraction(10), Fraction(10**6)):
-    err = family_error(balanced_link_head(x1, z1, zp1, rho, 3))
-    print(f"balanced head rho = {str(rho):7s}: error {err}"
-          f" = floor {min_error_for_ratio(rho, 1, 3)}")
+    pure, mixed = link_errors(balanced_link_head(x1, z1, zp1, rho, 3), x1, z1, zp1, exact=True)
+    rows.append({"rho": rho, "error": max(*pure, mixed), "floor": min_error_for_ratio(rho, 1, 3)})
+display(Table(rows, caption="balanced head: error = floor"))
 
 # %% [markdown]
 # **Summary.**

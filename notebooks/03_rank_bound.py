@@ -28,6 +28,14 @@
 # independent ways, the matrix inequalities are tested on random matrices, a witness family
 # is built and its certificate re-checked from scratch (and tampered with), and the bound is
 # pushed to $m = 1000$ with explicit codes.
+#
+# **Code for this chapter:** `companion.amplification` ({prf:ref}`lem-amplification`,
+# {prf:ref}`def-best-chain`), `companion.rank_bounds` ({prf:ref}`lem-trace-rank`,
+# {prf:ref}`lem-nonneg-sharpening`, {prf:ref}`thm-exponential-rank`), `companion.witness` (the
+# family $F(S)$ and its certificate), `companion.codes` and `companion.code_search` (query
+# sets), `companion.asymptotics` ({prf:ref}`lem-concatenation` and the growth in $m$),
+# `companion.constructions` (exact heads on $F(S)$), the E1 family from
+# `companion.experiments.witness_suite`, and `companion.tables`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -67,10 +75,12 @@ if importlib.util.find_spec("companion") is None:
 # %%
 import dataclasses
 import math
+from collections import Counter
 from fractions import Fraction
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from companion.amplification import (
     best_chain,
@@ -79,25 +89,21 @@ from companion.amplification import (
     chain_growth_rate,
     log2_best_chain_factor,
 )
-from companion.codes import paley_hadamard_code, search_code
+from companion.asymptotics import asymptotic_rows, base_codes
+from companion.code_search import search_code
+from companion.codes import paley_hadamard_code
+from companion.constructions import indicator_head, query_indicator_head, spread_query_head
+from companion.experiments.witness_suite import experiment_witness_24
 from companion.gap_domination import gap_domination_factor
-from companion.rank_bounds import (
-    approximate_identity_bound,
-    asymptotic_rows,
-    base_codes,
-    certified_rank_bound,
-    nonnegative_rank_bound,
-    trace_rank_bound,
-)
+from companion.rank_bounds import certified_rank_bound, random_matrix_survey
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 from companion.witness import (
-    experiment_witness_24,
-    indicator_head,
+    certificate_error,
     kernel_ratio_matrix,
     max_error_exact,
-    query_indicator_head,
-    spread_query_head,
     verify_certificate,
+    without_rows,
 )
 
 rng = seed_everything(0)
@@ -167,14 +173,10 @@ rng = seed_everything(0)
 # digit.
 
 # %%
-rows = []
-for G in range(1, 21):
-    dp, bf = best_chain_factor(G), brute_force_chain_factor(G)
-    rows.append((G, dp, bf, best_chain(G)))
-    assert dp == bf, (G, dp, bf)
-print("n = 3, eps = 1/2:  G | rho by DP | by brute force | an optimal chain")
-for G, dp, bf, chain in rows:
-    print(f"{G:>3} | {str(dp):>7} | {str(bf):>7} | {chain}")
+rows = [{"G": G, "rho by DP": best_chain_factor(G), "by brute force": brute_force_chain_factor(G),
+         "an optimal chain": best_chain(G)} for G in range(1, 21)]
+assert all(row["rho by DP"] == row["by brute force"] for row in rows)
+display(Table(rows, caption="n = 3, eps = 1/2"))
 
 # %%
 mismatches = 0
@@ -195,11 +197,13 @@ print("rho_{4,1/4}(16) =", best_chain_factor(16, 4, Fraction(1, 4)),
 # factor by $n - 2$ and shorten the best step.
 
 # %%
-print(" n |  eps  | best step g* | growth rate lambda | log2 lambda")
+rates = []
 for n in (3, 4, 6, 10):
     for eps in (Fraction(1, 2), Fraction(1, 4)):
         g_star, lam = chain_growth_rate(n, eps)
-        print(f"{n:>2} | {str(eps):>5} | {g_star:>12} | {lam:18.6f} | {math.log2(lam):.6f}")
+        rates.append({"n": n, "eps": eps, "best step g*": g_star, "growth rate lambda": lam,
+                      "log2 lambda": math.log2(lam)})
+display(Table(rates, formats={"growth rate lambda": ".6f", "log2 lambda": ".6f"}))
 print("rho(5k) == 4**k for k = 1..40:", all(best_chain_factor(5 * k) == 4**k for k in range(1, 41)))
 
 # %%
@@ -279,25 +283,10 @@ plt.show()
 # would refute the lemma.
 
 # %%
-records = []
-for _ in range(400):
-    N = int(rng.integers(8, 48))
-    k = int(rng.integers(1, N + 1))
-    V = rng.normal(size=(N, k))
-    spread = float(rng.choice([1.0, 2.0, 4.0, 8.0]))
-    for kind in ("signed", "nonnegative"):
-        W = np.abs(V) ** spread if kind == "nonnegative" else V
-        W = W / np.linalg.norm(W, axis=1, keepdims=True)
-        M = W @ W.T
-        np.fill_diagonal(M, 1.0)
-        true_rank = int(np.linalg.matrix_rank(M, tol=1e-9))
-        lemma_d = trace_rank_bound(M)
-        R = 1 / Fraction(float(np.abs(M[~np.eye(N, dtype=bool)]).max()))
-        uniform = float(approximate_identity_bound(N, R))
-        sharp = float(nonnegative_rank_bound(N, M)[0]) if kind == "nonnegative" else np.nan
-        records.append((kind, N, true_rank, lemma_d, uniform, sharp))
-kinds = np.array([r[0] for r in records])
-data = np.array([r[1:] for r in records], dtype=float)
+records = random_matrix_survey(400, rng)  # 400 draws x (signed, nonnegative)
+kinds = np.array([c.kind for c in records])
+data = np.array([(c.N, c.rank, c.trace_bound, c.uniform_bound, c.sharpened_bound)
+                 for c in records], dtype=float)
 print("matrices tested:", len(records))
 print("Lemma D violations (bound > rank):", int(np.sum(data[:, 2] > data[:, 1] + 1e-9)))
 print("uniform form violations:", int(np.sum(data[:, 3] > data[:, 1] + 1e-9)))
@@ -395,19 +384,17 @@ family = experiment_witness_24()
 cert = family.certificate
 bound = verify_certificate(cert, family)  # re-derived from scratch; raises if anything is off
 key_ids = np.unique(family.token_ids[:, 1:])
-print(f"{'':34}{'paper':>10}{'this book':>14}")
-print(f"{'token width m':34}{24:>10}{family.S.shape[1]:>14}")
-print(f"{'|S| (queries)':34}{'-':>10}{len(family.S):>14}")
-print(f"{'distinct tokens':34}{'-':>10}{len(family.tokens):>14}")
-print(f"{'distinct key tokens':34}{'-':>10}{len(key_ids):>14}")
-print(f"{'sequences (length 3)':34}{1272:>10}{len(family):>14}")
 n_pure, n_mixed = int(np.sum(family.kinds == "pure")), int(np.sum(family.kinds == "mixed"))
-print(f"{'pure / mixed sequences':34}{'-':>10}{f'{n_pure} / {n_mixed}':>14}")
-print(f"{'certified bound (Theorem E)':34}{'-':>10}{str(bound.trace_bound):>14}"
-      f"  -> r >= {bound.trace_rank}")
-print(f"{'certified bound (Lemma D prime)':34}{'-':>10}{str(bound.sharpened_bound):>14}"
-      f"  -> r >= {bound.sharpened_rank} (c = {bound.sharpened_c})")
-print(f"{'integer bound r*':34}{8:>10}{bound.rank:>14}")
+Table([["token width m", 24, family.S.shape[1]],
+       ["|S| (queries)", "-", len(family.S)],
+       ["distinct tokens", "-", len(family.tokens)],
+       ["distinct key tokens", "-", len(key_ids)],
+       ["sequences (length 3)", 1272, len(family)],
+       ["pure / mixed sequences", "-", f"{n_pure} / {n_mixed}"],
+       ["certified bound (Theorem E)", "-", f"{bound.trace_bound}  -> r >= {bound.trace_rank}"],
+       ["certified bound (Lemma D prime)", "-", f"{bound.sharpened_bound}  -> r >= "
+        f"{bound.sharpened_rank} (c = {bound.sharpened_c})"],
+       ["integer bound r*", 8, bound.rank]], columns=["", "paper", "this book"])
 
 # %% [markdown]
 # The paper's own 24-bit family (1,272 inputs, $r \ge 8$) is built differently and its
@@ -415,50 +402,35 @@ print(f"{'integer bound r*':34}{8:>10}{bound.rank:>14}")
 # the certificate uses, grouped by step length, with the factor each proves:
 
 # %%
-links_by_gap = {}
-for link in family.links:
-    links_by_gap.setdefault(link.gap, []).append(link)
-for g, links in sorted(links_by_gap.items()):
-    print(f"gap {g}: {len(links)} links, factor c(g) = {links[0].factor}")
-chains = {}
-for gaps in cert.gaps.values():
-    chains[gaps] = chains.get(gaps, 0) + 1
-for gaps, count in sorted(chains.items()):
-    value = math.prod((gap_domination_factor(g) for g in gaps), start=Fraction(1))
-    print(f"ladder {gaps}: {count} ordered pairs, rho = {value}")
+links_by_gap = Counter(link.gap for link in family.links)
+factor = {link.gap: link.factor for link in family.links}
+display(Table([{"gap": g, "links": count, "factor c(g)": factor[g]}
+               for g, count in sorted(links_by_gap.items())]))
+Table([{"ladder": gaps, "ordered pairs": count,
+        "rho": math.prod((gap_domination_factor(g) for g in gaps), start=Fraction(1))}
+       for gaps, count in sorted(Counter(cert.gaps.values()).items())])
 
 # %% [markdown]
 # **Tampering.** The verifier rebuilds everything from the raw tokens. Each of these edits
 # must be caught, with a message that says what is wrong:
 
 # %%
-def attempt(label, certificate, fam):
-    try:
-        verify_certificate(certificate, fam)
-    except ValueError as err:
-        print(f"{label}: rejected -- {str(err)[:110]}")
-    else:
-        print(f"{label}: ACCEPTED (this would be a bug)")
-
-
-def drop_row(fam, row):
-    keep = np.delete(np.arange(len(fam)), row)
-    return dataclasses.replace(fam, sequences=fam.sequences[keep], targets=fam.targets[keep],
-                               token_ids=fam.token_ids[keep], query_ids=fam.query_ids[keep],
-                               kinds=fam.kinds[keep])
-
-
 rho = dict(cert.rho)
 rho[(0, 1)] += 1
-attempt("one rho entry raised by 1", dataclasses.replace(cert, rho=rho), family)
-attempt("one mixed arrangement removed", cert, drop_row(family, family.links[40].mixed_rows[1]))
-attempt("one pure sequence removed", cert, drop_row(family, family.links[-1].pure_rows[1]))
 targets = family.targets.copy()
 targets[5] += 1
-attempt("one target changed", cert, dataclasses.replace(family, targets=targets))
-attempt("integer bound raised by 1", dataclasses.replace(
-    cert, bound=dataclasses.replace(cert.bound, sharpened_rank=cert.bound.sharpened_rank + 1)),
-    family)
+tampered = [
+    ("one rho entry raised by 1", dataclasses.replace(cert, rho=rho), family),
+    ("one mixed arrangement removed", cert, without_rows(family, family.links[40].mixed_rows[1])),
+    ("one pure sequence removed", cert, without_rows(family, family.links[-1].pure_rows[1])),
+    ("one target changed", cert, dataclasses.replace(family, targets=targets)),
+    ("integer bound raised by 1", dataclasses.replace(
+        cert, bound=dataclasses.replace(cert.bound, sharpened_rank=cert.bound.sharpened_rank + 1)),
+     family),
+]
+for label, certificate, fam in tampered:
+    err = certificate_error(certificate, fam)
+    print(f"{label}: " + (f"rejected -- {err[:110]}" if err else "ACCEPTED (this would be a bug)"))
 causal = experiment_witness_24("causal")
 print("causal form (query last):", len(causal), "sequences, bound",
       verify_certificate(causal.certificate, causal).rank)
@@ -518,20 +490,19 @@ print(f"sandwich: {bound.rank} <= minimum feature rank for this family <= {sprea
 # best certified bound kept. Paley codes (widths 8, 12, 20, 24, 32) are listed for comparison.
 
 # %%
-print(" m |  w | source        | min gap |  |S| | Theorem E bound | r >= | Lemma D' | r >=")
+codes = []
 for m in range(8, 41, 4):
     found = search_code(m, seed=0, candidates=1800, max_size=600)
-    b = certified_rank_bound(found.code)
-    print(f"{m:>2} | {found.weight:>2} | greedy+expurg | {found.min_gap:>7} |"
-          f" {len(found.code):>4} |"
-          f" {float(b.trace_bound):15.4f} | {b.trace_rank:>4} | {float(b.sharpened_bound):8.3f}"
-          f" | {b.sharpened_rank:>4}")
+    codes.append((m, found.weight, "greedy+expurg", found.min_gap, found.code))
     if m in (8, 12, 20, 24, 32):
-        code = paley_hadamard_code(m - 1)
-        b = certified_rank_bound(code)
-        print(f"{m:>2} | {m // 2:>2} | Paley + compl. | {m // 4:>7} | {len(code):>4} |"
-              f" {float(b.trace_bound):15.4f} | {b.trace_rank:>4} | {float(b.sharpened_bound):8.3f}"
-              f" | {b.sharpened_rank:>4}")
+        codes.append((m, m // 2, "Paley + compl.", m // 4, paley_hadamard_code(m - 1)))
+rows = []
+for m, w, source, min_gap, code in codes:
+    b = certified_rank_bound(code)
+    rows.append({"m": m, "w": w, "source": source, "min gap": min_gap, "|S|": len(code),
+                 "Theorem E bound": float(b.trace_bound), "r >=": b.trace_rank,
+                 "Lemma D'": float(b.sharpened_bound), "r >= (D')": b.sharpened_rank})
+Table(rows, formats={"Theorem E bound": ".4f", "Lemma D'": ".3f"})
 
 # %% [markdown]
 # Every number in this table is the exact bound of an explicit code (printed rounded); the
@@ -582,21 +553,22 @@ for m in range(8, 41, 4):
 bases = {n: base_codes(n, widths=(12, 16, 20, 24, 28), seed=0, max_size=1000)
          for n in (3, 4, 6, 10)}
 table_widths = (24, 48, 100, 200, 500, 1000)
-print("   m |  n | certified log2 (explicit) | estimate log2 (random) | large-n limit | ceiling")
-for m in table_widths:
-    for n in (3, 4, 6, 10):
-        row = asymptotic_rows(bases[n], [m], n)[0]
-        print(f"{m:>4} | {n:>2} | {row.certified_log2:25.2f} | {row.estimate_log2:22.2f} |"
-              f" {row.large_context_log2:13.2f} | {row.ceiling_log2:>7}")
+rows = [asymptotic_rows(bases[n], [m], n)[0] for m in table_widths for n in (3, 4, 6, 10)]
+display(Table([{"m": r.m, "n": r.n, "certified log2 (explicit)": r.certified_log2,
+                "estimate log2 (random)": r.estimate_log2,
+                "large-n limit": r.large_context_log2, "ceiling": r.ceiling_log2} for r in rows],
+              formats={"certified log2 (explicit)": ".2f", "estimate log2 (random)": ".2f",
+                       "large-n limit": ".2f"}))
 
 # %%
 widths = np.arange(8, 1001, 4)
 curves = {n: asymptotic_rows(bases[n], widths, n) for n in (3, 4, 6, 10)}
-print(" n | certified log2 / m at m = 1000 | estimate log2 / m | rate from lambda")
-for n, rows_n in curves.items():
-    last = rows_n[-1]
-    print(f"{n:>2} | {last.certified_log2 / last.m:30.4f} | {last.estimate_log2 / last.m:17.4f} |"
-          f" {math.log2(chain_growth_rate(n)[1]):.4f} per unit of gap")
+Table([{"n": n, "certified log2 / m at m = 1000": rows_n[-1].certified_log2 / rows_n[-1].m,
+        "estimate log2 / m": rows_n[-1].estimate_log2 / rows_n[-1].m,
+        "rate from lambda (per unit of gap)": math.log2(chain_growth_rate(n)[1])}
+       for n, rows_n in curves.items()],
+      formats={"certified log2 / m at m = 1000": ".4f", "estimate log2 / m": ".4f",
+               "rate from lambda (per unit of gap)": ".4f"})
 
 # %%
 fig, ax = plt.subplots(figsize=(7.2, 4.8))

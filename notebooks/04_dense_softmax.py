@@ -26,6 +26,12 @@
 # small $m$, against the proven bound, and the exact temperature $\beta^*(n, m)$ at which
 # the worst case drops below $1/2$. The proposition's threshold is sufficient, not sharp;
 # the numbers say by how much.
+#
+# **Code for this chapter:** `companion.constructions` (Proposition F's head,
+# {prf:ref}`prop-dense-softmax`, and the softmax kernel as a table head),
+# `companion.dense_softmax` (exact worst cases over overlap profiles,
+# {prf:ref}`lem-overlap-profiles`, and the thresholds), `companion.gap_domination` (link
+# checks), `companion.attention` and `companion.tables`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -67,9 +73,10 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from companion.attention import softmax_attention
-from companion.constructions import softmax_min_ip_head
+from companion.constructions import softmax_kernel_head, softmax_min_ip_head
 from companion.dense_softmax import (
     count_profiles,
     error_bound,
@@ -80,8 +87,9 @@ from companion.dense_softmax import (
     uniform_gap_threshold,
     worst_profile,
 )
-from companion.gap_domination import family_checks, softmax_kernel_head
+from companion.gap_domination import family_checks
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 from companion.task import count_sequences, query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
@@ -182,12 +190,13 @@ print(f"n = 3, m = 8, beta = 1 over all {count_sequences(3, 8)} sequences: {brut
 # %%
 beta_table = [0.0, 0.5, 1.0, math.log(4), 2.0, 3.0, 5.0]
 labels = ["0", "0.5", "1", "ln 4", "2", "3", "5"]
-print("n = 3: exact max error over all inputs (6 decimals)")
-print("   m " + "".join(f"{lab:>10s}" for lab in labels))
-for m in range(1, 9):
-    print(f"{m:4d} " + "".join(f"{max_error(b, 3, m):10.6f}" for b in beta_table))
-print("bound" + "".join(f"{error_bound(b, 3):10.6f}" for b in beta_table), " (valid for beta >= 1)")
-print("\nworst profile (|x|, key overlaps) at m = 8:",
+display(Table([{"m": m, **{lab: max_error(b, 3, m) for lab, b in zip(labels, beta_table)}}
+               for m in range(1, 9)]
+              + [{"m": "bound (beta >= 1)", **{lab: error_bound(b, 3)
+                                              for lab, b in zip(labels, beta_table)}}],
+              caption="n = 3: exact max error over all inputs (6 decimals), by beta",
+              formats={lab: ".6f" for lab in labels}))
+print("worst profile (|x|, key overlaps) at m = 8:",
       {lab: worst_profile(b, 3, 8) for lab, b in zip(labels, beta_table, strict=True)})
 
 # %% [markdown]
@@ -203,11 +212,12 @@ print("\nworst profile (|x|, key overlaps) at m = 8:",
 
 # %%
 for n in (4, 5):
-    print(f"n = {n}: exact max error over all inputs")
-    print("   m " + "".join(f"{lab:>10s}" for lab in labels))
-    for m in range(1, 9):
-        print(f"{m:4d} " + "".join(f"{max_error(b, n, m):10.6f}" for b in beta_table))
-    print("bound" + "".join(f"{error_bound(b, n):10.6f}" for b in beta_table))
+    display(Table([{"m": m, **{lab: max_error(b, n, m) for lab, b in zip(labels, beta_table)}}
+                   for m in range(1, 9)]
+                  + [{"m": "bound", **{lab: error_bound(b, n)
+                                       for lab, b in zip(labels, beta_table)}}],
+                  caption=f"n = {n}: exact max error over all inputs, by beta",
+                  formats={lab: ".6f" for lab in labels}))
 
 # %%
 grid = np.linspace(0.0, 4.0, 161)
@@ -248,14 +258,12 @@ plt.show()
 
 # %%
 ns = range(3, 9)
-print("beta*(n, m)" + " " * 3 + "".join(f"{'m=' + str(m):>10s}" for m in range(1, 9))
-      + f"{'ln(2(n-1))':>12s}")
-thresholds = {}
-for n in ns:
-    thresholds[n] = [exact_threshold(n, m) for m in range(1, 9)]
-    print(f"n = {n:<10d}" + "".join(f"{b:10.6f}" for b in thresholds[n])
-          + f"{sufficient_threshold(n):12.6f}")
-print("\nall beta* below ln(2(n-1)):",
+thresholds = {n: [exact_threshold(n, m) for m in range(1, 9)] for n in ns}
+display(Table([{"n": n, **{f"m={m}": b for m, b in enumerate(thresholds[n], start=1)},
+                "ln(2(n-1))": sufficient_threshold(n)} for n in ns],
+              caption="beta*(n, m)",
+              formats={**{f"m={m}": ".6f" for m in range(1, 9)}, "ln(2(n-1))": ".6f"}))
+print("all beta* below ln(2(n-1)):",
       all(b < sufficient_threshold(n) for n in ns for b in thresholds[n]))
 print("sufficient - exact, n >= 4:",
       sorted({round(sufficient_threshold(n) - b, 9) for n in ns if n >= 4 for b in thresholds[n]}))
@@ -291,12 +299,11 @@ print(f"n = 3: ln 2 = {math.log(2):.6f}, ln(6)/2 = {math.log(6) / 2:.6f}")
 checks = family_checks(softmax_kernel_head(1.4, 4, 3), 4, 3)
 print("links:", len(checks), "| all with error < 1/2:", all(c.eps < 0.5 for c in checks),
       "| gap domination holds on all:", all(c.holds for c in checks))
-by_gap = {}
-for c in checks:
-    if c.factor and c.factor > 0:
-        by_gap.setdefault(c.gap, []).append(c.ratio / c.factor)
-for gap, values in sorted(by_gap.items()):
-    print(f"gap {gap}: smallest ratio / c_(3,eps)(g) = {min(values):.3f}")
+binding = [c for c in checks if c.factor and c.factor > 0]
+Table([{"gap": g, "smallest ratio / c_(3,eps)(g)": min(c.ratio / c.factor for c in binding
+                                                       if c.gap == g)}
+       for g in sorted({c.gap for c in binding})],
+      formats={"smallest ratio / c_(3,eps)(g)": ".3f"})
 
 # %% [markdown]
 # **Summary.**

@@ -25,6 +25,12 @@
 # As everywhere in this book, the precise formulation (the channel model, the placement of
 # tokens, every constant) is the companion's own; the paper states the result in words, and
 # we check every claim below by computation.
+#
+# **Code for this chapter:** `companion.transcript` (the block construction, transcript
+# models, {prf:ref}`def-transcript-model`, {prf:ref}`thm-transcript`,
+# {prf:ref}`cor-transcript-rank`, collisions and the tight encoder),
+# `companion.quantised_sketch` (a b-bit kernel-attention network as a transcript model) and
+# `companion.tables`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -66,12 +72,15 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import display
 
 from companion.quantised_sketch import QuantisedSketchModel
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 from companion.task import min_ip_targets
 from companion.transcript import (
     BlockConstruction,
+    OneBitShortEncoder,
     TightEncoder,
     answer_vector_count,
     bits_needed,
@@ -134,15 +143,15 @@ print("|z n B_i| read off the blocks:     ", example.block_counts(z).tolist())
 # with a `ValueError`, anything beyond $2^{16}$ key tokens ($qs \le 16$).
 
 # %%
-print(f"{'q':>2} {'s':>2} {'key tokens':>10} {'answer vectors':>14} {'(s+1)^q':>8}  "
-      "multiplicities = prod C(s, c_i)")
+rows = []
 for q, s in [(1, 1), (1, 4), (2, 2), (3, 1), (3, 3), (4, 2), (2, 6), (6, 2), (4, 4)]:
     counter = enumerate_answer_vectors(BlockConstruction(q, s))
-    multiplicities_ok = all(
-        mult == math.prod(math.comb(s, ci) for ci in vec) for vec, mult in counter.items()
-    )
-    print(f"{q:>2} {s:>2} {sum(counter.values()):>10} {len(counter):>14} "
-          f"{answer_vector_count(q, s):>8}  {multiplicities_ok}")
+    rows.append({"q": q, "s": s, "key tokens": sum(counter.values()),
+                 "answer vectors": len(counter), "(s+1)^q": answer_vector_count(q, s),
+                 "multiplicities = prod C(s, c_i)": all(
+                     mult == math.prod(math.comb(s, ci) for ci in vec)
+                     for vec, mult in counter.items())})
+display(Table(rows))
 
 # %%
 try:
@@ -280,16 +289,16 @@ print("max error on each input:", [round(e, 6) for e in collision.errors],
 # search never visits more than $2^{\text{bits}} + 1$ answer vectors.
 
 # %%
-print(f"{'q':>2} {'s':>2} {'L':>2} {'H':>2} {'r':>2} {'d':>2} {'b':>2} {'bits':>5} {'need':>5}  "
-      "answers of the colliding pair          wrong on")
+rows = []
 for q, s, L, H, r, d, b in [(3, 1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1, 1), (5, 3, 1, 1, 2, 1, 2),
                             (8, 1, 2, 1, 1, 2, 1), (6, 2, 1, 2, 1, 1, 2), (4, 7, 2, 2, 1, 1, 1)]:
-    m_q = QuantisedSketchModel(BlockConstruction(q, s), layers=L, heads=H, rank=r,
-                               value_dim=d, bits=b, seed=0)
-    col = find_collision(m_q)
-    pair = f"{col.answers[0]} vs {col.answers[1]}"
-    print(f"{q:>2} {s:>2} {L:>2} {H:>2} {r:>2} {d:>2} {b:>2} {sketch_bits(L, H, r, d, b):>5} "
-          f"{bits_needed(q, s):>5}  {pair:<38} {col.wrong_on}")
+    col = find_collision(QuantisedSketchModel(BlockConstruction(q, s), layers=L, heads=H,
+                                              rank=r, value_dim=d, bits=b, seed=0))
+    rows.append({"q": q, "s": s, "L": L, "H": H, "r": r, "d": d, "b": b,
+                 "bits": sketch_bits(L, H, r, d, b), "need": bits_needed(q, s),
+                 "answers of the colliding pair": f"{col.answers[0]} vs {col.answers[1]}",
+                 "wrong on": col.wrong_on})
+Table(rows)
 
 # %% [markdown]
 # ## Meeting the bound
@@ -301,25 +310,17 @@ for q, s, L, H, r, d, b in [(3, 1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1, 1), (5, 3,
 # %%
 
 
-class OneBitShort(TightEncoder):
-    """The tight code with its most significant bit dropped."""
-
-    @property
-    def length(self):
-        return bits_needed(self.construction.q, self.construction.s) - 1
-
-
-print(f"{'q':>2} {'s':>2} {'bits':>4} {'q log2(s+1)':>11} {'key tokens checked':>18} "
-      f"{'transcripts used':>16}  one bit short: colliding answers")
+rows = []
 for q, s in [(1, 1), (3, 1), (2, 2), (3, 2), (4, 2), (2, 5), (4, 3), (6, 2)]:
     c = BlockConstruction(q, s)
     enc = TightEncoder(c)
-    checked = verify_exhaustively(enc)
-    used = count_transcripts(enc, c.all_key_tokens())
-    short_col = find_collision(OneBitShort(c))
-    short_txt = f"{short_col.answers[0]} vs {short_col.answers[1]}"
-    print(f"{q:>2} {s:>2} {enc.length:>4} {q * math.log2(s + 1):>11.4f} {checked:>18} "
-          f"{used:>16}  {short_txt}")
+    short_col = find_collision(OneBitShortEncoder(c))
+    rows.append({"q": q, "s": s, "bits": enc.length, "q log2(s+1)": q * math.log2(s + 1),
+                 "key tokens checked": verify_exhaustively(enc),
+                 "transcripts used": count_transcripts(enc, c.all_key_tokens()),
+                 "one bit short: colliding answers":
+                     f"{short_col.answers[0]} vs {short_col.answers[1]}"})
+Table(rows, formats={"q log2(s+1)": ".4f"})
 
 # %% [markdown]
 # ## What it means for feature rank
@@ -330,14 +331,12 @@ for q, s in [(1, 1), (3, 1), (2, 2), (3, 2), (4, 2), (2, 5), (4, 3), (6, 2)]:
 # integers).
 
 # %%
-print(f"{'L':>3} {'H':>3} {'d':>4} {'b':>3} {'q':>9} {'s':>4} {'m':>10} {'bits needed':>12} "
-      f"{'smallest r':>10}")
-for L, H, d, b, q, s in [(1, 1, 1, 1, 3, 1), (1, 1, 1, 8, 64, 1), (1, 1, 16, 8, 1000, 1),
-                         (1, 4, 16, 8, 1000, 15), (2, 8, 64, 16, 10**5, 1),
-                         (12, 12, 64, 16, 10**6, 1), (12, 12, 64, 4, 10**6, 3),
-                         (32, 32, 128, 16, 10**7, 1)]:
-    print(f"{L:>3} {H:>3} {d:>4} {b:>3} {q:>9} {s:>4} {q * s + s + 1:>10} "
-          f"{bits_needed(q, s):>12} {smallest_feature_rank(L, H, d, b, q, s):>10}")
+Table([{"L": L, "H": H, "d": d, "b": b, "q": q, "s": s, "m": q * s + s + 1,
+        "bits needed": bits_needed(q, s), "smallest r": smallest_feature_rank(L, H, d, b, q, s)}
+       for L, H, d, b, q, s in [(1, 1, 1, 1, 3, 1), (1, 1, 1, 8, 64, 1), (1, 1, 16, 8, 1000, 1),
+                                (1, 4, 16, 8, 1000, 15), (2, 8, 64, 16, 10**5, 1),
+                                (12, 12, 64, 16, 10**6, 1), (12, 12, 64, 4, 10**6, 3),
+                                (32, 32, 128, 16, 10**7, 1)]])
 
 # %% [markdown]
 # The bits the query side must receive grow linearly in the number of blocks $q$ and only
@@ -363,11 +362,9 @@ fig.tight_layout()
 plt.show()
 
 # %%
-print(f"{'m':>4} {'best (q, s)':>12} {'bits needed':>12}")
-for m in (8, 16, 32, 64, 128):
-    best = max((bits_needed(q, s), q, s) for s in range(1, m) for q in range(1, m)
-                if q * s + s + 1 <= m)
-    print(f"{m:>4} {str(best[1:]):>12} {best[0]:>12}")
+best = {m: max((bits_needed(q, s), q, s) for s in range(1, m) for q in range(1, m)
+               if q * s + s + 1 <= m) for m in (8, 16, 32, 64, 128)}
+Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.items()])
 
 # %% [markdown]
 # ## What this does and does not say

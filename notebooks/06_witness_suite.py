@@ -30,9 +30,18 @@
 # The heads' maps are **lookup tables over the family's distinct tokens**: the theorem
 # quantifies over arbitrary maps, so tables are its strongest test (no inductive bias to
 # blame). All (rank, seed) heads of a rank group train as one batched tensor program
-# (`companion.train.train_batched`, stacked parameters, ranks padded with masked features).
+# (`companion.experiments.engine.train_batched`, stacked parameters, ranks padded with
+# masked features).
 # The book runs a **quick mode**; the full sweep (5 seeds, longer schedules) is one command
 # away, and its committed results feed the sandwich and the comparison with the paper.
+#
+# **Code for this chapter:** `companion.experiments.witness_suite` (the E1 family, the
+# configuration `E1Config`, the sweep, summaries and the live Lemma B check),
+# `companion.experiments.table_heads` (the stacked table heads), `companion.experiments.engine`
+# (batched training), `companion.experiments.store` (result files); from the theory,
+# `companion.witness` (the family and certificate of {prf:ref}`thm-exponential-rank`),
+# `companion.constructions` (exact heads), `companion.gap_domination`
+# ({prf:ref}`lem-gap-domination`) and `companion.tables`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -70,35 +79,35 @@ if importlib.util.find_spec("companion") is None:
     print("torch, restart it (Colab: Runtime > Restart session) and run this cell again.")
 
 # %%
-import json
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
+from IPython.display import display
 
-from companion.e1 import (
+from companion.attention import kernel_attention
+from companion.constructions import indicator_head, query_indicator_head, spread_query_head
+from companion.experiments.store import config_hash
+from companion.experiments.witness_suite import (
     E1_FULL,
     E1_QUICK,
-    check_e1_config,
     consistency_violations,
-    lemma_b_violations,
-    link_weight_ratios,
+    dense_init_statistics,
+    experiment_witness_24,
+    find_trained_model,
+    link_checks,
+    load_e1_results,
     run_e1_sweep,
     summarise_e1,
+    summary_table,
     train_e1_unit,
 )
 from companion.reproducibility import seed_everything
-from companion.sweeps import config_hash
-from companion.witness import (
-    experiment_witness_24,
-    indicator_head,
-    kernel_ratio_matrix,
-    max_error_exact,
-    query_indicator_head,
-    spread_query_head,
-    verify_certificate,
-)
+from companion.tables import Table
+from companion.witness import kernel_ratio_matrix, max_error_exact, verify_certificate
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 
@@ -145,11 +154,11 @@ print(f"r* = {r_star}")
 #   that max error is below $1/2$ (rounding then returns every target).
 
 # %%
-quick = check_e1_config(E1_QUICK)
-for key in ("ranks", "rank_groups", "seeds", "dense_seeds", "feature", "d", "lr", "steps",
-            "surrogate_steps", "surrogate_power"):
-    print(f"{key:>16}: {quick[key]}")
-print(f"{'config hash':>16}: {config_hash(quick)}")
+quick = E1_QUICK
+Table([(key, getattr(quick, key)) for key in ("ranks", "rank_groups", "seeds", "dense_seeds",
+                                               "feature", "d", "lr", "steps", "surrogate_steps",
+                                               "surrogate_power")]
+      + [("config hash", config_hash(quick))], columns=["setting", "value"])
 
 # %% [markdown]
 # ## The sweep (quick mode)
@@ -162,17 +171,7 @@ print(f"{'config hash':>16}: {config_hash(quick)}")
 # AVX-512 kernels round differently and training amplifies it); the asserts hold anywhere.
 sweep = run_e1_sweep(quick, keep_models=True)
 rows = summarise_e1(sweep)
-
-
-def print_table(rows):
-    print(f"{'r':>6} {'max error: median':>17} {'[min, max]':>16} {'within 1/2':>11} {'solved':>7}")
-    for row in rows:
-        print(f"{str(row['r']):>6} {row['median_max_error']:>17.3f} "
-              f"[{row['min_max_error']:6.3f}, {row['max_max_error']:6.3f}] "
-              f"{row['median_fraction_within_half']:>11.3f} {row['solved']:>4}/{row['seeds']}")
-
-
-print_table(rows)
+summary_table(rows)
 
 # %% [markdown]
 # ## Consistency check (this cell can fail)
@@ -184,8 +183,8 @@ print_table(rows)
 # NBVAL_IGNORE_OUTPUT: trained numbers differ in the 2nd decimal across CPUs (AVX2 vs
 # AVX-512 kernels round differently and training amplifies it); the asserts hold anywhere.
 violations = consistency_violations(sweep, r_star)
-trained_below = [r for r in quick["ranks"] if r < r_star]
-print(f"heads with r < r* = {r_star}: ranks {trained_below} x {len(quick['seeds'])} seeds")
+trained_below = [r for r in quick.ranks if r < r_star]
+print(f"heads with r < r* = {r_star}: ranks {trained_below} x {len(quick.seeds)} seeds")
 print("violations:", violations)
 assert not violations, "a head below the certified rank solved the family: bound or code is wrong"
 solved_ranks = sorted({row["r"] for row in rows if row["r"] != "dense" and row["solved"] > 0})
@@ -210,7 +209,7 @@ print(f"causal: query position {family_causal.query_position + 1} of 3, N = {len
       f"r* = {bound_causal.rank}")
 causal_records, _ = train_e1_unit(quick, family_causal, (16, 27, 28, 32))
 causal = {"units": {"causal": {"models": causal_records}}}
-print_table(summarise_e1(causal))
+display(summary_table(summarise_e1(causal), caption="causal form"))
 assert not consistency_violations(causal, bound_causal.rank)
 
 # %% [markdown]
@@ -227,30 +226,19 @@ assert not consistency_violations(causal, bound_causal.rank)
 # attention concentration for both, and the same schedule trained from std 1.
 
 # %%
-import torch  # noqa: E402
-
-from companion.heads import TableSoftmaxHeads  # noqa: E402
-
-ids = torch.as_tensor(family.token_ids)
-for std in (1.0, 0.2):
-    heads = TableSoftmaxHeads(quick["dense_seeds"], len(family.tokens), score_dim=24, qk_std=std)
-    with torch.no_grad():
-        la, _ = heads.pair_tables()
-        x = ids[:, 0]
-        logits = torch.stack([la[:, 0, x, ids[:, p]] for p in range(3)], dim=-1)
-        w = torch.softmax(logits, dim=-1)
-    print(f"init std {std}: logit std {logits.std().item():.2f}, mean largest weight "
-          f"{w.amax(-1).mean().item():.3f}, inputs with a weight > 0.99: "
-          f"{(w.amax(-1) > 0.99).float().mean().item():.3f}")
+Table([{"init std": std, **dense_init_statistics(family, quick.dense_seeds, std)}
+       for std in (1.0, 0.2)],
+      formats={"logit_std": ".2f", "mean_largest_weight": ".3f", "saturated_share": ".3f"})
 
 # %%
 # NBVAL_IGNORE_OUTPUT: trained numbers differ in the 2nd decimal across CPUs (AVX2 vs
 # AVX-512 kernels round differently and training amplifies it); the asserts hold anywhere.
-dense_std1, _ = train_e1_unit({**quick, "qk_std": 1.0}, family, None)
-dense_ok = [m for m in sweep["units"]["dense"]["models"]]
-print("\nseed  max error (std 1)  max error (std 0.2)")
-for a, b in zip(dense_std1, dense_ok):
-    print(f"{a['seed']:>4} {a['best_max_error']:>18.3f} {b['best_max_error']:>20.3f}")
+dense_std1, _ = train_e1_unit(replace(quick, qk_std=1.0), family, None)
+dense_ok = sweep["units"]["dense"]["models"]
+display(Table([{"seed": a["seed"], "max error (std 1)": a["best_max_error"],
+                "max error (std 0.2)": b["best_max_error"]}
+               for a, b in zip(dense_std1, dense_ok, strict=True)],
+              formats={"max error (std 1)": ".3f", "max error (std 0.2)": ".3f"}))
 assert all(m["best_max_error"] < 0.5 for m in dense_ok), "dense baseline failed a seed"
 
 # %% [markdown]
@@ -261,40 +249,35 @@ assert all(m["best_max_error"] < 0.5 for m in dense_ok), "dense baseline failed 
 # $g = \langle x, z'\rangle - \langle x, z\rangle$, then its total weights on the pure
 # sequences obey $D(x;z)/D(x;z') \ge c_{3,\varepsilon}(g) = (g - 2\varepsilon)/(2\varepsilon)$.
 # We convert trained heads to `KernelAttentionHead`s (float64; the package's reference
-# evaluator, cross-checked against the training forward pass), compute $D$ with the witness
-# module's `total_weights`, and for every link take $\varepsilon$ = the head's own max error on
-# that link's rows. The lemma must hold on every link where that $\varepsilon < 1/2$ — for
-# solving and failing heads alike; a failing head has links where $\varepsilon \ge 1/2$, and
+# evaluator, cross-checked against the training forward pass), compute $D$ with the one
+# `total_weights` of `companion.gap_domination`, and for every link take $\varepsilon$ = the
+# head's own max error on that link's rows. The lemma must hold on every link where that
+# $\varepsilon < 1/2$ — for solving and failing heads alike; a failing head has links where $\varepsilon \ge 1/2$, and
 # there nothing forces the ratio.
 
 # %%
 # NBVAL_IGNORE_OUTPUT: trained numbers differ in the 2nd decimal across CPUs (AVX2 vs
 # AVX-512 kernels round differently and training amplifies it); the asserts hold anywhere.
-def find(kind_rank, seed=0):
-    for key, model in sweep["models"].items():
-        for j, (r, s) in enumerate(zip(getattr(model, "ranks", [0] * model.num_models), model.seeds)):
-            if (key == "dense") == (kind_rank == "dense") and (kind_rank == "dense" or r == kind_rank) and s == seed:
-                return model, j
-    raise KeyError(kind_rank)
-
-
-r_fail = max(r for r in quick["ranks"] if r < r_star)
+r_fail = max(r for r in quick.ranks if r < r_star)
+ids = torch.as_tensor(family.token_ids)
 examples = {}
 for label, r in (("fails", r_fail), ("solves", r_train)):
-    model, j = find(r)
+    model, j = find_trained_model(sweep["models"], r, seed=0)
     head = model.to_kernel_head(j, family.tokens)
     with torch.no_grad():
         y_torch = model(ids)[j].double().numpy()
-    ratios = link_weight_ratios(head, family)
-    from companion.attention import kernel_attention  # noqa: E402
-
-    drift = np.abs(kernel_attention(head, family.sequences) - y_torch).max()
-    ok = ratios["eps"] < 0.5
-    examples[label] = (r, head, ratios)
-    print(f"r = {r:>2} (seed 0, {label}): max error {ratios['max_error']:.3f}; float64 vs training "
-          f"forward {'agree' if drift < 1e-3 else 'DISAGREE'}; links within eps < 1/2: "
-          f"{ok.sum()}/{len(ok)}; Lemma B violations: {lemma_b_violations(ratios)}")
-    assert lemma_b_violations(ratios) == 0, "a trained head breaks Lemma B: the evaluator is wrong"
+    y64 = kernel_attention(head, family.sequences)
+    checks = link_checks(head, family)  # Lemma B on every chain link, eps = the link's error
+    rat = {"gap": np.array([c.gap for c in checks]), "ratio": np.array([c.ratio for c in checks]),
+           "eps": np.array([c.eps for c in checks]),
+           "max_error": float(np.abs(y64 - family.targets).max())}
+    broken = sum(not c.holds for c in checks)
+    examples[label] = (r, head, rat)
+    print(f"r = {r:>2} (seed 0, {label}): max error {rat['max_error']:.3f}; float64 vs training "
+          f"forward {'agree' if np.abs(y64 - y_torch).max() < 1e-3 else 'DISAGREE'}; links "
+          f"within eps < 1/2: {(rat['eps'] < 0.5).sum()}/{len(checks)}; Lemma B violations: "
+          f"{broken}")
+    assert broken == 0, "a trained head breaks Lemma B: the evaluator is wrong"
 
 # %% [markdown]
 # Theorem E's proof goes one step further: for a head with error $< 1/2$ on the whole family,
@@ -361,12 +344,13 @@ plt.show()
 full_path = Path("..") / "results" / "e1_full.json"
 if not full_path.exists():
     full_path = Path("results") / "e1_full.json"
-full_cfg = check_e1_config(E1_FULL)
-full = json.loads(full_path.read_text())
+full_cfg = E1_FULL
+full = load_e1_results(full_path)
 print("configuration hash matches E1_FULL:", full["config_hash"] == config_hash(full_cfg))
-print(f"seeds {full_cfg['seeds']}, steps {full_cfg['steps']} + {full_cfg['surrogate_steps']} surrogate")
+print(f"seeds {list(full_cfg.seeds)}, steps {full_cfg.steps} + {full_cfg.surrogate_steps} "
+      "surrogate")
 full_rows = summarise_e1(full)
-print_table(full_rows)
+display(summary_table(full_rows, caption="full sweep (committed results)"))
 full_violations = consistency_violations(full, r_star)
 print("consistency check (no r < r* solves):", "passed" if not full_violations else full_violations)
 assert not full_violations
@@ -409,10 +393,9 @@ sandwich = [
     ("training: smallest rank solving a seed", r_full,
      f"full sweep: {full_by_r[r_full]['solved']}/{full_by_r[r_full]['seeds']} seeds"),
 ]
-for name, r, note in sandwich:
-    print(f"{name:<48} {r:>3}   {note}")
+display(Table(sandwich, columns=["", "r", "note"]))
 upper = min(spread.rank, query_ind.rank, key_ind.rank, r_full)
-print(f"\n=> {bound.sharpened_rank} <= r_min <= {upper}")
+print(f"=> {bound.sharpened_rank} <= r_min <= {upper}")
 assert bound.trace_rank <= bound.sharpened_rank <= upper
 
 # %%
@@ -447,7 +430,7 @@ plt.show()
 # The paper's numbers are printed beside ours; none of ours is tuned towards them.
 
 # %%
-below = [full_by_r[r] for r in full_cfg["ranks"] if r < 8]
+below = [full_by_r[r] for r in full_cfg.ranks if r < 8]
 paper_vs_ours = [
     ("family size (inputs)", "1,272", f"{len(family):,}",
      f"our S: {len(family.S)} Paley vectors, own link set"),
@@ -458,16 +441,14 @@ paper_vs_ours = [
     ("r = 32", "solved exactly", f"solved {full_by_r[32]['solved']}/{full_by_r[32]['seeds']} seeds",
      "max error < 1/2"),
     ("ranks that fail / solve", "r < 8 fail, r = 32 solves",
-     f"all r <= {max(r for r in full_cfg['ranks'] if r < min(full_solved))} fail; "
+     f"all r <= {max(r for r in full_cfg.ranks if r < min(full_solved))} fail; "
      f"r = {min(full_solved)} solves {full_by_r[min(full_solved)]['solved']}/"
      f"{full_by_r[min(full_solved)]['seeds']}", "grid {1,...,64} + {20,24,27,28}"),
     ("dense softmax", "exact on all seeds",
      f"solved {full_by_r['dense']['solved']}/{full_by_r['dense']['seeds']}, max error <= {full_by_r['dense']['max_max_error']:.3f}",
      "q, k init std 0.2"),
 ]
-print(f"{'quantity':<26} {'paper':<22} {'ours':<44} setting")
-for q, p, o, s in paper_vs_ours:
-    print(f"{q:<26} {p:<22} {o:<44} {s}")
+Table(paper_vs_ours, columns=["quantity", "paper", "ours", "setting"])
 
 # %% [markdown]
 # **Why the numbers differ.** The paper's witness is a different family (1,272 inputs,

@@ -27,6 +27,12 @@
 # moves from $r = 8$ to $16$ to $64$ as the problem grows, with dense softmax attention
 # exact on every seed. We report what our own runs show, including the protocols that did
 # not give a clean picture.
+#
+# **Code for this chapter:** `companion.experiments.ood_data` (pools, uniform and near-tie
+# sequences), `companion.experiments.mlp_heads` (the stacked MLP heads),
+# `companion.experiments.ood_scaling` (the configuration `E2Config`, the sweep, summaries and
+# the stored protocols), `companion.experiments.engine` (batched training) and
+# `companion.tables`. It tests the statistical side of {prf:ref}`thm-exponential-rank`.
 
 # %% tags=["hide-input", "remove-output"]
 # Install the companion where it is missing (Colab, a bare kernel); a no-op locally and on
@@ -65,8 +71,10 @@ if importlib.util.find_spec("companion") is None:
 
 # %%
 import numpy as np
+from IPython.display import display
 
 from companion.reproducibility import seed_everything
+from companion.tables import Table
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 
@@ -87,29 +95,25 @@ rng = seed_everything(0)  # seeds python, numpy and torch
 # uniform triples only).
 
 # %%
-from companion.ood import E2_QUICK, TEST_DISTRIBUTIONS, make_e2_data
+from companion.experiments.ood_data import TEST_DISTRIBUTIONS, is_near_tie, make_e2_data
+from companion.experiments.ood_scaling import E2_QUICK
 
 cfg = E2_QUICK
-print("quick-mode configuration:")
-for key in ("widths", "pool_sizes", "train_fraction", "n_train", "n_test", "near_tie_fraction",
-            "ranks", "seeds", "hidden", "value_dim", "feature", "encoding", "skip", "steps",
-            "lr", "threshold"):
-    print(f"  {key}: {cfg[key]}")
-
-print("\n  m  train pool  test pool  train seqs  near-tie share of uniform test seqs")
-for m, size in zip(cfg["widths"], cfg["pool_sizes"]):
-    data = make_e2_data(m, size, cfg["train_fraction"], cfg["n_train"], cfg["n_test"],
-                        cfg["near_tie_fraction"], cfg["data_seed"])
+display(Table([(key, getattr(cfg, key)) for key in (
+    "widths", "pool_sizes", "train_fraction", "n_train", "n_test", "near_tie_fraction", "ranks",
+    "seeds", "hidden", "value_dim", "feature", "encoding", "skip", "steps", "lr", "threshold")],
+    columns=["setting", "value"], caption="quick-mode configuration"))
+rows = []
+for m, size in zip(cfg.widths, cfg.pool_sizes, strict=True):
+    data = make_e2_data(m, size, cfg.train_fraction, cfg.n_train, cfg.n_test,
+                        cfg.near_tie_fraction, cfg.data_seed)
     train = {tuple(t) for t in data.train_pool}
     assert train.isdisjoint(tuple(t) for t in data.test_pool)  # the pools share no token
-    seqs = data.test_pool[data.test_idx["uniform"]]
-    gram = np.einsum("sim,sjm->sij", seqs, seqs)
-    tie = np.zeros(len(seqs), dtype=bool)
-    for i in range(3):
-        a, b = [j for j in range(3) if j != i]
-        tie |= np.abs(gram[:, i, a] - gram[:, i, b]) == 1
-    print(f"{m:3d}  {len(data.train_pool):10d}  {len(data.test_pool):9d}  "
-          f"{len(data.train_idx):10d}  {tie.mean():.3f}")
+    rows.append({"m": m, "train pool": len(data.train_pool), "test pool": len(data.test_pool),
+                 "train seqs": len(data.train_idx),
+                 "near-tie share of uniform test seqs":
+                     is_near_tie(data.test_pool[data.test_idx["uniform"]]).mean()})
+Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
 
 # %% [markdown]
 # ## The heads
@@ -133,7 +137,12 @@ for m, size in zip(cfg["widths"], cfg["pool_sizes"]):
 # NBVAL_IGNORE_OUTPUT
 # Training shows a tqdm progress bar (timings and refresh points differ on every run); the
 # results are printed, rounded, in the next cell.
-from companion.ood import run_e2_sweep, summarise_e2, transition_rank
+from companion.experiments.ood_scaling import (
+    accuracy_table,
+    run_e2_sweep,
+    summarise_e2,
+    transition_rank,
+)
 
 result = run_e2_sweep(E2_QUICK, progress=True)
 summary = summarise_e2(result)
@@ -141,47 +150,25 @@ summary = summarise_e2(result)
 # %%
 seeds = result["config"]["seeds"]
 for name in TEST_DISTRIBUTIONS:
-    print(f"test exact-sequence accuracy, {name} triples: median [min, max] over "
-          f"{len(seeds)} seeds")
-    print("     r  " + "  ".join(f"{'m = ' + str(m):>18}" for m in result["widths"]))
-    for i, r in enumerate(result["config"]["ranks"]):
-        cells = []
-        for e in result["widths"].values():
-            a = np.asarray(e["accuracy"][name][i])
-            cells.append(f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]")
-        print(f"{r:6d}  " + "  ".join(f"{c:>18}" for c in cells))
-    cells = []
-    for e in result["widths"].values():
-        a = np.asarray(e["dense"][name])
-        cells.append(f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]")
-    print(f"{'dense':>6}  " + "  ".join(f"{c:>18}" for c in cells))
-    print()
-
-print("train exact-sequence accuracy (median over seeds) — how much is fitting, how much "
-      "generalising")
-print("     r  " + "  ".join(f"{'m = ' + str(m):>8}" for m in result["widths"]))
-for i, r in enumerate(result["config"]["ranks"]):
-    print(f"{r:6d}  " + "  ".join(f"{row['median_train'][i]:8.2f}" for row in summary))
-print(f"{'dense':>6}  " + "  ".join(
-    f"{np.median(e['dense_train_accuracy']):8.2f}" for e in result["widths"].values()))
+    display(accuracy_table(result, name, caption=f"test exact-sequence accuracy, {name} "
+                           f"triples: median [min, max] over {len(seeds)} seeds"))
+accuracy_table(result, "train", caption="train exact-sequence accuracy (median over seeds): how "
+               "much is fitting, how much generalising")
 
 # %%
 thr = result["config"]["threshold"]
 print(f"transition r: first r whose median test accuracy reaches {thr} "
       "(None: no r up to 128 does)")
-for row in summary:
-    print(f"  m = {row['m']:2d}: uniform {row['transition_uniform']}, "
-          f"near-tie {row['transition_near_tie']}")
-print("\nthe same rule at other thresholds (uniform test triples), to show how much the "
-      "answer depends on the choice")
-for t in (0.7, 0.8, 0.9, 0.95):
-    print(f"  threshold {t:.2f}: " + ", ".join(
-        f"m={int(m)}: {transition_rank(e['ranks'], e['accuracy']['uniform'], t)}"
-        for m, e in result["widths"].items()))
-print("\ndense softmax test accuracy per seed")
-for m, e in result["widths"].items():
-    print(f"  m = {int(m):2d}: uniform " + ", ".join(f"{a:.3f}" for a in e["dense"]["uniform"])
-          + " | near-tie " + ", ".join(f"{a:.3f}" for a in e["dense"]["near_tie"]))
+display(Table([{"m": row["m"], "uniform": row["transition_uniform"],
+                "near-tie": row["transition_near_tie"]} for row in summary]))
+display(Table([{"threshold": t, **{f"m={m}": transition_rank(e["ranks"], e["accuracy"]["uniform"], t)
+                                   for m, e in result["widths"].items()}}
+               for t in (0.7, 0.8, 0.9, 0.95)], formats={"threshold": ".2f"},
+              caption="the same rule at other thresholds (uniform test triples), to show how "
+                      "much the answer depends on the choice"))
+Table([{"m": int(m), "uniform": ", ".join(f"{a:.3f}" for a in e["dense"]["uniform"]),
+        "near-tie": ", ".join(f"{a:.3f}" for a in e["dense"]["near_tie"])}
+       for m, e in result["widths"].items()], caption="dense softmax test accuracy per seed")
 
 # %%
 import matplotlib.pyplot as plt
@@ -236,12 +223,13 @@ plt.show()
 #
 # The quick mode above is one protocol among several. Each row below is a complete sweep
 # (three widths, ranks 1 to 128, three seeds, dense reference), registered in
-# `companion.ood.E2_PROTOCOLS` and stored under `results/e2_protocols/`; the table is read
-# from those files, so it shows the outcomes we did not keep as well as the one we did.
+# `companion.experiments.ood_scaling.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
+# the table is read from those files, so it shows the outcomes we did not keep as well as the
+# one we did.
 # Any row is regenerated (a few minutes on two cores) by
 #
 # ```
-# python -c "from companion.ood import E2_PROTOCOLS, run_e2_protocol as run; \
+# python -c "from companion.experiments.ood_scaling import E2_PROTOCOLS, run_e2_protocol as run; \
 #            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
 # ```
 #
@@ -266,23 +254,25 @@ plt.show()
 # %%
 from pathlib import Path
 
-from companion.ood import E2_PROTOCOLS, E2_QUICK, load_e2_protocols
+from companion.experiments.ood_scaling import E2_PROTOCOLS, load_e2_protocols
 
 stored = load_e2_protocols(Path("..") / "results" / "e2_protocols")
 print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "
-      f"transition at threshold {E2_QUICK['threshold']}; dense: worst seed (uniform)\n")
+      f"transition at threshold {E2_QUICK.threshold}; dense: worst seed (uniform)")
 for name, res in stored.items():
-    print(f"{name}: changes to E2_QUICK {E2_PROTOCOLS[name]}")
-    print("     m  acc r=1  best r (acc)  acc r=128  near-tie r=128  train r=128  transition"
-          "  dense min")
+    rows = []
     for row in summarise_e2(res):
         med = np.asarray(row["median_uniform"])
         best = int(np.argmax(med))
-        print(f"   {row['m']:3d}  {med[0]:7.2f}  {row['ranks'][best]:6d} ({med[best]:.2f})"
-              f"  {med[-1]:9.2f}  {row['median_near_tie'][-1]:14.2f}"
-              f"  {row['median_train'][-1]:11.2f}  "
-              f"{str(row['transition_uniform']):>10}  {row['dense_min_uniform']:9.2f}")
-    print()
+        rows.append({"m": row["m"], "acc r=1": med[0],
+                     "best r (acc)": f"{row['ranks'][best]} ({med[best]:.2f})",
+                     "acc r=128": med[-1], "near-tie r=128": row["median_near_tie"][-1],
+                     "train r=128": row["median_train"][-1],
+                     "transition": row["transition_uniform"],
+                     "dense min": row["dense_min_uniform"]})
+    display(Table(rows, caption=f"{name}: changes to E2_QUICK {E2_PROTOCOLS[name]}",
+                  formats={k: ".2f" for k in ("acc r=1", "acc r=128", "near-tie r=128",
+                                              "train r=128", "dense min")}))
 
 # %%
 fig, axes = plt.subplots(1, len(stored), figsize=(3.2 * len(stored), 3.4), sharey=True)
@@ -330,11 +320,8 @@ setting = {
     "transition r as the problem grows": "problem sizes: our widths m; the paper's sizes unknown",
     "dense softmax": "same MLP maps, scores in R^m, same training",
 }
-for key in paper:
-    print(key)
-    print(f"  paper:   {paper[key]}")
-    print(f"  ours:    {ours[key]}")
-    print(f"  setting: {setting[key]}")
+Table([{"": key, "paper": paper[key], "ours": ours[key], "setting": setting[key]}
+       for key in paper])
 
 # %% [markdown]
 # ### Why the two pictures may differ
