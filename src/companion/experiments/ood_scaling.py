@@ -33,7 +33,7 @@ from ..tables import Table
 from .engine import ModelStack, train_batched
 from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
 from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
-from .store import ResultStore, config_dict
+from .store import FrozenConfig, ResultStore, config_dict
 
 
 def _tuple(value):
@@ -42,7 +42,7 @@ def _tuple(value):
 
 
 @dataclass(frozen=True)
-class E2Config:
+class E2Config(FrozenConfig):
     """One E2 sweep. Defaults are the book's quick mode (protocol H of :data:`E2_PROTOCOLS`:
     three widths, r = 1..128, 3 seeds, sized for <= 3 min on 2 cores; the threshold 0.9 was
     fixed before any sweep was run). Validated and normalised on construction."""
@@ -69,9 +69,7 @@ class E2Config:
     data_seed: int = 0
 
     def __post_init__(self):
-        def put(name, value):
-            object.__setattr__(self, name, value)
-
+        put = self._put
         for name in ("widths", "pool_sizes", "ranks", "seeds", "hidden"):
             if isinstance(getattr(self, name), (str, bytes)):
                 raise TypeError(f"{name} must be a sequence of ints, got a string")
@@ -94,9 +92,7 @@ class E2Config:
         put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
                                           low_open=True, high_open=True))
         put("near_tie_fraction", check_float(self.near_tie_fraction, "near_tie_fraction", 0, 1))
-        put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
-        put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction", 0, 1,
-                                             low_open=True))
+        self._check_schedule()
         put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
         check_choice(self.feature, "feature", FEATURES)
         check_choice(self.encoding, "encoding", ENCODINGS)

@@ -19,12 +19,29 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["config_dict", "config_hash", "atomic_write_json", "ResultStore", "canonical_json"]
+from ..checks import check_float
+
+__all__ = ["FrozenConfig", "config_dict", "config_hash", "atomic_write_json", "ResultStore",
+           "canonical_json"]
 
 
 def canonical_json(obj) -> str:
     """Deterministic JSON text (sorted keys, no whitespace) used for hashing."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class FrozenConfig:
+    """Base of the experiments' frozen configuration dataclasses (E1Config, E2Config): their
+    ``__post_init__`` validates every field and stores it in canonical form with `_put`."""
+
+    def _put(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
+
+    def _check_schedule(self) -> None:
+        """The Adam schedule both experiments share: lr in (0, 10], final fraction in (0, 1]."""
+        self._put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
+        self._put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction",
+                                                   0, 1, low_open=True))
 
 
 def _as_lists(value):

@@ -42,7 +42,7 @@ from ..rank_bounds import RankLowerBound, certified_rank_bound
 from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
 from .engine import train_batched
-from .store import ResultStore
+from .store import FrozenConfig, ResultStore
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
 
 # --------------------------------------------------------------------------- the E1 family
@@ -95,7 +95,7 @@ FAMILIES = ("experiment_witness_24",)
 
 
 @dataclass(frozen=True)
-class E1Config:
+class E1Config(FrozenConfig):
     """One E1 sweep; the defaults are the full size (CLI ``python -m companion e1 --full``):
     11 ranks x 5 seeds, dense x 5 seeds. Validated and normalised on construction: ranks
     sorted and distinct, rank_groups None -> :func:`group_ranks`, floats as floats."""
@@ -118,9 +118,7 @@ class E1Config:
     surrogate_power: int = 16
 
     def __post_init__(self):
-        def put(name, value):
-            object.__setattr__(self, name, value)
-
+        put = self._put
         if self.family not in FAMILIES and not str(self.family).startswith("custom:"):
             raise ValueError(
                 f"family must be one of {FAMILIES} (or 'custom:<digest>'), got {self.family!r}")
@@ -141,9 +139,7 @@ class E1Config:
         put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
         for name in ("phi_std", "qk_std"):
             put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
-        put("lr", check_float(self.lr, "lr", 0.0, 10.0, low_open=True))
-        put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction", 0.0,
-                                             1.0, low_open=True))
+        self._check_schedule()
 
 
 #: Full size (the defaults).
