@@ -101,6 +101,19 @@ def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return (predictions - targets).abs().amax(dim=-1)
 
 
+def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
+    """x ** power for an int power >= 1 by repeated squaring: torch's pow with a general
+    exponent runs ~8x slower than these few multiplications (same value up to rounding)."""
+    result = None
+    while power:
+        if power & 1:
+            result = x if result is None else result * x
+        power >>= 1
+        if power:
+            x = x * x
+    return result
+
+
 def _num_inputs(inputs) -> int:
     if isinstance(inputs, torch.Tensor):
         return int(inputs.shape[0])
@@ -266,17 +279,43 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     best_step = torch.full((num_models,), -1, dtype=torch.long, device=device)
     best_params = [p.detach().clone() for p in params]
 
+    # which rows of the stacked output each parameter's leading slices belong to
+    spans = [(int(index[id(p)][0]), int(index[id(p)].numel())) for p in params]
+    on_cpu = device.type == "cpu"
+
     def record(pred: torch.Tensor, step: int) -> None:
         err = (pred.detach() - tgt_full).abs()
         mx = err.amax(dim=-1)
         better = mx < best_err
-        if bool(better.any()):
+        if not on_cpu:  # masked copies: no host synchronisation on an accelerator
             best_err.copy_(torch.where(better, mx, best_err))
             best_frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), best_frac))
             best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
             for p, bp in zip(params, best_params):
                 sel = better[index[id(p)]].view(-1, *([1] * (p.ndim - 1)))
                 bp.copy_(torch.where(sel, p.detach(), bp))
+            return
+        # on the CPU, copy only the improved models' slices: no pass over every parameter
+        improved = better.nonzero().squeeze(1)
+        if improved.numel() == 0:
+            return
+        best_err.index_copy_(0, improved, mx.index_select(0, improved).to(best_err.dtype))
+        frac = (err.index_select(0, improved) < 0.5).float().mean(-1)
+        best_frac.index_copy_(0, improved, frac.to(best_frac.dtype))
+        best_step.index_fill_(0, improved, step)
+        if improved.numel() == num_models:
+            torch._foreach_copy_(best_params, [p.detach() for p in params])
+            return
+        local_of = {}  # the parameters of one stacked module share their span of models
+        for p, bp, span in zip(params, best_params, spans):
+            if span not in local_of:
+                offset, size = span
+                local_of[span] = better[offset:offset + size].nonzero().squeeze(1)
+            local = local_of[span]
+            if local.numel() == span[1]:
+                bp.copy_(p.detach())
+            elif local.numel():
+                bp.index_copy_(0, local, p.detach().index_select(0, local))
 
     total = steps + surrogate_steps
     stride = max(1, total // HISTORY_POINTS)
@@ -308,7 +347,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             # smooth L_p norm of the errors, scaled by the (detached) max for stability
             a = err.abs()
             scale = a.detach().amax(dim=-1, keepdim=True).clamp_min(1e-12)
-            per_model = scale[:, 0] * ((a / scale) ** surrogate_power).mean(-1) ** (
+            per_model = scale[:, 0] * _int_power(a / scale, surrogate_power).mean(-1) ** (
                 1.0 / surrogate_power
             )
         else:

@@ -3,7 +3,9 @@
 :class:`MLPKernelHeads` holds M independent NKA heads (every parameter has a leading model
 dimension; feature ranks padded to the stack's largest and masked), :class:`MLPSoftmaxHeads`
 M dense softmax heads with scores in R^m. Because the maps are functions of the bits, a
-trained head can be evaluated on tokens it never saw. Inputs come from
+trained head can be evaluated on tokens it never saw. Both compute their maps once per pool
+token and evaluate the head only at the (query, key) pool pairs the rows use
+(:mod:`companion.experiments.pair_readout`). Inputs come from
 :func:`companion.experiments.ood_data.pool_inputs`. In this module ``m`` is always the token
 width; the number of stacked models is ``M`` (or ``num_models``).
 """
@@ -17,6 +19,14 @@ import numpy as np
 import torch
 
 from ..checks import check_bool, check_choice, check_int_sequence, check_positive_int
+from .pair_readout import (
+    make_pair_plan,
+    pair_readout,
+    pair_values,
+    rank_blocks,
+    ranked_pair_values,
+    shifted_exp,
+)
 
 FEATURES = ("exp", "softplus")
 ENCODINGS = ("01", "pm1")
@@ -86,22 +96,26 @@ def _init_options(module, m, encoding, skip, out_width, readout="learned"):
                    if skip and module.hidden else None)
 
 
-def _pairs(matrix, rows):
-    """Gather matrix[:, query, key_j] for every row (query, key_0, key_1, key_2): (M, N, 3)."""
-    size = matrix.shape[-1]
-    flat = (rows[:, :1] * size + rows[:, 1:]).reshape(-1)
-    return matrix.reshape(matrix.shape[0], -1).index_select(1, flat).view(
-        matrix.shape[0], rows.shape[0], 3)
-
-
-def _scores(module, bits, a, v, b, rows):
-    """Per-token scores f(x, x_p) (M, N, 3) and readout bias b(x) (M, N). Learned readout:
-    f = <a(x), v(z)>. Overlap readout (the constructions' form, nothing learned): v(z) = z,
-    a(x) = x, b = 0, so f(x, z) = <x, z> and the head must only learn where to attend."""
+def _readout(module, rows, bits, left, right, a, v, b, mode, blocks=None):
+    """y = sum_p w_p f_p / sum_p w_p + b(x) with w from <left(x), right(z)> and the scores
+    f(x, z) at the pool pairs the rows use (:mod:`companion.experiments.pair_readout`).
+    Learned readout: f = <a(x), v(z)>. Overlap readout (the constructions' form, nothing
+    learned): v(z) = z, a(x) = x, b = 0, so f(x, z) = <x, z> and the head must only learn
+    where to attend."""
+    size = left.shape[1]
+    cached = module.__dict__.get("_plan_cache")  # one plan per rows tensor (a training set)
+    if cached is not None and cached[0] is rows and cached[1:3] == (rows._version, size):
+        plan = cached[3]
+    else:
+        plan = make_pair_plan(rows[:, :1] * size + rows[:, 1:], size, size, bias_idx=rows[:, 0])
+        module.__dict__["_plan_cache"] = (rows, rows._version, size, plan)
+    values = (pair_values(left, right, plan) if blocks is None
+              else ranked_pair_values(left, right, plan, blocks))
     if module.readout == "overlap":
-        f = _pairs((bits @ bits.T).unsqueeze(0), rows).expand(a.shape[0], -1, -1)
-        return f, torch.zeros_like(f[..., 0])
-    return _pairs(torch.bmm(a, v.transpose(1, 2)), rows), b[:, rows[:, 0]]
+        scores, bias = pair_values(bits.unsqueeze(0), bits.unsqueeze(0), plan), None
+    else:
+        scores, bias = pair_values(a, v, plan), b
+    return pair_readout(values, scores, bias, plan, mode)
 
 
 class MLPKernelHeads(torch.nn.Module):
@@ -149,15 +163,19 @@ class MLPKernelHeads(torch.nn.Module):
         """Per-token maps (M, P, ·): phi_Q, phi_K (nonnegative, masked), v, a, b."""
         out = _trunk(self, bits)
         r, d = self.r_max, self.value_dim
-        pq, pk = out[..., :r], out[..., r:2 * r]
-        v, a, b = out[..., 2 * r:2 * r + d], out[..., 2 * r + d:2 * r + 2 * d], out[..., -1]
+        # split, not slices: a slice's backward zero-fills the whole output once per slice
+        pq, pk, v, a, b = out.split([r, r, d, d, 1], dim=-1)
+        b = b.squeeze(-1)
         mask = self.mask.unsqueeze(1)
         if self.feature == "exp":
-            pq = pq.masked_fill(~mask, float("-inf"))
-            pk = pk.masked_fill(~mask, float("-inf"))
-            # per-query and per-model constant shifts: they cancel in the normalised head
-            phi_q = torch.exp(pq - pq.amax(dim=-1, keepdim=True).detach())
-            phi_k = torch.exp(pk - pk.amax(dim=(-2, -1), keepdim=True).detach())
+            # per-query and per-model constant shifts (max over the model's own columns): they
+            # cancel in the normalised head
+            own = mask.to(pq.dtype)
+            off = torch.zeros_like(own).masked_fill_(~mask, float("-inf"))  # (M, 1, R)
+            q_shift = (pq.detach() + off).amax(-1, keepdim=True)
+            k_shift = (pk.detach() + off).amax((-2, -1), keepdim=True)
+            phi_q = shifted_exp(pq, q_shift, own)
+            phi_k = shifted_exp(pk, k_shift, own)
         else:
             phi_q = torch.nn.functional.softplus(pq) * mask
             phi_k = torch.nn.functional.softplus(pk) * mask
@@ -166,12 +184,8 @@ class MLPKernelHeads(torch.nn.Module):
     def forward(self, inputs):
         rows, pool = inputs
         phi_q, phi_k, v, a, b = self.token_maps(pool.bits)
-        # all (query, key) pairs of the pool at once (dense GEMMs), then gather the pairs
-        # the rows need: far cheaper than gathering r-vectors per row
-        kernel = torch.bmm(phi_q, phi_k.transpose(1, 2))  # (M, P, P)
-        alpha = _pairs(kernel, rows)  # (M, N, 3)
-        f, bias = _scores(self, pool.bits, a, v, b, rows)
-        return (alpha * f).sum(-1) / alpha.sum(-1).clamp_min(1e-30) + bias
+        return _readout(self, rows, pool.bits, phi_q, phi_k, a, v, b, "kernel",
+                        rank_blocks(self.ranks))
 
 class MLPSoftmaxHeads(torch.nn.Module):
     """M stacked dense softmax heads: alpha(x, z) = exp(<q(x), k(z)>) with q, k in R^m,
@@ -200,8 +214,5 @@ class MLPSoftmaxHeads(torch.nn.Module):
         rows, pool = inputs
         out = _trunk(self, pool.bits)
         m, d = self.m, self.value_dim
-        q, k = out[..., :m], out[..., m:2 * m]
-        v, a, b = out[..., 2 * m:2 * m + d], out[..., 2 * m + d:2 * m + 2 * d], out[..., -1]
-        w = torch.softmax(_pairs(torch.bmm(q, k.transpose(1, 2)), rows), dim=-1)
-        f, bias = _scores(self, pool.bits, a, v, b, rows)
-        return (w * f).sum(-1) + bias
+        q, k, v, a, b = out.split([m, m, d, d, 1], dim=-1)
+        return _readout(self, rows, pool.bits, q, k, a, v, b.squeeze(-1), "logits")

@@ -11,11 +11,13 @@ parameterises every map as a lookup table over the family's T distinct tokens:
   q, k tables in R^score_dim (the paper's m-dimensional scores).
 
 Inputs are ``token_ids`` (N, n) int64: the sequence's tokens as indices into the family's
-token list. Both classes evaluate the head on every *pair* (query token, key token) once —
-alpha_p(x, z) and f_p(x, z) = <a(x), v_p(z)> as (M, P, T, T) tables — and then gather the
-pairs each sequence uses, which is exact and much cheaper than per-sequence features when
-N·n exceeds T² / R. Weights are normalised in log space (max-shifted), so ``exp`` features
-cannot overflow. Every model is initialised from its own seed, independently of the others
+token list. Both classes evaluate the head once per distinct (query token, position, key
+token) triple the inputs use — alpha_p(x, z) and f_p(x, z) = <a(x), v_p(z)> — and read them
+per sequence (:mod:`companion.experiments.pair_readout`: on the witness family 1,636 triples
+instead of all 13,068, and only the 28 query tokens), which is exact and much cheaper than
+per-sequence features. :meth:`pair_tables` still gives the full (M, P, T, T) tables for
+inspection. Weights are normalised in log space (max-shifted), so ``exp`` features cannot
+overflow. Every model is initialised from its own seed, independently of the others
 and of the padding, so a model computes the same maths alone or in any stack (in floats:
 equal up to rounding, see :mod:`companion.experiments.engine`).
 
@@ -32,6 +34,14 @@ import torch
 
 from ..attention import KernelAttentionHead
 from ..checks import check_bool, check_choice, check_int, check_int_sequence
+from .pair_readout import (
+    make_pair_plan,
+    pair_readout,
+    pair_values,
+    rank_blocks,
+    ranked_pair_values,
+    shifted_exp,
+)
 
 __all__ = ["TableKernelHeads", "TableSoftmaxHeads", "group_ranks", "FEATURES"]
 
@@ -85,21 +95,33 @@ class _TableHeads(torch.nn.Module):
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         ids = self._check_ids(token_ids)
+        queries, plan = self._plan_for(ids)
+        num_models, pt = self.num_models, self.num_positions * self.num_tokens
+        values, shift = self._pair_weights(queries, plan)
+        scores = pair_values(self.a.index_select(1, queries), self.v.reshape(num_models, pt, -1),
+                             plan)
+        return pair_readout(values, scores, self.b, plan, self._mode, shift)
+
+    def _plan_for(self, ids: torch.Tensor):
+        """(used query tokens, PairPlan) of these inputs, built once per input tensor: the
+        heads are evaluated only at the (query, position, key) triples the inputs use."""
+        cached = self.__dict__.get("_plan_cache")
+        if cached is not None and cached[0] is ids and cached[1] == ids._version:
+            return cached[2]
         n, t = self.length, self.num_tokens
         x = ids[:, self.query_position]
+        queries, x_rank = torch.unique(x, sorted=True, return_inverse=True)
         pos = (
             torch.arange(n, device=ids.device)
             if self.positional
             else torch.zeros(n, dtype=torch.long, device=ids.device)
         )
-        # flat index of (query x, position p, key z) in the query-major (M, T, P, T) tables
-        flat = (x[:, None] * (self.num_positions * t) + pos[None, :] * t + ids).reshape(-1)
-        la = self.gathered_log_alpha(flat).view(-1, len(ids), n)
-        num_models = la.shape[0]
-        sc = self._scores_x().reshape(num_models, -1).index_select(1, flat).view(num_models, -1, n)
-        # normalise over the n positions by hand: torch.softmax is slow on a last dim of 3
-        w = torch.exp(la - la.detach().amax(-1, keepdim=True))
-        return (w * sc).sum(-1) / w.sum(-1) + self.b.index_select(1, x)
+        pt = self.num_positions * t
+        # (query, position p, key z) as (row, column) of a (Q, P*T) table of the used queries
+        flat = x_rank[:, None] * pt + pos[None, :] * t + ids
+        plan = make_pair_plan(flat, len(queries), pt, bias_idx=x, shift_period=pt)
+        self.__dict__["_plan_cache"] = (ids, ids._version, (queries, plan))
+        return queries, plan
 
     def gathered_log_alpha(self, flat: torch.Tensor) -> torch.Tensor:
         """log alpha at flat query-major (query, position, key) indices: (M, len(flat))."""
@@ -169,6 +191,7 @@ class TableKernelHeads(_TableHeads):
         self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
         mask = torch.arange(r)[None, :] < torch.tensor(self.ranks)[:, None]
         self.register_buffer("mask", mask)
+        self._blocks = rank_blocks(self.ranks)  # runs of equal rank (see ranked_pair_values)
         # additive mask: 0 on a model's own columns, -inf on its padding (exp(-inf) = 0)
         mask_add = torch.zeros(M, r, dtype=dtype).masked_fill(~mask, -math.inf)
         self.register_buffer("mask_add", mask_add)
@@ -184,6 +207,27 @@ class TableKernelHeads(_TableHeads):
 
     def _masked_raw(self):
         return self.q + self.mask_add[:, None, :], self.k + self.mask_add[:, None, None, :]
+
+    _mode = "log_kernel"
+
+    def _pair_weights(self, queries, plan):
+        """Kernel values (M, U) at the plan's pairs and their log-shift (M, U) or None."""
+        num_models, pt = self.num_models, self.num_positions * self.num_tokens
+        if self.feature == "exp":
+            q = self.q.index_select(1, queries)
+            # max over the model's own columns; cancels per query (q), shifts log alpha (k)
+            q_shift = (q.detach() + self.mask_add[:, None, :]).amax(-1, keepdim=True)
+            k_shift = (self.k.detach() + self.mask_add[:, None, None, :]).amax(-1)
+            mask = self.mask.to(q.dtype)
+            phi_q = shifted_exp(q, q_shift, mask[:, None, :])
+            phi_k = shifted_exp(self.k, k_shift.unsqueeze(-1), mask[:, None, None, :])
+            values = ranked_pair_values(phi_q, phi_k.reshape(num_models, pt, -1), plan,
+                                        self._blocks)
+            return values, k_shift.reshape(num_models, pt).index_select(1, plan.shift_idx)
+        phi_q, phi_k = self.features()
+        phi_q = phi_q.index_select(1, queries)
+        return ranked_pair_values(phi_q, phi_k.reshape(num_models, pt, -1), plan,
+                                  self._blocks), None
 
     def _kernel(self):
         """kern (M, T, P, T) query-major and log-shift (M, P, T) with alpha = kern * exp(shift),
@@ -281,8 +325,14 @@ class TableSoftmaxHeads(_TableHeads):
         self.k = torch.nn.Parameter(k)
         self._values_tables(gens, value_std, 1.0 / math.sqrt(d))
 
+    _mode = "logits"
+
     def _log_alpha_x(self):
         return _pair_matmul(self.q, self.k)
+
+    def _pair_weights(self, queries, plan):
+        k = self.k.reshape(self.num_models, self.num_positions * self.num_tokens, -1)
+        return pair_values(self.q.index_select(1, queries), k, plan), None
 
 
 def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
