@@ -1,12 +1,15 @@
 """Command line: regenerate the experiments' full-size sweeps.
 
-    python -m companion e1 [--full|--quick] [--out results/e1_full.json] [--device cpu|cuda]
-    python -m companion e2 [--full|--quick] [--out results/e2_full.json] [--device cpu|cuda]
+    python -m companion e1|e2 [--full|--quick|--smoke] [--out results/e1_full.json]
+                              [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda]
 
-Results are written atomically as JSON beside a hash of the configuration. E1 stores every
-finished unit (rank group × seeds, or the dense baseline) as it finishes, so rerunning the same
-command after an interruption resumes without redoing finished units (``--restart`` starts
-over). Shows a tqdm progress bar on stderr.
+Results are written atomically as JSON beside a hash of the configuration. Every finished unit
+(E1: rank group x seed block, or the dense baseline; E2: one width) is stored as it finishes,
+so rerunning the same command after an interruption resumes without redoing finished units
+(``--restart`` starts over). ``--scheduler`` sends the units as tasks to a Dask cluster
+(``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
+this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
+Shows a tqdm progress bar on stderr.
 
 Serves chapters 6 and 7: the full-size runs behind their committed results.
 """
@@ -37,7 +40,21 @@ def _parser() -> argparse.ArgumentParser:
             const="quick",
             help="the book's quick mode",
         )
+        mode.add_argument(
+            "--smoke",
+            dest="mode",
+            action="store_const",
+            const="smoke",
+            help="a tiny configuration (seconds): checks an installation or a cluster",
+        )
         s.set_defaults(mode="full")
+        s.add_argument(
+            "--scheduler",
+            default=None,
+            metavar="local:N|ADDRESS",
+            help="run the units as Dask tasks: local:N starts N worker processes here, "
+            "tcp://HOST:PORT connects to a running dask scheduler (default: in this process)",
+        )
         s.add_argument(
             "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
         )
@@ -72,46 +89,57 @@ def _device(name: str) -> str:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    from .experiments.scheduler import DaskMissingError, parse_scheduler
     from .reproducibility import seed_everything
 
     if args.threads < 1:
         raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    try:
+        parse_scheduler(args.scheduler)
+    except ValueError as exc:
+        print(f"python -m companion: error: --scheduler: {exc}", file=sys.stderr)
+        return 2
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
     out = args.out or f"results/{args.experiment}_{args.mode}.json"
-    if args.experiment == "e1":
-        from .experiments.witness_suite import E1_FULL, E1_QUICK, run_e1_sweep, summarise_e1
-
-        config = E1_FULL if args.mode == "full" else E1_QUICK
-        res = run_e1_sweep(
-            config, device=device, progress=args.progress, out=out, restart=args.restart
-        )
-        for row in summarise_e1(res):
-            print(
-                f"r={row['r']}: max error median {row['median_max_error']:.3f} "
-                f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
-                f"solved {row['solved']}/{row['seeds']}"
-            )
-    else:
-        try:
-            from .experiments.ood_scaling import E2_FULL, E2_QUICK, run_e2_sweep
-        except ImportError as exc:
-            print(
-                "e2 is not available: companion.experiments.ood_scaling.run_e2_sweep could not "
-                f"be imported ({exc})",
-                file=sys.stderr,
-            )
-            return 2
-        from .experiments.store import ResultStore
-
-        config = E2_FULL if args.mode == "full" else E2_QUICK
-        store = ResultStore(out, config, restart=args.restart)
-        if store.done("sweep"):
-            print(f"{out} already holds the finished sweep for this configuration")
-        else:
-            store.put("sweep", run_e2_sweep(config, device=device, progress=args.progress))
+    try:
+        (_run_e1 if args.experiment == "e1" else _run_e2)(args, device, out)
+    except DaskMissingError as exc:
+        print(f"python -m companion: error: {exc}", file=sys.stderr)
+        return 2
     print(f"results: {out}")
     return 0
+
+
+def _run_e1(args, device: str, out: str) -> None:
+    from .experiments.witness_suite import (
+        E1_FULL,
+        E1_QUICK,
+        E1_SMOKE,
+        run_e1_sweep,
+        summarise_e1,
+    )
+
+    config = {"full": E1_FULL, "quick": E1_QUICK, "smoke": E1_SMOKE}[args.mode]
+    res = run_e1_sweep(config, device=device, progress=args.progress, out=out,
+                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
+    for row in summarise_e1(res):
+        print(
+            f"r={row['r']}: max error median {row['median_max_error']:.3f} "
+            f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
+            f"solved {row['solved']}/{row['seeds']}"
+        )
+
+
+def _run_e2(args, device: str, out: str) -> None:
+    from .experiments.ood_scaling import E2_FULL, E2_QUICK, E2_SMOKE, run_e2_sweep
+
+    config = {"full": E2_FULL, "quick": E2_QUICK, "smoke": E2_SMOKE}[args.mode]
+    res = run_e2_sweep(config, device=device, progress=args.progress, out=out,
+                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
+    for m, width in res["widths"].items():
+        print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
+              f"{width['transition_r']}")
 
 
 if __name__ == "__main__":

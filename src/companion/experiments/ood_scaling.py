@@ -33,7 +33,8 @@ from ..tables import Table
 from .engine import ModelStack, train_batched
 from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
 from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
-from .store import FrozenConfig, ResultStore, config_dict
+from .scheduler import Unit, run_units
+from .store import FrozenConfig, ResultStore
 
 
 def _tuple(value):
@@ -109,6 +110,12 @@ E2_FULL = dataclasses.replace(E2_QUICK, widths=(8, 12, 16), pool_sizes=(256, 102
                               n_train=8000, n_test=2000, hidden=(64,), seeds=(0, 1, 2, 3, 4),
                               steps=3000)
 
+#: Installation / cluster check (CLI ``--smoke``, the tests): two small widths (two units),
+#: three ranks in two groups, two seeds, short training; seconds on one core.
+E2_SMOKE = dataclasses.replace(E2_QUICK, widths=(6, 8), pool_sizes=(40, 48), n_train=200,
+                               n_test=100, ranks=(1, 4, 16), rank_groups=((1, 4), (16,)),
+                               seeds=(0, 1), hidden=(8,), steps=60)
+
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -163,57 +170,81 @@ def build_e2_models(m: int, cfg: E2Config):
     return ModelStack(parts), keys
 
 
-def run_e2_sweep(config: E2Config, device="cpu", progress=False) -> dict:
-    """Train, for each width, every (rank, seed) NKA head and every dense head as one tensor
-    program; return a JSON-serialisable dict with test exact-sequence accuracies per test
-    distribution, train accuracies, transition ranks and dense accuracies per seed."""
-    cfg = check_instance(config, "config", E2Config)
+def e2_width_result(cfg: E2Config, m: int, pool_size: int, device="cpu") -> dict:
+    """One E2 unit: train every (rank, seed) NKA head and every dense head of width m as one
+    tensor program and evaluate them on the unseen tokens. A pure function of its arguments
+    (data and models are seeded by the configuration), so it may run anywhere."""
     seeds, ranks = list(cfg.seeds), list(cfg.ranks)
-    out = {"config": config_dict(cfg), "widths": {}}
-    bar = None
-    if progress:  # one bar over the widths (a per-step bar would flood notebook output)
-        from tqdm import tqdm
+    data = make_e2_data(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
+                        cfg.near_tie_fraction, cfg.data_seed)
+    train_in = pool_inputs(data.train_pool, data.train_idx, device)
+    y_train = data.train_targets()
+    targets = torch.as_tensor(y_train.reshape(-1), dtype=torch.float32, device=device)
+    model, keys = build_e2_models(m, cfg)
+    res = train_batched(model, train_in, targets, steps=cfg.steps, lr=cfg.lr,
+                        final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
+                        device=device, progress=False)
+    model = res.model
+    with torch.no_grad():
+        tr = exact_sequence_accuracy(model(train_in), y_train)
+        te = {name: exact_sequence_accuracy(
+                  model(pool_inputs(data.test_pool, data.test_idx[name], device)),
+                  data.test_targets(name)) for name in TEST_DISTRIBUTIONS}
+    row = {key: i for i, key in enumerate(keys)}
 
-        bar = tqdm(total=len(cfg.widths), desc="E2 sweep (widths)")
-    for m, pool_size in zip(cfg.widths, cfg.pool_sizes, strict=True):
-        data = make_e2_data(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
-                            cfg.near_tie_fraction, cfg.data_seed)
-        train_in = pool_inputs(data.train_pool, data.train_idx, device)
-        y_train = data.train_targets()
-        targets = torch.as_tensor(y_train.reshape(-1), dtype=torch.float32, device=device)
-        model, keys = build_e2_models(m, cfg)
-        res = train_batched(model, train_in, targets, steps=cfg.steps, lr=cfg.lr,
-                            final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
-                            device=device, progress=False)
-        model = res.model
-        with torch.no_grad():
-            tr = exact_sequence_accuracy(model(train_in), y_train)
-            te = {name: exact_sequence_accuracy(
-                      model(pool_inputs(data.test_pool, data.test_idx[name], device)),
-                      data.test_targets(name)) for name in TEST_DISTRIBUTIONS}
-        row = {key: i for i, key in enumerate(keys)}
+    def table(values):
+        return [[float(values[row[(r, s)]]) for s in seeds] for r in ranks]
 
-        def table(values, row=row):
-            return [[float(values[row[(r, s)]]) for s in seeds] for r in ranks]
+    acc = {name: table(te[name]) for name in TEST_DISTRIBUTIONS}
+    return {
+        "pool_train": len(data.train_pool), "pool_test": len(data.test_pool),
+        "ranks": ranks,
+        "accuracy": acc,
+        "train_accuracy": table(tr),
+        "train_max_error": table(res.best_max_error.numpy()),
+        "dense": {name: [float(te[name][row[("dense", s)]]) for s in seeds]
+                  for name in TEST_DISTRIBUTIONS},
+        "dense_train_accuracy": [float(tr[row[("dense", s)]]) for s in seeds],
+        "transition_r": {name: transition_rank(ranks, acc[name], cfg.threshold)
+                         for name in TEST_DISTRIBUTIONS},
+    }
 
-        acc = {name: table(te[name]) for name in TEST_DISTRIBUTIONS}
-        out["widths"][str(m)] = {
-            "pool_train": len(data.train_pool), "pool_test": len(data.test_pool),
-            "ranks": ranks,
-            "accuracy": acc,
-            "train_accuracy": table(tr),
-            "train_max_error": table(res.best_max_error.numpy()),
-            "dense": {name: [float(te[name][row[("dense", s)]]) for s in seeds]
-                      for name in TEST_DISTRIBUTIONS},
-            "dense_train_accuracy": [float(tr[row[("dense", s)]]) for s in seeds],
-            "transition_r": {name: transition_rank(ranks, acc[name], cfg.threshold)
-                             for name in TEST_DISTRIBUTIONS},
-        }
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return out
+
+def e2_units(cfg: E2Config, device="cpu") -> list[Unit]:
+    """The sweep's independent units: one per width, key 'm<width>'."""
+    return [Unit(f"m{m}", e2_width_result, (cfg, m, pool, str(device)), device=str(device))
+            for m, pool in zip(cfg.widths, cfg.pool_sizes, strict=True)]
+
+
+def e2_result(store: ResultStore) -> dict | None:
+    """The sweep result ``{"config", "widths"}`` a store holds (widths in the configuration's
+    order), or None while a width is missing. Reads the per-width units and the single
+    "sweep" unit of files written before the units were split."""
+    config = store.config
+    if store.done("sweep"):
+        res = dict(store.get("sweep"))
+        res["widths"] = {str(m): res["widths"][str(m)] for m in res["config"]["widths"]}
+        return res
+    keys = [f"m{m}" for m in config["widths"]]
+    if not all(store.done(k) for k in keys):
+        return None
+    return {"config": config,
+            "widths": {str(m): store.get(k) for m, k in zip(config["widths"], keys, strict=True)}}
+
+
+def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, restart=False,
+                 scheduler: str | None = None, threads: int = 1) -> dict:
+    """Run (or resume) an E2 sweep, one unit per width (:func:`e2_width_result`), each stored
+    in ``out`` (a :class:`ResultStore` JSON file; None: in memory) as it finishes, and return
+    ``{"config", "widths"}``: per width the test exact-sequence accuracies per distribution,
+    train accuracies, transition ranks and dense accuracies per seed. ``scheduler``: where the
+    units run (see :mod:`companion.experiments.scheduler`); ``threads``: torch threads."""
+    cfg = check_instance(config, "config", E2Config)
+    store = ResultStore(out, cfg, restart=restart)
+    if e2_result(store) is None:
+        run_units(e2_units(cfg, device), store, scheduler=scheduler, threads=threads,
+                  progress=progress)
+    return e2_result(store)
 
 
 # --------------------------------------------------------------------------- summaries, protocols
@@ -293,17 +324,14 @@ def protocol_path(out_dir, name: str):
 
 def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
                     base: E2Config | None = None, device="cpu", progress=False,
-                    restart=False) -> dict:
-    """Run one protocol (`changes` to `base`, default `E2_QUICK`) as a full E2 sweep and store
-    it at `out_dir/<name>.json` in the CLI's format (a :class:`ResultStore` whose
-    unit "sweep" is the `run_e2_sweep` result). An existing file for the same configuration is
-    reused, not recomputed."""
+                    restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) as an E2 sweep stored at
+    `out_dir/<name>.json` in the CLI's format (one unit per width). Finished widths of an
+    existing file for the same configuration are reused, not recomputed."""
     check_instance(changes, "changes", dict)
     config = dataclasses.replace(E2_QUICK if base is None else base, **changes)
-    store = ResultStore(protocol_path(out_dir, name), config, restart=restart)
-    if not store.done("sweep"):
-        store.put("sweep", run_e2_sweep(config, device=device, progress=progress))
-    return store.get("sweep")
+    return run_e2_sweep(config, device=device, progress=progress, restart=restart,
+                        out=protocol_path(out_dir, name), scheduler=scheduler, threads=threads)
 
 
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
@@ -311,8 +339,10 @@ def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
     found = {}
     for path in sorted(Path(out_dir).glob("*.json")):
         with open(path) as fh:
-            res = json.load(fh)["units"]["sweep"]
-        # JSON files store keys sorted as strings ("12" < "8"): restore the config's order
-        res["widths"] = {str(m): res["widths"][str(m)] for m in res["config"]["widths"]}
-        found[path.stem] = res
+            data = json.load(fh)
+        store = ResultStore(None, data["config"])
+        store.units = data["units"]
+        res = e2_result(store)
+        if res is not None:  # complete protocols only
+            found[path.stem] = res
     return found

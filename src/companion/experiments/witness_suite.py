@@ -5,8 +5,9 @@ on trained heads).
 The family is :func:`experiment_witness_24`: the E1 choice of query set, a subset of the
 Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the distinct ranks
 grouped into padded rank groups (:func:`companion.experiments.table_heads.group_ranks`), each
-group x all seeds trained as one batched program, plus the dense softmax baseline (all its
-seeds) as one more unit. :func:`run_e1_sweep` stores each unit's per-model results as soon as
+group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
+softmax baseline as more units; the units run here or on a Dask cluster
+(:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's per-model results as soon as
 it finishes (:class:`companion.experiments.store.ResultStore`), so an interrupted CLI run
 resumes where it stopped. Every model is initialised from its own seed and trained
 full-batch, so its result does not depend on which other models share its program (up to
@@ -42,6 +43,7 @@ from ..rank_bounds import RankLowerBound, certified_rank_bound
 from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
 from .engine import train_batched
+from .scheduler import Unit, environment, run_units
 from .store import FrozenConfig, ResultStore
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
 
@@ -116,6 +118,7 @@ class E1Config(FrozenConfig):
     steps: int = 3000
     surrogate_steps: int = 2000
     surrogate_power: int = 16
+    seed_block: int | None = None  # seeds per unit (None: all seeds in one unit)
 
     def __post_init__(self):
         put = self._put
@@ -137,6 +140,8 @@ class E1Config(FrozenConfig):
             put(name, check_int(getattr(self, name), name, 1))
         put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0))
         put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
+        if self.seed_block is not None:
+            put("seed_block", check_int(self.seed_block, "seed_block", 1))
         for name in ("phi_std", "qk_std"):
             put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
         self._check_schedule()
@@ -148,6 +153,12 @@ E1_FULL = E1Config()
 #: Book quick mode: same protocol, 3 seeds and shorter schedules (fits the build budget).
 E1_QUICK = dataclasses.replace(E1_FULL, seeds=(0, 1, 2), dense_seeds=(0, 1, 2), steps=1200,
                                surrogate_steps=800)
+
+#: Installation / cluster check (CLI ``--smoke``, the tests): two rank groups and the dense
+#: heads, one seed per unit (6 units), short schedules; seconds on one core.
+E1_SMOKE = dataclasses.replace(E1_FULL, ranks=(1, 4, 16, 28), rank_groups=((1, 4), (16, 28)),
+                               seeds=(0, 1), dense_seeds=(0, 1), steps=60, surrogate_steps=40,
+                               seed_block=1)
 
 
 def e1_family(config: E1Config) -> WitnessFamily:
@@ -226,53 +237,67 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
     return records, res
 
 
-def environment(device="cpu") -> dict:
-    """What a unit's float results depend on beyond its configuration: training is chaotic in
-    rounding (the max-error surrogate amplifies it), so bit-for-bit reruns need the same torch
-    version, CPU vector capability (AVX2 / AVX512 kernels round differently), thread count and
-    device. Stored beside every unit's results."""
-    return {
-        "torch": torch.__version__.split("+")[0],
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": torch.get_num_threads(),
-        "device": str(device),
-    }
+def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[int, ...]]:
+    """``seeds`` cut into consecutive blocks of ``size`` (None: one block)."""
+    size = len(seeds) if size is None else size
+    return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+
+
+def unit_records(cfg: E1Config, family, group: Sequence[int] | None, seeds: Sequence[int],
+                 device="cpu") -> dict:
+    """Train one unit; what the store keeps of it: ``{"models": [per-model records]}``. A pure
+    function of its arguments (every model is seeded by its own seed), so it may run anywhere."""
+    records, _ = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
+    return {"models": records}
+
+
+def e1_units(cfg: E1Config, family, device="cpu") -> list[Unit]:
+    """The sweep's independent units: every rank group x seed block, then the dense heads x
+    seed block. Keys: 'nka_r1-2-4' and 'dense' with one block, '..._s0-1' with several."""
+    units = []
+    plan = [(g, seed_blocks(cfg.seeds, cfg.seed_block)) for g in cfg.rank_groups]
+    if cfg.dense_seeds:
+        plan.append((None, seed_blocks(cfg.dense_seeds, cfg.seed_block)))
+    for group, blocks in plan:
+        for block in blocks:
+            key = unit_key(group) + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, block)))
+            units.append(Unit(key, unit_records, (cfg, family, group, block, str(device)),
+                              device=str(device)))
+    return units
 
 
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
-                 restart: bool = False, family=None, keep_models: bool = False) -> dict:
+                 restart: bool = False, family=None, keep_models: bool = False,
+                 scheduler: str | None = None, threads: int = 1) -> dict:
     """Run (or resume) an E1 sweep. Returns ``{"config", "config_hash", "units", "models"}``
-    where units maps :func:`unit_key` to ``{"models": [records], "wall_time", "environment"}``
-    (see :func:`environment`) and models
-    (only with ``keep_models``, and only for units trained in this call) maps the unit key to
-    the trained stacked module. ``out``: JSON path written atomically after every unit."""
+    where units maps the unit key (:func:`e1_units`) to ``{"models": [records], "wall_time",
+    "environment"}`` (see :func:`environment`) and models (only with ``keep_models``, and only
+    for units trained in this call) maps the unit key to the trained stacked module. ``out``:
+    JSON path written atomically after every unit. ``scheduler``: where the units run (None:
+    here; 'local:N' or a Dask address: see :mod:`companion.experiments.scheduler`; not with
+    ``keep_models``); ``threads``: torch threads per unit."""
     cfg = check_instance(config, "config", E1Config)
     if family is None:
         family = e1_family(cfg)
     elif cfg.family in FAMILIES:
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
+    check_bool(keep_models, "keep_models")
+    if keep_models and scheduler is not None:
+        raise ValueError("keep_models needs the units to run here: pass scheduler=None")
     store = ResultStore(out, cfg, restart=restart)
-    units = list(cfg.rank_groups) + ([None] if cfg.dense_seeds else [])
+    units = e1_units(cfg, family, device)
     models = {}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(units), desc="E1 units")
-    for group in units:
-        key = unit_key(group)
-        if not store.done(key):
-            start = time.perf_counter()
-            records, res = train_e1_unit(cfg, family, group, device=device, progress=progress)
-            store.put(key, {"models": records,
-                            "wall_time": round(time.perf_counter() - start, 2),
-                            "environment": environment(device)})
-            if keep_models:
-                models[key] = res.model
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+    if keep_models:
+        for unit in units:
+            if not store.done(unit.key):
+                start = time.perf_counter()
+                records, res = train_e1_unit(cfg, family, *unit.args[2:4], device=device,
+                                             progress=progress)
+                store.put(unit.key, {"models": records, "environment": environment(device),
+                                     "wall_time": round(time.perf_counter() - start, 2)})
+                models[unit.key] = res.model
+    else:
+        run_units(units, store, scheduler=scheduler, threads=threads, progress=progress)
     result = store.as_dict()
     result["models"] = models
     return result
