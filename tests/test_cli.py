@@ -305,10 +305,10 @@ def test_cli_e2_writes_hashed_results_and_does_not_rerun(tmp_path, monkeypatch):
     out = tmp_path / "e2.json"
     assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0
     data = json.loads(out.read_text())
-    assert data["config_hash"] == config_hash(tiny) and "6" in data["units"]["sweep"]["widths"]
+    assert data["config_hash"] == config_hash(tiny) and "m6" in data["units"]  # one unit a width
 
     def boom(*args, **kwargs):
         raise AssertionError("a finished E2 sweep was run again")
 
-    monkeypatch.setattr(ood, "run_e2_sweep", boom)
+    monkeypatch.setattr(ood, "e2_width_result", boom)
     assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0

@@ -251,7 +251,7 @@ def test_protocol_store_round_trip_and_resume(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a stored protocol must not be recomputed")
 
-    monkeypatch.setattr(ood_scaling, "run_e2_sweep", boom)
+    monkeypatch.setattr(ood_scaling, "e2_width_result", boom)
     assert ood_scaling.run_e2_protocol("tiny", {"steps": 3}, out_dir=tmp_path, base=TINY) == first
     with pytest.raises(ValueError, match="configuration"):  # same file, other settings
         ood_scaling.run_e2_protocol("tiny", {"steps": 4}, out_dir=tmp_path, base=TINY)

@@ -102,6 +102,13 @@ def main(argv=None) -> int:
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
     out = args.out or f"results/{args.experiment}_{args.mode}.json"
+    if args.experiment == "e2":
+        try:
+            import companion.experiments.ood_scaling  # noqa: F401
+        except ImportError as exc:
+            print("e2 is not available: companion.experiments.ood_scaling.run_e2_sweep could not "
+                  f"be imported ({exc})", file=sys.stderr)
+            return 2
     try:
         (_run_e1 if args.experiment == "e1" else _run_e2)(args, device, out)
     except DaskMissingError as exc:

@@ -228,8 +228,10 @@ def e2_result(store: ResultStore) -> dict | None:
     keys = [f"m{m}" for m in config["widths"]]
     if not all(store.done(k) for k in keys):
         return None
+    run_info = ("wall_time", "environment")  # where and how long a unit ran: kept in the file
     return {"config": config,
-            "widths": {str(m): store.get(k) for m, k in zip(config["widths"], keys, strict=True)}}
+            "widths": {str(m): {f: v for f, v in store.get(k).items() if f not in run_info}
+                       for m, k in zip(config["widths"], keys, strict=True)}}
 
 
 def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, restart=False,
