@@ -1,184 +1,244 @@
-"""Batched training engine vs a Python loop over the same models, in the same run.
+"""Batched training engine vs a Python loop over the same models, in the same run, on a roofline.
 
-    python benchmarks/bench_training.py [--steps 100] [--repeats 3] [--threads 1] [--skip-e2]
+    python benchmarks/bench_training.py [--steps 100] [--repeats 3] [--seeds 3] [--threads 1]
+                                        [--device cpu|cuda] [--skip-e2] [--out benchmarks/out]
 
-E1: every (rank, seed) table head of the witness sweep (r = 1..64) plus the dense heads,
-trained (a) batched as the sweep does it (ranks grouped by
-companion.experiments.table_heads.group_ranks, one program per group), (b) batched with all
-ranks padded to 64 in one program, (c) one group per rank, and (d) as a Python loop, one model
-at a time. E2 (if companion.experiments.ood_scaling is present): one width's rank groups and
-dense heads, batched vs looped. Prints wall times, the ratios, and the achieved model FLOP/s
-against the machine's measured float32 matmul rate. Prints, never asserts: wall times on a
-shared machine are noisy (compare ratios measured in one run).
+E1: every (rank, seed) table head of the witness sweep plus the dense heads, trained (a) as a
+Python loop, one model at a time, and (b) batched as the sweep does it (one program per unit);
+also all units stacked into one program, for reference. E2: one width (m = 8) of the quick
+protocol, its rank groups and dense heads as one program vs a loop. The speed-up is the loop's
+time over the batched time, the best of ``--repeats`` interleaved repeats. On the CPU times are
+the process's CPU time (single-threaded: robust to other load on a shared machine; wall times
+are printed beside them); on a GPU, synchronised wall time.
+
+Roofline. These models are gather- and memory-bound: per step they move far more bytes through
+elementwise, gather and scatter kernels than their matmuls need. The benchmark measures the
+machine's two ceilings — the float32 matmul rate (FLOP/s) and the streaming bandwidth of a
+large elementwise add (bytes/s, at a DRAM-sized and a cache-sized array) — and counts, for one
+training step of every program, its matmul FLOPs (``torch.utils.flop_counter``) and the bytes
+its kernels read and write (a dispatch mode summing every non-view op's input and output
+tensor sizes). The roofline time of a run is max(FLOPs / matmul rate, bytes / bandwidth); the
+fraction of roofline achieved is that time over the measured time (the best cache bandwidth is
+used, the stricter ceiling). A third ceiling is printed beside it: ops dispatched per step times
+the measured cost of dispatching one tiny op — these programs run ~100-500 small kernels per
+step, and what the two classic ceilings leave unexplained is per-op framework time (autograd,
+allocation, Python), which a tiny op underestimates. A figure ``roofline_<device>.png`` in
+``--out`` places every run on the roofline. Prints, never asserts: compare ratios measured in
+one run. The last line is the summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
-from dataclasses import replace
+from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from companion.experiments.engine import ModelStack, train_batched
 from companion.experiments.table_heads import TableKernelHeads, TableSoftmaxHeads
 from companion.experiments.witness_suite import E1_FULL, build_unit, e1_family
 from companion.reproducibility import seed_everything
 
+# ops that return views or allocate without touching memory
+_NO_TRAFFIC = {
+    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze",
+    "squeeze", "select", "slice", "split", "split_with_sizes", "narrow", "as_strided", "alias",
+    "detach", "unbind", "_reshape_alias", "lift_fresh", "empty", "empty_like", "new_empty",
+    "empty_strided", "set_", "resize_", "_local_scalar_dense", "sparse_csr_tensor",
+    "_sparse_csr_tensor_unsafe", "values", "crow_indices", "col_indices",
+}
 
-def matmul_rate(n: int = 512, repeats: int = 20) -> float:
-    """Measured float32 matmul FLOP/s (n x n x n products) with the current thread setting."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+
+class ByteCounter(TorchDispatchMode):
+    """Sum of the sizes of every non-view op's distinct input and output tensors: the bytes
+    its kernels read and write (exact for streaming ops, a lower bound for gathers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+        self.ops = 0  # every dispatched op, views included: each costs a dispatch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.ops += 1
+        if func.__name__.split(".")[0] in _NO_TRAFFIC:
+            return out
+        seen = set()
+
+        def count(t):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+                if key not in seen:
+                    seen.add(key)
+                    self.bytes += t.numel() * t.element_size()
+
+        for a in [*args, *kwargs.values()]:
+            for t in a if isinstance(a, (list, tuple)) else [a]:
+                count(t)
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            count(t)
+        return out
+
+
+class Clock:
+    """CPU time of this process on the CPU (robust to a shared machine), synchronised wall
+    time on a GPU; wall time is kept beside it."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def __call__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            t = time.perf_counter()
+            return t, t
+        return time.process_time(), time.perf_counter()
+
+
+def matmul_rate(device, n: int = 1024, repeats: int = 10) -> float:
+    """Measured float32 matmul FLOP/s (n x n x n products)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    clock = Clock(device)
     a @ b
-    t = time.perf_counter()
+    t0, _ = clock()
     for _ in range(repeats):
         a @ b
-    return 2 * n**3 * repeats / (time.perf_counter() - t)
+    t1, _ = clock()
+    return 2 * n**3 * repeats / (t1 - t0)
 
 
-def table_flops(model, n_inputs: int) -> float:
-    """Matmul FLOPs of one training step (forward + backward ~ 3x forward) of table heads:
-    the pair tables cost 2·M·P·T·T·(R + d); gathers and elementwise work are not counted."""
-    num_models, p, t = model.num_models, model.num_positions, model.num_tokens
-    r = model.pad if isinstance(model, TableKernelHeads) else model.score_dim
-    return 3 * 2 * num_models * p * t * t * (r + model.d)
+def bandwidth(device, numel: int, repeats: int = 10) -> float:
+    """Streaming bandwidth (bytes/s) of c = a + b on float32 arrays of ``numel`` elements."""
+    a, b = torch.rand(numel, device=device), torch.rand(numel, device=device)
+    c = torch.empty_like(a)
+    clock = Clock(device)
+    inner = max(1, 2 * 10**7 // numel)
+    torch.add(a, b, out=c)
+    t0, _ = clock()
+    for _ in range(repeats * inner):
+        torch.add(a, b, out=c)
+    t1, _ = clock()
+    return 3 * 4 * numel * repeats * inner / (t1 - t0)
 
 
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
+def dispatch_time(device, repeats: int = 20000) -> float:
+    """Seconds per dispatched op on tiny tensors: the fixed cost every kernel launch pays."""
+    x = torch.ones(1, device=device)
+    out = torch.empty_like(x)
+    clock = Clock(device)
+    t0, _ = clock()
+    for _ in range(repeats):
+        torch.add(x, x, out=out)
+    t1, _ = clock()
+    return (t1 - t0) / repeats
 
 
-def bench_e1(steps: int, seeds: list[int], repeats: int = 3) -> None:
-    cfg = replace(E1_FULL, seeds=seeds, dense_seeds=seeds, steps=steps,
-                  surrogate_steps=steps // 2)
-    fam = e1_family(cfg)
-    ids = torch.as_tensor(fam.token_ids)
-    y = torch.as_tensor(fam.targets, dtype=torch.float32)
-    kw = dict(
-        steps=cfg.steps,
-        lr=cfg.lr,
-        final_lr_fraction=cfg.final_lr_fraction,
-        surrogate_steps=cfg.surrogate_steps,
-        surrogate_power=cfg.surrogate_power,
-    )
-    total = cfg.steps + cfg.surrogate_steps
-    ranks = cfg.ranks
+def step_counts(model, inputs, targets) -> tuple[float, float, int]:
+    """(matmul FLOPs, bytes moved, ops dispatched) of one training step: forward, loss,
+    backward, Adam."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=1e-3, fused=params[0].device.type in ("cpu", "cuda"))
 
-    def run_groups(groups):
-        flops, wall = 0.0, 0.0
-        for g in groups:
-            model, _ = build_unit(cfg, fam, g)
-            dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
-            wall += dt
-            flops += table_flops(model, len(ids)) * total
-        model, _ = build_unit(cfg, fam, None)
-        dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
-        return wall + dt, flops + table_flops(model, len(ids)) * total
+    def step():
+        pred = model(inputs)
+        ((pred - targets) ** 2).mean(-1).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
-    def run_stacked(groups):
-        """All groups and the dense heads in ONE program (engine.ModelStack)."""
-        parts = [build_unit(cfg, fam, g)[0] for g in groups] + [build_unit(cfg, fam, None)[0]]
-        model = ModelStack(parts)
-        wall, _ = timed(lambda: train_batched(model, ids, y, **kw))
-        return wall, sum(table_flops(m, len(ids)) for m in parts) * total
-
-    def run_loop():
-        flops, wall = 0.0, 0.0
-        for r in ranks:
-            for s in seeds:
-                model = TableKernelHeads(
-                    [r],
-                    [s],
-                    len(fam.tokens),
-                    query_position=0,
-                    d=cfg.d,
-                    feature=cfg.feature,
-                    phi_std=cfg.phi_std,
-                )
-                dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
-                wall += dt
-                flops += table_flops(model, len(ids)) * total
-        for s in seeds:
-            model = TableSoftmaxHeads(
-                [s], len(fam.tokens), score_dim=cfg.score_dim, d=cfg.d, qk_std=cfg.qk_std
-            )
-            dt, _ = timed(lambda model=model: train_batched(model, ids, y, **kw))
-            wall += dt
-            flops += table_flops(model, len(ids)) * total
-        return wall, flops
-
-    n_models = len(ranks) * len(seeds) + len(seeds)
-    print(
-        f"E1: witness family N={len(ids)} inputs, T={len(fam.tokens)} tokens; "
-        f"{n_models} models (r in {ranks} x seeds {seeds} + dense x {len(seeds)}), "
-        f"{total} steps each; torch threads={torch.get_num_threads()}; "
-        f"best of {repeats} interleaved repeats"
-    )
-    variants = {
-        "python loop, one model at a time": run_loop,
-        f"batched, sweep grouping {cfg.rank_groups}": lambda: run_groups(cfg.rank_groups),
-        "batched, all ranks padded to max": lambda: run_groups([ranks]),
-        "batched, one program per rank": lambda: run_groups([[r] for r in ranks]),
-        "batched, sweep grouping + dense in one ModelStack program": lambda: run_stacked(
-            cfg.rank_groups
-        ),
-    }
-    best = {name: (float("inf"), 0.0) for name in variants}
-    rate = 0.0
-    for _ in range(repeats):  # interleaved, so load changes on a shared machine hit all alike
-        rate = max(rate, matmul_rate())
-        for name, fn in variants.items():
-            wall, flops = fn()
-            best[name] = min(best[name], (wall, flops))
-    print(f"machine float32 matmul rate (512^3, best): {rate / 1e9:.1f} GFLOP/s")
-    loop_wall = best["python loop, one model at a time"][0]
-    for name, (wall, flops) in best.items():
-        print(
-            f"  {name:<58s} {wall:7.2f} s  x{loop_wall / wall:4.2f} vs loop  "
-            f"{flops / wall / 1e9:6.2f} GFLOP/s ({100 * flops / wall / rate:4.1f}% of matmul rate)"
-        )
+    step()  # builds the pair plans once, as training does
+    flops = FlopCounterMode(display=False)
+    traffic = ByteCounter()
+    with flops, traffic:
+        step()
+    return float(flops.get_total_flops()), float(traffic.bytes), traffic.ops
 
 
-def bench_e2(steps: int, seeds: list[int]) -> None:
-    try:
-        from companion.experiments import mlp_heads, ood_data, ood_scaling
-    except ImportError as exc:
-        print(f"E2: skipped (companion.experiments.ood_scaling not importable: {exc})")
-        return
-    cfg = replace(ood_scaling.E2_QUICK, seeds=seeds, steps=steps)
-    m, pool = cfg.widths[0], cfg.pool_sizes[0]
-    data = ood_data.make_e2_data(
-        m,
-        pool,
-        cfg.train_fraction,
-        cfg.n_train,
-        cfg.n_test,
-        cfg.near_tie_fraction,
-        cfg.data_seed,
-    )
-    inputs = ood_data.pool_inputs(data.train_pool, data.train_idx)
-    y = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32)
-    kw = dict(steps=steps, lr=cfg.lr, final_lr_fraction=cfg.final_lr_fraction)
-    model, keys = ood_scaling.build_e2_models(m, cfg)
-    batched, _ = timed(lambda model=model: train_batched(model, inputs, y, **kw))
-    loop = 0.0
-    for key in keys:
-        r, s = key
-        if r == "dense":
-            single = mlp_heads.MLPSoftmaxHeads(m, [s], cfg.hidden, cfg.value_dim)
-        else:
-            single = mlp_heads.MLPKernelHeads(
-                m, [r], [s], cfg.hidden, cfg.value_dim, cfg.feature
-            )
-        dt, _ = timed(lambda single=single: train_batched(single, inputs, y, **kw))
-        loop += dt
-    print(
-        f"E2: m={m}, {len(y)} training inputs, {len(keys)} models (ranks {cfg.ranks} in "
-        f"groups {cfg.rank_groups} x seeds {seeds} + dense), {steps} steps each"
-    )
-    print(f"  python loop {loop:7.2f} s   batched {batched:7.2f} s   ratio x{loop / batched:4.2f}")
+def e1_variants(cfg, fam, seeds):
+    """name -> function building the list of stacked programs of that variant."""
+
+    def loop():
+        singles = [TableKernelHeads([r], [s], len(fam.tokens), query_position=0, d=cfg.d,
+                                    feature=cfg.feature, phi_std=cfg.phi_std)
+                   for r in cfg.ranks for s in seeds]
+        singles += [TableSoftmaxHeads([s], len(fam.tokens), score_dim=cfg.score_dim, d=cfg.d,
+                                      qk_std=cfg.qk_std) for s in seeds]
+        return singles
+
+    def sweep():
+        return [build_unit(cfg, fam, g)[0] for g in cfg.rank_groups] + [
+            build_unit(cfg, fam, None)[0]]
+
+    return {"loop": loop, "batched": sweep, "one program": lambda: [ModelStack(sweep())]}
+
+
+def e2_variants(m, cfg):
+    from companion.experiments.mlp_heads import MLPKernelHeads, MLPSoftmaxHeads
+    from companion.experiments.ood_scaling import build_e2_models
+
+    def loop():
+        out = []
+        for r, s in build_e2_models(m, cfg)[1]:
+            if r == "dense":
+                out.append(MLPSoftmaxHeads(m, [s], cfg.hidden, cfg.value_dim))
+            else:
+                out.append(MLPKernelHeads(m, [r], [s], cfg.hidden, cfg.value_dim, cfg.feature))
+        return out
+
+    return {"loop": loop, "batched": lambda: [build_e2_models(m, cfg)[0]]}
+
+
+def run_variants(name, variants, inputs, targets, kw, total_steps, repeats, device):
+    """Best (cpu, wall) time of every variant over interleaved repeats, and per-run counts."""
+    clock = Clock(device)
+    best = {v: (float("inf"), float("inf")) for v in variants}
+    counts = {}
+    for _ in range(repeats):
+        for v, build in variants.items():
+            models = build()
+            t = 0.0
+            w = 0.0
+            for model in models:
+                c0, w0 = clock()
+                train_batched(model, inputs, targets, device=device, **kw)
+                c1, w1 = clock()
+                t, w = t + c1 - c0, w + w1 - w0
+            best[v] = min(best[v], (t, w))
+            if v not in counts:
+                f = b = ops = 0.0
+                for model in build():
+                    fm, bm, om = step_counts(model.to(device), inputs, targets)
+                    f, b, ops = f + fm, b + bm, ops + om
+                counts[v] = (f * total_steps, b * total_steps, ops * total_steps)
+    return best, counts
+
+
+def roofline_figure(points, peak, bw_dram, bw_cache, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    xs = [10 ** (k / 10) for k in range(-30, 31)]
+    ax.loglog(xs, [min(peak, x * bw_cache) for x in xs], "k-", label="roofline (cache bandwidth)")
+    ax.loglog(xs, [min(peak, x * bw_dram) for x in xs], "k--", lw=1,
+              label="roofline (DRAM bandwidth)")
+    for label, (intensity, rate) in points.items():
+        ax.loglog([intensity], [rate], "o", ms=7, label=label)
+    ax.set_xlabel("arithmetic intensity (matmul FLOP per byte moved)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title("Training steps on the roofline")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def main(argv=None) -> None:
@@ -187,13 +247,85 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default="cpu")
     p.add_argument("--skip-e2", action="store_true")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     args = p.parse_args(argv)
     seed_everything(0, threads=args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda requested but CUDA is not available")
     seeds = list(range(args.seeds))
-    bench_e1(args.steps, seeds, args.repeats)
+
+    peak = max(matmul_rate(device) for _ in range(3))
+    t_op = min(dispatch_time(device) for _ in range(3))
+    bw_dram = max(bandwidth(device, 25 * 10**6, 2) for _ in range(2))
+    bw_cache = max(bandwidth(device, n) for n in (10**5, 3 * 10**5, 10**6))
+    print(f"device {device} ({'CPU time' if device.type == 'cpu' else 'wall time'}), "
+          f"torch threads={torch.get_num_threads()}, best of {args.repeats} interleaved repeats")
+    print(f"ceilings: float32 matmul {peak / 1e9:.1f} GFLOP/s (1024^3); streaming add "
+          f"{bw_cache / 1e9:.1f} GB/s cache-resident (<= 12 MB), {bw_dram / 1e9:.1f} GB/s DRAM "
+          f"(300 MB); ridge point {peak / bw_cache:.1f} FLOP/byte; {t_op * 1e6:.1f} us per "
+          f"dispatched op")
+    points, pct = {}, {}
+
+    def report(exp, v, t, w, loop_t, counts):
+        f, b, ops = counts
+        roof = max(f / peak, b / bw_cache)
+        pct[(exp, v)] = 100 * roof / t
+        points[f"{exp.upper()} {v}"] = (f / b, f / t)
+        print(f"  {v:<12s} {t:7.2f} s (wall {w:6.2f} s)  x{loop_t / t:5.2f} vs loop  "
+              f"{f / t / 1e9:6.2f} GFLOP/s  {b / t / 1e9:6.2f} GB/s  intensity {f / b:4.2f} "
+              f"FLOP/B  {pct[(exp, v)]:5.1f}% of roofline  ({ops / total_steps_of[exp]:.0f} ops "
+              f"per step; with the dispatch ceiling {100 * max(roof, ops * t_op) / t:5.1f}%)")
+
+    cfg = dataclasses.replace(E1_FULL, seeds=seeds, dense_seeds=seeds, steps=args.steps,
+                              surrogate_steps=args.steps // 2)
+    fam = e1_family(cfg)
+    ids = torch.as_tensor(fam.token_ids, device=device)
+    y = torch.as_tensor(fam.targets, dtype=torch.float32, device=device)
+    total = cfg.steps + cfg.surrogate_steps
+    kw = dict(steps=cfg.steps, lr=cfg.lr, final_lr_fraction=cfg.final_lr_fraction,
+              surrogate_steps=cfg.surrogate_steps, surrogate_power=cfg.surrogate_power)
+    variants = e1_variants(cfg, fam, seeds)
+    n_models = len(cfg.ranks) * len(seeds) + len(seeds)
+    groups = [list(g) for g in cfg.rank_groups]
+    print(f"E1: witness family N={len(ids)} inputs, T={len(fam.tokens)} tokens; {n_models} "
+          f"models (r in {list(cfg.ranks)} x seeds {seeds} + dense), {total} steps; sweep "
+          f"units {groups} + dense")
+    total_steps_of = {"e1": total, "e2": args.steps}
+    best1, counts1 = run_variants("E1", variants, ids, y, kw, total, args.repeats, device)
+    for v, (t, w) in best1.items():
+        report("e1", v, t, w, best1["loop"][0], counts1[v])
+    e1_ratio = best1["loop"][0] / best1["batched"][0]
+
+    e2_ratio = float("nan")
     if not args.skip_e2:
-        bench_e2(args.steps, seeds)
+        from companion.experiments.ood_data import make_e2_data, pool_inputs
+        from companion.experiments.ood_scaling import E2_QUICK
+
+        cfg2 = dataclasses.replace(E2_QUICK, seeds=seeds, steps=args.steps)
+        m, pool = cfg2.widths[0], cfg2.pool_sizes[0]
+        data = make_e2_data(m, pool, cfg2.train_fraction, cfg2.n_train, cfg2.n_test,
+                            cfg2.near_tie_fraction, cfg2.data_seed)
+        inputs = pool_inputs(data.train_pool, data.train_idx, device)
+        y2 = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32,
+                             device=device)
+        kw2 = dict(steps=args.steps, lr=cfg2.lr, final_lr_fraction=cfg2.final_lr_fraction)
+        print(f"E2: m={m}, pool {len(data.train_pool)} train tokens, {len(y2)} training inputs, "
+              f"ranks {list(cfg2.ranks)} in groups {[list(g) for g in cfg2.rank_groups]} x "
+              f"seeds {seeds} + dense, {args.steps} steps")
+        best2, counts2 = run_variants("E2", e2_variants(m, cfg2), inputs, y2, kw2, args.steps,
+                                      args.repeats, device)
+        for v, (t, w) in best2.items():
+            report("e2", v, t, w, best2["loop"][0], counts2[v])
+        e2_ratio = best2["loop"][0] / best2["batched"][0]
+
+    fig = Path(args.out) / f"roofline_{device.type}.png"
+    roofline_figure(points, peak, bw_dram, bw_cache, fig)
+    print(f"figure: {fig}")
+    print(f"e1 batched/loop x{e1_ratio:.2f}; e2 batched/loop x{e2_ratio:.2f}; "
+          f"e1 achieved {pct[('e1', 'batched')]:.1f}% of roofline")
 
 
 if __name__ == "__main__":
