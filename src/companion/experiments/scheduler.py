@@ -1,10 +1,11 @@
 """Where a sweep's units run: in this process, or as tasks on a Dask cluster.
 
 A sweep is a list of independent :class:`Unit` s (an E1 rank group x seed block, an E2 width of
-a protocol). :func:`run_units` runs the units a
-:class:`~companion.experiments.store.ResultStore` does not hold yet and writes each finished unit's result into it — always from this process (the
-client), one atomic write per unit — so an interrupted sweep or a worker that dies loses at
-most the units in flight, a rerun computes only what is missing, and no unit is stored twice.
+a protocol). :func:`run_units` runs the units a :class:`~companion.experiments.store.ResultStore`
+does not hold yet and writes each finished unit's result into it — always from this process
+(the client), one atomic write per unit — so an interrupted sweep or a worker that dies loses
+at most the units in flight, a rerun computes only what is missing, and no unit is stored
+twice.
 
 Scheduler values (CLI ``--scheduler``): ``None`` runs the units here, one after the other;
 ``"local:N"`` starts a ``dask.distributed.LocalCluster`` of N single-threaded worker processes

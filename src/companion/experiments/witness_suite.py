@@ -7,10 +7,10 @@ Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the di
 grouped into padded rank groups (:func:`companion.experiments.table_heads.group_ranks`), each
 group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
 softmax baseline as more units; the units run here or on a Dask cluster
-(:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's per-model results as soon as
-it finishes (:class:`companion.experiments.store.ResultStore`), so an interrupted CLI run
-resumes where it stopped. Every model is initialised from its own seed and trained
-full-batch, so its result does not depend on which other models share its program (up to
+(:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's
+per-model results as soon as it finishes (:class:`companion.experiments.store.ResultStore`),
+so an interrupted CLI run resumes where it stopped. Every model is initialised from its own
+seed and trained full-batch, so its result does not depend on which other models share its program (up to
 float rounding). The configuration is the frozen dataclass :class:`E1Config`.
 """
 
