@@ -10,8 +10,8 @@ softmax baseline as more units; the units run here or on a Dask cluster
 (:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's
 per-model results as soon as it finishes (:class:`companion.experiments.store.ResultStore`),
 so an interrupted CLI run resumes where it stopped. Every model is initialised from its own
-seed and trained full-batch, so its result does not depend on which other models share its program (up to
-float rounding). The configuration is the frozen dataclass :class:`E1Config`.
+seed and trained full-batch, so its result does not depend on which other models share its
+program (up to float rounding). The configuration is the frozen dataclass :class:`E1Config`.
 """
 
 from __future__ import annotations
