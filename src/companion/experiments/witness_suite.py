@@ -347,7 +347,7 @@ def find_trained_model(models: dict, rank, seed: int = 0):
     """(stacked module, row j) of the model of `rank` (an int, or "dense") and `seed` among
     the units that :func:`run_e1_sweep` kept (``keep_models=True``)."""
     for key, model in models.items():
-        if (key == "dense") != (rank == "dense"):
+        if key.startswith("dense") != (rank == "dense"):
             continue
         ranks = model.ranks if rank != "dense" else [rank] * model.num_models
         for j, (r, s) in enumerate(zip(ranks, model.seeds, strict=True)):
