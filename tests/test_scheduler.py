@@ -4,6 +4,7 @@ mid-sweep, bad scheduler values."""
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -38,6 +39,16 @@ def test_bad_scheduler_values_give_a_clear_error(bad, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "--scheduler" in err and "local:N" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_missing_dask_gives_a_one_line_error(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import now raises ImportError
+    out = tmp_path / "r.json"
+    args = ["e1", "--smoke", "--no-progress", "--scheduler", "local:2", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "dask" in err and len(err.splitlines()) == 1
+    assert not out.exists() or not json.loads(out.read_text())["units"]
 
 
 def test_units_with_equal_keys_are_refused():

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..checks import check_int
+
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
            "DaskMissingError"]
 
@@ -99,11 +101,13 @@ def run_unit(unit: Unit, threads: int = 1) -> dict:
 
 
 def _client(parsed):
+    """(client, cluster or None) for a parsed scheduler value."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
         raise DaskMissingError(
-            "--scheduler needs dask.distributed: pip install 'companion[dask]'"
+            "--scheduler needs dask.distributed: install the 'dask' extra "
+            "(pip install -e '.[dask]')"
         ) from exc
     if parsed[0] == "local":
         cluster = LocalCluster(
@@ -129,48 +133,46 @@ def run_units(
     keys = [u.key for u in units]
     if len(set(keys)) != len(keys):
         raise ValueError(f"units must have distinct keys, got {keys}")
+    threads = check_int(threads, "threads", 1)
     todo = [u for u in units if not store.done(u.key)]
-    parsed = parse_scheduler(scheduler) if client is None else ("client", client)
+    parsed = parse_scheduler(scheduler) if client is None else None
+    owned = None  # (client, cluster) this call starts and must close
+    if parsed is not None and todo:
+        owned = _client(parsed)
+        client = owned[0]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units")
     try:
-        if parsed is None:
+        if client is None:
             for unit in todo:
                 store.put(unit.key, run_unit(unit, threads))
                 if bar is not None:
                     bar.update(1)
-            return
-        _run_on_dask(todo, store, parsed, threads, bar)
+        elif todo:
+            _run_on_dask(todo, store, client, threads, bar)
     finally:
         if bar is not None:
             bar.close()
+        if owned is not None:
+            owned[0].close()
+            if owned[1] is not None:
+                owned[1].close()
 
 
-def _run_on_dask(todo, store, parsed, threads, bar) -> None:
-    cluster = None
-    if parsed[0] == "client":
-        client = parsed[1]
-    else:
-        client, cluster = _client(parsed)
-    try:
-        from dask.distributed import as_completed
+def _run_on_dask(todo, store, client, threads, bar) -> None:
+    from dask.distributed import as_completed
 
-        # pure=False: every run resubmits; the store, not Dask's cache, says what is done
-        futures = {
-            client.submit(run_unit, unit, threads, key=f"companion-{store.hash}-{unit.key}",
-                          pure=False): unit
-            for unit in todo
-        }
-        for future in as_completed(futures):
-            unit = futures[future]
-            store.put(unit.key, future.result())  # raises the task's error, if any
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if parsed[0] != "client":
-            client.close()
-            if cluster is not None:
-                cluster.close()
+    # pure=False: every run resubmits; the store, not Dask's cache, says what is done
+    futures = {
+        client.submit(run_unit, unit, threads, key=f"companion-{store.hash}-{unit.key}",
+                      pure=False): unit
+        for unit in todo
+    }
+    for future in as_completed(futures):
+        unit = futures[future]
+        store.put(unit.key, future.result())  # raises the task's error, if any
+        if bar is not None:
+            bar.update(1)
