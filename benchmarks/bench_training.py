@@ -224,7 +224,7 @@ def roofline_figure(points, peak, bw_dram, bw_cache, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    xs = [10 ** (k / 10) for k in range(-30, 31)]
+    xs = [10 ** (k / 10) for k in range(-20, 21)]
     ax.loglog(xs, [min(peak, x * bw_cache) for x in xs], "k-", label="roofline (cache bandwidth)")
     ax.loglog(xs, [min(peak, x * bw_dram) for x in xs], "k--", lw=1,
               label="roofline (DRAM bandwidth)")
