@@ -11,8 +11,9 @@
 # modules that do not need torch (the package imports torch lazily; those that do skip or are
 # left out, named) and Chapter 1, whose exact checks need no torch.
 #
-# Env: PYTHON313 (default: python3.13 on PATH or pyenv's), PY313_VENV (default: a temporary folder, removed at the
-# end), PY313_TORCH (default torch==<floor>.0+cpu).
+# Env: PYTHON313 (default: python3.13 on PATH, else pyenv's), PY313_VENV (default: a temporary
+# folder, removed at the end), PY313_TORCH (default torch==<floor>.0+cpu), REQUIRE_PY313_TORCH=1
+# (fail instead of running without torch: set where the CPU index is reachable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,6 +53,10 @@ if pip_install --only-binary=:all: "$TORCH_SPEC" >"$work/torch.log" 2>&1; then
 else
   HAVE_TORCH=0
   grep -E "^ERROR" "$work/torch.log" | tail -n 2 || true
+  if [ "${REQUIRE_PY313_TORCH:-0}" = 1 ]; then
+    echo "== FAILED: REQUIRE_PY313_TORCH=1, but pip cannot install $TORCH_SPEC" >&2
+    exit 1
+  fi
   echo "== NO TORCH: pip cannot install $TORCH_SPEC (a CPU build for Python 3.13) from the"
   echo "   indexes configured here. PyPI's Linux torch is the CUDA build only; the CPU builds"
   echo "   live on the PyTorch CPU index, which this machine cannot reach. Running the tests"
