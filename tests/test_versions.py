@@ -183,3 +183,27 @@ def test_vendored_mathjax_is_the_recorded_release():
     readme = (MATHJAX.parent / "README.md").read_text(encoding="utf-8")
     assert MATHJAX_SHA256 in readme and f"mathjax@{MATHJAX_VERSION}" in readme
     assert "Apache License" in (MATHJAX.parent / "LICENSE").read_text(encoding="utf-8")
+
+
+def test_ci_checks_colabs_python_and_the_simulated_colab_install(project):
+    """requires-python admits Colab's 3.13, and both CIs run the 3.13 check and the Colab
+    simulation (scripts/run_py313.sh, scripts/simulate_colab.sh)."""
+    assert SpecifierSet(project["requires-python"]).contains("3.13.0")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text(
+        encoding="utf-8"))
+    job = workflow["jobs"]["py313"]
+    assert job["container"].startswith("python:3.13")
+    runs = " ".join(step.get("run", "") for step in job["steps"])
+    for script in ("scripts/run_py313.sh", "scripts/simulate_colab.sh"):
+        assert f"bash {script}" in ci and script in runs, f"{script} is not run by CI"
+    assert "download.pytorch.org/whl/cpu" in job["env"]["PIP_EXTRA_INDEX_URL"], (
+        "the 3.13 job needs the PyTorch CPU index for a CPU torch")
+
+
+def test_torch_range_admits_colabs_torch_and_the_lock(lock, project):
+    """The floor is Colab's torch (2.11, kept by the install cell); the lock's torch, which
+    every CI run tests, lies inside."""
+    spec = next(Requirement(r) for r in project["dependencies"] if r.startswith("torch"))
+    assert spec.specifier.contains("2.11.0+cu126") and not spec.specifier.contains("2.10.0")
+    assert spec.specifier.contains(lock["torch"])
