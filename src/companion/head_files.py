@@ -285,6 +285,22 @@ def verify_head_file(path) -> HeadReport:
     return report
 
 
+def read_head_claims(path) -> dict:
+    """The claims of a head file without re-verifying it (for tables and figures; the tests
+    and :func:`verify_head_file` do the checking): family spec, variant, rank, exact max
+    error and how the head was made."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be an existing head file, got {str(path)!r}")
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path} must be a JSON object with format {FORMAT!r}")
+    return {"path": str(path), "family": data["family"], "variant": data["variant"],
+            "rank": int(data["rank"]), "max_error": parse_rational(data["max_error"],
+                                                                   "max_error"),
+            "construction": data.get("construction", "")}
+
+
 def main(argv=None) -> int:
     """Verify each head file given; exit status 1 if any fails."""
     paths = sys.argv[1:] if argv is None else list(argv)

@@ -362,6 +362,13 @@ def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dic
                 t.append((m + f * (1 - m)) / nodes[z][1])
             lam = _solve(A, t)
             if lam is not None and (not nonnegative or all(v >= 0 for v in lam)):
+                # simpler weights: moving each lambda by < delta moves every t_x by
+                # < |X| delta (entries of M_XX are <= 1), half the distance to its window
+                room = min(min(tx - _max_leaf_below(*trees[x], z) / trees[x][0][z][1],
+                               1 / trees[x][0][z][1] - tx) for x, tx in zip(X, t, strict=True))
+                delta = room / (2 * len(X))
+                lam = [simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
+                                        v + delta) for v in lam]
                 out[z] = dict(zip(X, lam, strict=True))
                 break
         else:
@@ -403,9 +410,9 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
 
     Along a ladder with link factors c_i, tau(z_i) = t(z_i) prod_{j<=i} c_j must fall
     strictly from tau = 1 at the bottom key to tau = M[x,y] rho_xy < 1 at complement(y).
-    A free key takes tau = lo + (up - lo) 2^-k: up the tau of its nearest fixed ancestor
-    (k steps above; the bottom key, tau = 1, if none), lo the largest tau of the fixed keys
-    just below it; tau then falls strictly along every ladder.
+    Parents first, a free key takes the simplest rational in the middle third of
+    (lo, tau(parent)) (tau = 1 at the bottom key), lo the largest tau of the fixed keys and
+    leaves below it; tau then falls strictly along every ladder.
     """
     out = {}
     for x in range(bounds.size):
@@ -421,17 +428,16 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
                 vals.append(fixed[c] if c in fixed else lo(c))
             return max(vals)
 
-        for z, (_, prod) in nodes.items():
+        tau = dict(fixed)
+        depth = {z: sum(1 for _ in _ancestors(nodes, z)) for z in nodes}
+        for z in sorted(nodes, key=lambda t: depth[t]):  # parents before children
             if z in fixed:
                 continue
-            k, up = 1, Fraction(1)
-            for a in _ancestors(nodes, z):
-                if a in fixed:
-                    up = fixed[a]
-                    break
-                k += 1
+            parent = nodes[z][0]
+            up = Fraction(1) if parent is None else tau[parent]
             low = lo(z)
-            out[(x, z)] = (low + (up - low) / 2**k) / prod
+            tau[z] = simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
+            out[(x, z)] = tau[z] / nodes[z][1]
     return out
 
 
@@ -542,6 +548,24 @@ def _raw_errors(family, Q, key_features, self_features, self_scale):
     return errors
 
 
+def simplest_between(lo, hi) -> Fraction:
+    """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
+    (continued fractions; keeps the head files short)."""
+    lo, hi = Fraction(lo), Fraction(hi)
+    if not lo < hi:
+        raise ValueError(f"need lo < hi, got {lo} and {hi}")
+    if lo < 0 < hi:
+        return Fraction(0)
+    if hi <= 0:
+        return -simplest_between(-hi, -lo)
+    fl = math.floor(lo)
+    if fl + 1 < hi:
+        return Fraction(fl + 1)
+    if lo == fl:
+        return fl + Fraction(1, math.floor(1 / (hi - fl)) + 1)
+    return fl + 1 / simplest_between(1 / (hi - fl), 1 / (lo - fl))
+
+
 def _centre_biases(family, Q, key_features, self_features, self_scale):
     errors = _raw_errors(family, Q, key_features, self_features, self_scale)
     N = len(Q)
@@ -550,8 +574,12 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
         x = int(family.query_ids[row])
         lo[x] = e if lo[x] is None else min(lo[x], e)
         hi[x] = e if hi[x] is None else max(hi[x], e)
-    bias = np.array([-(lo[x] + hi[x]) / 2 for x in range(N)], dtype=object)
-    max_error = max((hi[x] - lo[x]) / 2 for x in range(N))
+    bias = np.empty(N, dtype=object)
+    for x in range(N):
+        centre, half = -(lo[x] + hi[x]) / 2, (hi[x] - lo[x]) / 2
+        slack = (Fraction(1, 2) - half) / 4
+        bias[x] = simplest_between(centre - slack, centre + slack) if slack > 0 else centre
+    max_error = max(max(hi[x] + bias[x], -(lo[x] + bias[x])) for x in range(N))
     return bias, max_error
 
 
