@@ -231,6 +231,8 @@ def test_bad_input(single):
         search_ratio_factors(b, 15)
     with pytest.raises(ValueError, match="margin"):
         search_ratio_factors(b, 5, margin=0)
+    with pytest.raises(ValueError, match="start must be"):
+        search_ratio_factors(b, 5, start=np.ones((3, 4)))
     with pytest.raises(ValueError, match="denominator"):
         rationalise(np.ones((2, 2)), 0)
     with pytest.raises(ValueError, match="finite"):
@@ -249,3 +251,14 @@ def test_bad_input(single):
     with pytest.raises(ValueError, match="must be > 0"):
         build_exact_head(single, Q, K0)
     assert isinstance(build_exact_head(single, Q, K), ExactHead)
+
+
+def test_warm_start_from_an_admissible_matrix(single):
+    """A start that is already admissible at the target rank is kept (one round, restart 0)."""
+    b = ratio_bounds(single)
+    res = _low_rank_admissible(b, 9)
+    X = res.query_factor @ res.key_factor.T
+    M = X / np.diag(X)[:, None]
+    warm = search_ratio_factors(b, 9, seed=5, restarts=1, rounds=1, start=M)
+    assert warm.query_factor is not None and warm.restart == 0
+    assert exact_head_from_search(single, warm).rank == 9

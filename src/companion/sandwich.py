@@ -682,12 +682,12 @@ def _violation(X, upper, margin, floor):
                      np.max(upper[off] * floor / 2 - Xn[off])))
 
 
-def _signed_search(upper, r, rng, margin, floor, rounds, torch):
+def _signed_search(upper, r, rng, margin, floor, rounds, torch, start=None):
     N = len(upper)
     U = torch.tensor(upper, dtype=torch.float64)
     hi, lo = U * (1 - margin), U * floor
     off = 1 - torch.eye(N, dtype=torch.float64)
-    init = rng.uniform(0, 1, (2, N, r)) / np.sqrt(r)
+    init = rng.uniform(0, 1, (2, N, r)) / np.sqrt(r) if start is None else start
     A = torch.tensor(init[0], requires_grad=True)
     B = torch.tensor(init[1], requires_grad=True)
     opt = torch.optim.LBFGS([A, B], max_iter=500, line_search_fn="strong_wolfe",
@@ -736,15 +736,29 @@ def _nonnegative_search(upper, r, rng, margin, floor, rounds):
     return None, None, worst
 
 
+def _warm_start(start, rank: int):
+    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair; None passes."""
+    if start is None:
+        return None
+    X = np.asarray(start, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != X.shape[1] or not np.all(np.isfinite(X)):
+        raise ValueError(f"start must be a finite square matrix, got shape {X.shape}")
+    u, sv, vt = np.linalg.svd(X)
+    root = np.sqrt(sv[:rank])
+    return np.stack([u[:, :rank] * root, vt[:rank].T * root])
+
+
 def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegative=False,
                          restarts: int = 4, rounds: int = 30, margin: float = 2e-3,
-                         floor: float = 1e-4) -> SearchResult:
+                         floor: float = 1e-4, start=None) -> SearchResult:
     """Look for float factors Q, K (|S| x rank) with Q K^T admissible, entries kept in
     [floor u, (1 - margin) u] off the diagonal so rounding to rationals keeps them inside.
 
     Signed: L-BFGS on sum (diag - 1)^2 + hinge^2 outside the box (torch, float64, one
     thread). Nonnegative: alternating projections between the box and nonnegative rank-r
-    matrices (one HALS sweep per projection). Seeded; each restart draws a new start.
+    matrices (one HALS sweep per projection). Seeded; each restart draws a new start;
+    `start` (an N x N matrix, e.g. an admissible M of higher rank) seeds the first signed
+    restart with its rank-`rank` truncation.
     """
     if not isinstance(bounds, RatioBounds):
         raise TypeError(f"bounds must be RatioBounds, got {type(bounds).__name__}")
@@ -767,7 +781,8 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
         if nonnegative:
             Q, K, v = _nonnegative_search(upper, int(rank), rng, margin, floor, rounds)
         else:
-            Q, K, v = _signed_search(upper, int(rank), rng, margin, floor, rounds, torch)
+            Q, K, v = _signed_search(upper, int(rank), rng, margin, floor, rounds, torch,
+                                     _warm_start(start, int(rank)) if restart == 0 else None)
         worst = min(worst, v)
         if Q is not None:
             return SearchResult(int(rank), bool(nonnegative), int(seed), Q, K, restart, v)
