@@ -120,8 +120,8 @@ class TableSignedHeads(_StackedTables):
     at 0 — the NKA head's parametrisation with a free sign and scale per entry (gain_scale
     sets how fast the gains move under Adam; 0.1 trains about as well as the NKA heads);
     ``raw``: phi = table, started at exp(draw). Values v (M, P, T, d), readout a (M, T, d),
-    bias b (M, T). Init: the draws of :class:`companion.heads.TableKernelHeads` in the same order (tables
-    N(0, phi_std^2), values N(0, value_std^2), readout N(0, 1/d), bias 0), so at
+    bias b (M, T). Init: the draws of :class:`companion.heads.TableKernelHeads` in the same
+    order (tables N(0, phi_std^2), values N(0, value_std^2), readout N(0, 1/d), bias 0), so at
     initialisation model j computes what the NKA head of the same seed and rank computes.
 
     Forward: y = sum_p alpha_p f_p / sum_p alpha_p + b(x) with alpha_p = <q(x), k_p(x_p)>
