@@ -398,23 +398,28 @@ class HeadTables:
         return tuple(h[0].shape[1] for h in self.heads)
 
 
-def _fractions(arr: np.ndarray) -> np.ndarray:
-    """Exact rational value of every float64 entry (object array of Fractions)."""
+def _dyadic(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """Exact integer form of a float64 array: (ints as an object array, K) with
+    arr == ints / 2^K entry by entry (every finite float64 is a dyadic rational)."""
     arr = np.asarray(arr, dtype=np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError("tables must hold finite numbers")
-    out = np.empty(arr.shape, dtype=object)
-    out.reshape(-1)[:] = [Fraction(v) for v in arr.ravel().tolist()]
-    return out
+    fr = [Fraction(v) for v in arr.ravel().tolist()]
+    K = max((f.denominator.bit_length() - 1 for f in fr), default=0)
+    ints = np.empty(arr.shape, dtype=object)
+    ints.reshape(-1)[:] = [f.numerator << (K - (f.denominator.bit_length() - 1)) for f in fr]
+    return ints, K
 
 
 def exact_table_outputs(tables: HeadTables, token_ids) -> tuple[list[Fraction], list[tuple]]:
     """Outputs of ``tables`` on every row of ``token_ids`` (N, n) in exact arithmetic.
 
-    Every float64 table entry is converted to the Fraction it represents, and
-    y = sum_h N_h / D_h + b(x) is evaluated exactly. Returns (outputs, denominators) with
-    denominators[i] = (D_1, ..., D_H) of row i. Raises ValueError on a vanishing denominator
-    (the head then does not define an output there, so it does not count as a solution).
+    Every float64 table entry is the dyadic rational it stores; each table is scaled to
+    integers by one power of two, alpha and scores are computed as exact integers for every
+    (query, position, key) pair, and y = sum_h N_h / D_h + b(x) is formed with Fractions.
+    Returns (outputs, denominators) with denominators[i] = (D_1, ..., D_H) of row i (exact).
+    Raises ValueError on a vanishing denominator (the head then does not define an output
+    there, so it does not count as a solution).
     """
     if not isinstance(tables, HeadTables):
         raise TypeError(f"tables must be a HeadTables, got {type(tables).__name__}")
@@ -427,37 +432,34 @@ def exact_table_outputs(tables: HeadTables, token_ids) -> tuple[list[Fraction], 
     t = tables.heads[0][0].shape[0]
     if ids.min() < 0 or ids.max() >= t:
         raise ValueError(f"token_ids must lie in [0, {t - 1}]")
-    bias = _fractions(tables.bias)
-    pos = list(range(n)) if tables.positional else [0] * n
-    exact = []
-    for fq, fk, v, a in tables.heads:
+    bias_int, bias_k = _dyadic(tables.bias)
+    pos = np.arange(n) if tables.positional else np.zeros(n, dtype=np.int64)
+    x = ids[:, qp]
+    per_head = []  # (D as object (N,), N as object (N,), scale exponents)
+    for h, (fq, fk, v, a) in enumerate(tables.heads):
         if tables.positional and fk.shape[0] != n:
             raise ValueError(f"positional tables need P = n = {n} key tables, got {fk.shape[0]}")
-        exact.append((_fractions(fq), _fractions(fk), _fractions(v), _fractions(a)))
-    cache: dict = {}
-
-    def pair(h, p, x, z):  # (alpha, alpha * score) of head h at position p, exact
-        key = (h, p, x, z)
-        if key not in cache:
-            fq, fk, v, a = exact[h]
-            alpha = sum(fq[x] * fk[p, z], Fraction(0))
-            cache[key] = (alpha, alpha * sum(a[x] * v[p, z], Fraction(0)))
-        return cache[key]
-
+        (Q, kq), (Kt, kk), (V, kv), (A, ka) = (_dyadic(t_) for t_ in (fq, fk, v, a))
+        # integer pair tables: alpha[x, p, z] * 2^(kq+kk), score[x, p, z] * 2^(ka+kv)
+        P = Kt.shape[0]
+        alpha = Q.dot(Kt.reshape(P * t, -1).T).reshape(t, P, t)
+        score = A.dot(V.reshape(P * t, -1).T).reshape(t, P, t)
+        al = np.stack([alpha[x, pos[p], ids[:, p]] for p in range(n)], -1)
+        sc = np.stack([score[x, pos[p], ids[:, p]] for p in range(n)], -1)
+        den = al.sum(-1)
+        num = (al * sc).sum(-1)
+        bad = [i for i, d in enumerate(den.tolist()) if d == 0]
+        if bad:
+            raise ValueError(f"head {h} has a vanishing denominator on the input "
+                             f"{ids[bad[0]].tolist()}")
+        per_head.append((den, num, kq + kk, ka + kv))
     outputs, dens = [], []
-    for row in ids.tolist():
-        x = row[qp]
-        y, row_dens = bias[x], []
-        for h in range(len(exact)):
-            den = num = Fraction(0)
-            for p, z in enumerate(row):
-                al, nu = pair(h, pos[p], x, z)
-                den += al
-                num += nu
-            if den == 0:
-                raise ValueError(f"head {h} has a vanishing denominator on the input {row}")
-            y += num / den
-            row_dens.append(den)
+    for i in range(len(ids)):
+        y = Fraction(int(bias_int[x[i]]), 1 << bias_k)
+        row_dens = []
+        for den, num, k_alpha, k_score in per_head:
+            y += Fraction(int(num[i]), int(den[i]) << k_score)
+            row_dens.append(Fraction(int(den[i]), 1 << k_alpha))
         outputs.append(y)
         dens.append(tuple(row_dens))
     return outputs, dens

@@ -42,15 +42,17 @@ __all__ = [
     "main",
 ]
 
-#: Full size (``python -m companion.probes --full``): E1's full protocol and seeds.
+#: Full size (``python -m companion.probes --full``): E1's full protocol and seeds. One head
+#: (H = 1) is E1 itself: the chapter reads it from results/e1_full.json instead of retraining.
 PROBES_FULL: dict = {
     "family": "experiment_witness_24",
-    "signed_ranks": [8, 12, 16, 20, 24, 28, 32],
+    "signed_ranks": [8, 12, 16, 19, 20, 24, 28, 32],
+    "shared_ranks": [8, 12, 16, 19, 20],
     "signed_positional": [True, False],
     "signed_parametrisation": "gexp",
     "gain_scale": 0.1,
-    "multi_heads": [1, 2, 4, 8],
-    "multi_totals": [2, 4, 8, 16, 24, 28, 32],
+    "multi_heads": [2, 4, 8],
+    "multi_totals": [2, 4, 8, 16, 24],
     "seeds": [0, 1, 2, 3, 4],
     "d": 16,
     "phi_std": 1.0,
@@ -62,13 +64,14 @@ PROBES_FULL: dict = {
     "verify_below": 20,
 }
 
-#: The book's quick mode: E1's quick schedule, 3 seeds, a coarser grid.
+#: The book's quick mode: E1's quick schedule, 3 seeds, the smallest informative grid.
 PROBES_QUICK: dict = {
     **PROBES_FULL,
-    "signed_ranks": [8, 16, 20, 24, 32],
+    "signed_ranks": [16, 32],
+    "shared_ranks": [],
     "signed_positional": [True],
     "multi_heads": [2, 8],
-    "multi_totals": [2, 8, 16],
+    "multi_totals": [8],
     "seeds": [0, 1, 2],
     "steps": 1200,
     "surrogate_steps": 800,
@@ -101,6 +104,7 @@ def check_probe_config(config: dict) -> dict:
     if cfg["family"] != "experiment_witness_24":
         raise ValueError(f"family must be 'experiment_witness_24', got {cfg['family']!r}")
     cfg["signed_ranks"] = sorted(set(_check_ints(cfg["signed_ranks"], "signed_ranks", 1)))
+    cfg["shared_ranks"] = sorted(set(_check_ints(cfg["shared_ranks"], "shared_ranks", 1)))
     if not isinstance(cfg["signed_positional"], (list, tuple)) or not all(
             isinstance(v, bool) for v in cfg["signed_positional"]):
         raise TypeError("signed_positional must be a list of bools")
@@ -129,7 +133,8 @@ def check_probe_config(config: dict) -> dict:
 
 def probe_units(cfg: dict) -> list[tuple]:
     """The sweep's units: ('signed', positional) and ('multi', H, [(r, total), ...])."""
-    units: list[tuple] = [("signed", p) for p in cfg["signed_positional"]]
+    units: list[tuple] = [("signed", p) for p in cfg["signed_positional"]
+                          if cfg["signed_ranks" if p else "shared_ranks"]]
     for h in cfg["multi_heads"]:
         totals = [t for t in cfg["multi_totals"] if t % h == 0]
         if totals:
@@ -160,8 +165,9 @@ def build_probe_unit(cfg: dict, family, unit: tuple):
     qpos = int(family.query_position)
     seeds = cfg["seeds"]
     if unit[0] == "signed":
-        ranks = [r for r in cfg["signed_ranks"] for _ in seeds]
-        ss = [s for _ in cfg["signed_ranks"] for s in seeds]
+        grid = cfg["signed_ranks"] if unit[1] else cfg["shared_ranks"]
+        ranks = [r for r in grid for _ in seeds]
+        ss = [s for _ in grid for s in seeds]
         model = TableSignedHeads(ranks, ss, T, n, query_position=qpos, d=cfg["d"],
                                  positional=unit[1], phi_std=cfg["phi_std"],
                                  parametrisation=cfg["signed_parametrisation"],
