@@ -114,3 +114,22 @@ def test_transcript_numbers():
     assert transcript_numbers_needed(4, 32) == 1
     with pytest.raises(ValueError, match="bits"):
         transcript_numbers_needed(4, 0)
+
+
+def test_two_overlap_heads_suffice_on_all_inputs_at_small_m():
+    from companion.multihead import lp_overlap_heads, overlap_level_max_error
+
+    heads, P, shifts = lp_overlap_heads(3, 2)
+    assert [h.rank for h in heads] == [4, 4]
+    level = overlap_level_max_error(P, shifts)
+    assert level < Fraction(1, 2)
+    assert exhaustive_max_error(heads, 3) == level  # the classes are every input
+
+
+def test_one_overlap_head_cannot_and_the_lp_says_so():
+    from companion.multihead import overlap_scores_lp
+
+    assert overlap_scores_lp(3, 1, Fraction(1, 2)) is None
+    assert overlap_scores_lp(3, 2, Fraction(499, 1000)) is not None
+    with pytest.raises(ValueError, match="error"):
+        overlap_scores_lp(3, 2, 1)

@@ -37,6 +37,9 @@ __all__ = [
     "two_head_witness_heads",
     "cauchy_overlap_heads",
     "cauchy_level_max_error",
+    "overlap_scores_lp",
+    "lp_overlap_heads",
+    "overlap_level_max_error",
     "answer_function_count",
     "transcript_numbers_needed",
 ]
@@ -232,19 +235,12 @@ def _inverse(A: list[list[Fraction]]) -> list[list[Fraction]]:
     return [row[n:] for row in M]
 
 
-def cauchy_overlap_heads(m: int, shifts=None) -> tuple[KernelAttentionHead, ...]:
-    """2m+1 NKA heads of rank m+1, exact (error 0) on every length-3 input in {0,1}^m.
-
-    Head h: phi_Q(x) = (x, 1), phi_K(z) = (z, t_h) at the key positions and 0 at the query's
-    own (kernel <x, z> + t_h > 0), scores f_h(x, z) = P_h(|x|, <x,z>) / (<x,z> + t_h) read
-    from one-hot values over all 2^m tokens (d = 2^m). Bidirectional form (query first).
-    """
-    m = _check_m(m, upper=10)
-    shifts = _default_shifts(m) if shifts is None else [Fraction(s) for s in shifts]
-    if len(shifts) != 2 * m + 1 or len(set(shifts)) != len(shifts) or min(shifts) <= 0:
-        raise ValueError(f"shifts must be {2 * m + 1} distinct positive numbers")
-    P = _cauchy_scores(m, shifts)
+def _overlap_heads(m: int, P: dict, shifts) -> tuple[KernelAttentionHead, ...]:
+    """Heads h with kernel <x, z> + t_h at the key positions (0 at the query's), rank m + 1,
+    and scores P[w][h][a] / (a + t_h) for a query of weight w and a key of overlap a, read
+    from one-hot values over all 2^m tokens (d = 2^m)."""
     weights = 2 ** np.arange(m)
+    allz = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
 
     def make(h):
         th = shifts[h]
@@ -269,16 +265,11 @@ def cauchy_overlap_heads(m: int, shifts=None) -> tuple[KernelAttentionHead, ...]
 
         def readout(x):
             x = np.asarray(x, dtype=np.int64)
-            allz = ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1)
-            ov = x @ allz.T  # (..., 2^m) overlaps of x with every token
-            w = x.sum(-1)
+            ov = x @ allz.T  # (..., 2^m): overlap of x with every token
+            w = np.broadcast_to(x.sum(-1)[..., None], ov.shape)
             out = np.empty(ov.shape, dtype=object)
-            flat_o, flat_w = ov.reshape(-1, 2 ** m), np.broadcast_to(w[..., None], ov.shape)
-            flat_w = flat_w.reshape(-1, 2 ** m)
-            view = out.reshape(-1, 2 ** m)
-            for r in range(len(flat_o)):
-                view[r] = [P[int(ww)][h][int(a)] / (int(a) + th)
-                           for ww, a in zip(flat_w[r], flat_o[r])]
+            out.reshape(-1)[:] = [P[int(ww)][h][int(a)] / (int(a) + th)
+                                  for ww, a in zip(w.ravel(), ov.ravel())]
             return out
 
         return KernelAttentionHead(
@@ -286,7 +277,87 @@ def cauchy_overlap_heads(m: int, shifts=None) -> tuple[KernelAttentionHead, ...]
             values=values, readout_weights=readout,
             readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
 
-    return tuple(make(h) for h in range(2 * m + 1))
+    return tuple(make(h) for h in range(len(shifts)))
+
+
+def cauchy_overlap_heads(m: int, shifts=None) -> tuple[KernelAttentionHead, ...]:
+    """2m+1 NKA heads of rank m+1, exact (error 0) on every length-3 input in {0,1}^m.
+
+    Head h: phi_Q(x) = (x, 1), phi_K(z) = (z, t_h) at the key positions and 0 at the query's
+    own (kernel <x, z> + t_h > 0), scores f_h(x, z) = P_h(|x|, <x,z>) / (<x,z> + t_h) read
+    from one-hot values over all 2^m tokens (d = 2^m). Bidirectional form (query first).
+    """
+    m = _check_m(m, upper=10)
+    shifts = _default_shifts(m) if shifts is None else [Fraction(s) for s in shifts]
+    if len(shifts) != 2 * m + 1 or len(set(shifts)) != len(shifts) or min(shifts) <= 0:
+        raise ValueError(f"shifts must be {2 * m + 1} distinct positive numbers")
+    return _overlap_heads(m, _cauchy_scores(m, shifts), shifts)
+
+
+def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None):
+    """Exact LP: numerators P[h][a] (h < heads, a <= w) with
+    |sum_h (P_h(a) + P_h(b)) / (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w,
+    kernels <x,z> + t_h fixed (t_h = h + 1/2 by default). Returns P or None (infeasible,
+    with a checked Farkas certificate behind it)."""
+    from .exact_lp import FarkasCertificate, feasible_point
+
+    for name, v in (("w", w), ("heads", heads)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    error = Fraction(error)
+    if not 0 <= error <= Fraction(1, 2):
+        raise ValueError(f"error must lie in [0, 1/2], got {error}")
+    shifts = [Fraction(2 * h + 1, 2) for h in range(heads)] if shifts is None else \
+        [Fraction(t) for t in shifts]
+    if len(shifts) != heads or min(shifts) <= 0:
+        raise ValueError(f"shifts must be {heads} positive numbers")
+    nv = heads * (w + 1)
+    A, bvec = [], []
+    for a in range(w + 1):
+        for b in range(a, w + 1):
+            row = [Fraction(0)] * nv
+            for h in range(heads):
+                c = 1 / (a + b + 2 * shifts[h])
+                row[h * (w + 1) + a] += c
+                row[h * (w + 1) + b] += c
+            t = min(a, b)
+            A.append(row)
+            bvec.append(t + error)
+            A.append([-v for v in row])
+            bvec.append(-t + error)
+    result = feasible_point(A, bvec)
+    if isinstance(result, FarkasCertificate):
+        return None
+    return [list(result[h * (w + 1):(h + 1) * (w + 1)]) for h in range(heads)]
+
+
+def lp_overlap_heads(m: int, heads: int, error=Fraction(499, 1000)):
+    """``heads`` NKA heads of rank m+1 (kernels <x,z> + h + 1/2) with error <= ``error`` on
+    every length-3 input in {0,1}^m, from :func:`overlap_scores_lp` for each query weight.
+    Returns (heads, P by weight, shifts); raises ValueError if some weight has no solution."""
+    m = _check_m(m, upper=10)
+    shifts = [Fraction(2 * h + 1, 2) for h in range(heads)]
+    P = {0: [[Fraction(0)] for _ in range(heads)]}
+    for w in range(1, m + 1):
+        sol = overlap_scores_lp(w, heads, error, shifts)
+        if sol is None:
+            raise ValueError(f"no {heads} overlap heads reach error {error} at query weight {w}")
+        P[w] = sol
+    return _overlap_heads(m, P, shifts), P, shifts
+
+
+def overlap_level_max_error(P: dict, shifts) -> Fraction:
+    """Exact max error of overlap heads with numerators P[w][h][a] and shifts t_h over every
+    input class (|x|, <x,z>, <x,z'>) — exhaustive, since the heads see nothing else."""
+    shifts = [Fraction(t) for t in shifts]
+    worst = Fraction(0)
+    for w, Pw in P.items():
+        for a in range(w + 1):
+            for b in range(w + 1):
+                y = sum(((Pw[h][a] + Pw[h][b]) / (a + b + 2 * th)
+                         for h, th in enumerate(shifts)), Fraction(0))
+                worst = max(worst, abs(y - min(a, b)))
+    return worst
 
 
 def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
@@ -295,18 +366,7 @@ def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
     input only through its class, so this is the exhaustive max error for every m."""
     m = _check_m(m)
     shifts = _default_shifts(m) if shifts is None else [Fraction(s) for s in shifts]
-    P = _cauchy_scores(m, shifts)
-    worst = Fraction(0)
-    for w in range(m + 1):
-        for a in range(w + 1):
-            for b in range(w + 1):
-                y = Fraction(0)
-                for h, th in enumerate(shifts):
-                    ka, kb = a + th, b + th
-                    fa, fb = P[w][h][a] / ka, P[w][h][b] / kb
-                    y += (ka * fa + kb * fb) / (ka + kb)
-                worst = max(worst, abs(y - min(a, b)))
-    return worst
+    return overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
 
 
 def exhaustive_max_error(heads, m: int) -> Fraction:
