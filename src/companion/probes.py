@@ -39,6 +39,8 @@ __all__ = [
     "denominator_structure",
     "run_all_inputs_probe",
     "all_inputs_family",
+    "e1_rows",
+    "probe_figure",
     "main",
 ]
 
@@ -471,3 +473,59 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def e1_rows(e1_results: dict) -> list[dict]:
+    """E1's committed NKA records as probe rows (kind 'nka', H = 1), for the figure."""
+    rows = []
+    for unit in e1_results["units"].values():
+        for rec in unit["models"]:
+            if rec["kind"] == "nka":
+                rows.append({**rec, "kind": "nka", "heads": 1, "total_rank": rec["rank"]})
+    return summarise_probes({"units": {"e1": {"models": rows}}})
+
+
+def probe_figure(rows: list[dict], bound=None, ax=None):
+    """Best max error against total feature rank H r, one curve per model class (median over
+    seeds, bars from min to max), the exactness line 1/2 and the certified bounds: the NKA
+    certificate and, for signed heads, Proposition S's r* - 1 and ceil(T) - 1."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.5))
+    styles = {"nka": ("NKA, one head (E1)", "k", "o"),
+              "signed_pos": ("signed, position-dependent keys", "tab:red", "s"),
+              "signed_shared": ("signed, shared keys", "tab:orange", "D"),
+              2: ("2 NKA heads", "tab:blue", "^"), 4: ("4 NKA heads", "tab:green", "v"),
+              8: ("8 NKA heads", "tab:purple", "P")}
+    floor = 1e-3
+    groups: dict = {}
+    for row in rows:
+        key = row["heads"] if row["kind"] == "multi" and row["heads"] > 1 else (
+            "nka" if row["kind"] == "multi" else row["kind"])
+        groups.setdefault(key, []).append(row)
+    for key, rs in groups.items():
+        label, color, marker = styles.get(key, (str(key), "gray", "x"))
+        rs = sorted(rs, key=lambda r: r["total_rank"])
+        x = [r["total_rank"] for r in rs]
+        med = [max(r["median_max_error"], floor) for r in rs]
+        lo = [max(r["min_max_error"], floor) for r in rs]
+        hi = [max(r["max_max_error"], floor) for r in rs]
+        ax.errorbar(x, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], color=color,
+                    marker=marker, capsize=3, label=label)
+    ax.axhline(0.5, color="gray", ls=":", lw=1)
+    ax.text(1.05, 0.5, "error 1/2", color="gray", va="bottom", fontsize=8)
+    if bound is not None:
+        ax.axvline(bound.rank, color="k", ls="--", lw=1)
+        ax.text(bound.rank, ax.get_ylim()[1] if ax.get_ylim()[1] < 10 else 3,
+                f" NKA certificate r* = {bound.rank}", fontsize=8, va="top")
+        from .signed_heads import signed_rank_lower_bound
+
+        for setting, ls in (("positive", "-."), ("nonzero_shared_keys", ":")):
+            ax.axvline(signed_rank_lower_bound(bound, setting), color="tab:red", ls=ls, lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("total feature rank H r")
+    ax.set_ylabel("best max error on F(S)")
+    ax.legend(fontsize=8, loc="lower left")
+    return ax
