@@ -206,3 +206,17 @@ def test_head_tables_reject_mismatched_shapes():
                    query_position=0)
     with pytest.raises(ValueError, match="at least one head"):
         HeadTables(heads=(), bias=tables.bias, positional=True, query_position=0)
+
+
+def test_sign_inits_start_with_negative_weights():
+    cols = TableSignedHeads([4, 3], [0, 1], 12, sign_init="columns")
+    fq, fk = cols.features()
+    assert torch.all(fq[0, :, :2] > 0) and torch.all(fq[0, :, 2:4] < 0)  # K_plus - K_minus
+    assert torch.all(fq[1, :, :2] > 0) and torch.all(fq[1, :, 2] < 0) and torch.all(fk > 0 - 1e-9)
+    sym = TableSignedHeads([4], [0], 12, parametrisation="raw", sign_init="symmetric")
+    fq, _ = sym.features()
+    assert (fq < 0).any() and (fq > 0).any()
+    with pytest.raises(ValueError, match="needs parametrisation"):
+        TableSignedHeads([4], [0], 12, sign_init="symmetric")
+    with pytest.raises(ValueError, match="sign_init"):
+        TableSignedHeads([4], [0], 12, sign_init="negative")

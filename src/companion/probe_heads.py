@@ -33,6 +33,9 @@ import numpy as np
 import torch
 
 SIGNED_PARAMETRISATIONS = ("gexp", "raw")
+#: How signed features start: 'positive' (the NKA head of the same seed), 'columns'
+#: (gexp: half the columns negated, alpha = K_plus - K_minus), 'symmetric' (raw: N(0, std^2)).
+SIGN_INITS = ("positive", "columns", "symmetric")
 
 __all__ = [
     "SIGNED_PARAMETRISATIONS",
@@ -147,6 +150,7 @@ class TableSignedHeads(_StackedTables):
         value_std: float = 1.0,
         parametrisation: str = "gexp",
         gain_scale: float = 0.1,
+        sign_init: str = "positive",
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
@@ -158,6 +162,13 @@ class TableSignedHeads(_StackedTables):
                 0 < gain_scale <= 100):
             raise ValueError(f"gain_scale must be a number in (0, 100], got {gain_scale!r}")
         self.gain_scale = float(gain_scale)
+        if sign_init not in SIGN_INITS:
+            raise ValueError(f"sign_init must be one of {SIGN_INITS}, got {sign_init!r}")
+        if sign_init == "symmetric" and parametrisation != "raw":
+            raise ValueError("sign_init='symmetric' needs parametrisation='raw'")
+        if sign_init == "columns" and parametrisation != "gexp":
+            raise ValueError("sign_init='columns' needs parametrisation='gexp'")
+        self.sign_init = sign_init
         self.ranks = _check_ints(ranks, "ranks", 1)
         if len(self.ranks) != len(self.seeds):
             raise ValueError(f"ranks and seeds must have the same length, got "
@@ -177,10 +188,15 @@ class TableSignedHeads(_StackedTables):
             a[j] = torch.randn(t, d, generator=g, dtype=dtype) / math.sqrt(d)
         mask = (torch.arange(r)[None, :] < torch.tensor(self.ranks)[:, None]).to(dtype)
         self.register_buffer("mask", mask)
-        if parametrisation == "raw":  # phi = the table itself, started at exp(draw)
-            q, k = torch.exp(q) * mask[:, None, :], torch.exp(k) * mask[:, None, None, :]
+        if parametrisation == "raw":  # phi = the table itself
+            if sign_init == "positive":  # started at exp(draw), the NKA head's features
+                q, k = torch.exp(q) * mask[:, None, :], torch.exp(k) * mask[:, None, None, :]
         else:  # phi = gain * exp(u), gain = 1 + gain_scale * g with g starting at 0
-            self.q_gain = torch.nn.Parameter(torch.zeros(m, t, r, dtype=dtype))
+            q_gain = torch.zeros(m, t, r, dtype=dtype)
+            if sign_init == "columns":  # the upper half of a model's columns starts at
+                for j, rj in enumerate(self.ranks):  # gain -1: alpha = K_plus - K_minus
+                    q_gain[j, :, (rj + 1) // 2:rj] = -2.0 / self.gain_scale
+            self.q_gain = torch.nn.Parameter(q_gain)
             self.k_gain = torch.nn.Parameter(torch.zeros(m, p, t, r, dtype=dtype))
         self.q, self.k = torch.nn.Parameter(q), torch.nn.Parameter(k)
         self.v, self.a = torch.nn.Parameter(v), torch.nn.Parameter(a)

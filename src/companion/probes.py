@@ -53,6 +53,7 @@ PROBES_FULL: dict = {
     "signed_positional": [True, False],
     "signed_parametrisation": "gexp",
     "gain_scale": 0.1,
+    "sign_init": "positive",
     "multi_heads": [2, 4, 8],
     "multi_totals": [2, 4, 8, 16, 24],
     "seeds": [0, 1, 2, 3, 4],
@@ -121,6 +122,9 @@ def check_probe_config(config: dict) -> dict:
     cfg["surrogate_steps"] = _check_int(cfg["surrogate_steps"], "surrogate_steps", 0)
     cfg["surrogate_power"] = _check_int(cfg["surrogate_power"], "surrogate_power", 2, 1024)
     cfg["verify_below"] = _check_int(cfg["verify_below"], "verify_below", 0)
+    if cfg["sign_init"] not in ("positive", "columns", "symmetric"):
+        raise ValueError(f"sign_init must be 'positive', 'columns' or 'symmetric', got "
+                         f"{cfg['sign_init']!r}")
     if cfg["signed_parametrisation"] not in ("gexp", "raw"):
         raise ValueError("signed_parametrisation must be 'gexp' or 'raw', got "
                          f"{cfg['signed_parametrisation']!r}")
@@ -173,7 +177,7 @@ def build_probe_unit(cfg: dict, family, unit: tuple):
         model = TableSignedHeads(ranks, ss, T, n, query_position=qpos, d=cfg["d"],
                                  positional=unit[1], phi_std=cfg["phi_std"],
                                  parametrisation=cfg["signed_parametrisation"],
-                                 gain_scale=cfg["gain_scale"])
+                                 gain_scale=cfg["gain_scale"], sign_init=cfg["sign_init"])
         kind = "signed_pos" if unit[1] else "signed_shared"
         return model, [(kind, 1, r, s) for r, s in zip(ranks, ss)]
     h, pairs = unit[1], unit[2]
@@ -189,13 +193,16 @@ def denominator_structure(tables, family) -> dict:
     min_abs_relative = min over rows of |D| / max over the query's rows of |D|;
     sign_consistent = every query's rows share one sign (then flipping phi_Q(x) makes every
     denominator positive: the 'positive' convention, Proposition S(a));
-    arrangement_flips = mixed links whose two arrangements have opposite signs."""
+    arrangement_flips = mixed links whose two arrangements have opposite signs;
+    negative_weights = fraction of the family's alpha_p(x, x_p) that are negative;
+    negative_features = fraction of negative feature entries (query and key tables)."""
     (fq, fk, _, _), = tables.heads
     ids = np.asarray(family.token_ids)
     n = ids.shape[1]
     pos = np.arange(n) if tables.positional else np.zeros(n, dtype=np.int64)
     x = ids[:, family.query_position]
-    den = sum((fq[x] * fk[pos[p], ids[:, p]]).sum(-1) for p in range(n))
+    alpha = np.stack([(fq[x] * fk[pos[p], ids[:, p]]).sum(-1) for p in range(n)], -1)
+    den = alpha.sum(-1)
     qid = np.asarray(family.query_ids)
     consistent, rel = True, np.inf
     for i in np.unique(qid):
@@ -205,7 +212,9 @@ def denominator_structure(tables, family) -> dict:
     flips = sum(int(np.sign(den[lk.mixed_rows[0]]) != np.sign(den[lk.mixed_rows[-1]]))
                 for lk in family.links)
     return {"sign_consistent": consistent, "min_abs_relative": rel,
-            "arrangement_flips": flips, "negative_rows": int((den < 0).sum())}
+            "arrangement_flips": flips, "negative_rows": int((den < 0).sum()),
+            "negative_weights": round(float((alpha < 0).mean()), 6),
+            "negative_features": round(float(((fq < 0).mean() + (fk < 0).mean()) / 2), 6)}
 
 
 def _verify(tables, family) -> dict:
