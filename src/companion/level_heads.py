@@ -37,6 +37,7 @@ __all__ = [
     "level_feature_rank",
     "search_sign_patterns",
     "level_solution_head",
+    "level_degree_table",
 ]
 
 KINDS = ("nka", "positive", "pattern")
@@ -364,3 +365,17 @@ def level_solution_head(solutions: dict, m: int):
                                key_features=key_features, values=values_full,
                                readout_weights=readout,
                                readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+
+
+def level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
+    """For each kind and query weight w = 1..max_w: the least kernel degree k of a level head
+    with error <= 0.499, the degrees proved impossible (error <= 1/2 infeasible, Farkas), the
+    head's exact max error, and the feature rank B(m, k) + 1 it implies on {0,1}^m, m = w."""
+    rows = []
+    for kind in kinds:
+        for w in range(1, int(max_w) + 1):
+            k, sol, proved = min_level_degree(w, kind)
+            rows.append({"kind": kind, "w": w, "k": k, "proved_impossible": proved,
+                         "max_error": None if sol is None else str(level_max_error(sol)),
+                         "feature_rank": None if k is None else level_feature_rank(w, k)})
+    return rows
