@@ -149,7 +149,7 @@ def test_lemma_b_survives_shared_keys_with_any_sign():
 def test_random_position_dependent_signed_links_break_lemma_b():
     tested, violations = lemma_b_check(np.random.default_rng(4), True, False)
     assert violations  # the open case: Lemma B's conclusion fails on some links
-    for Dz, Dp, den_A, den_B, g, eps in violations:
+    for _dz, _dp, den_A, den_B, _g, _eps in violations:
         assert den_A * den_B < 0  # ... and only where the arrangements' signs differ
 
 
