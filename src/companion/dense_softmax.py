@@ -7,7 +7,10 @@ exp(-beta <x, x_p>), so y - t = sum_p w_p d_p >= 0 with gaps d_p = <x, x_p> - t;
 beta >= 1 the error is at most (n-1) e^{-beta}, below 1/2 once beta > ln(2(n-1)).
 
 This module measures the head's exact worst case over *all* length-n inputs on {0,1}^m and
-the exact temperature threshold beta*(n, m) where that worst case drops below 1/2.
+the exact temperature threshold beta*(n, m) where that worst case drops below 1/2, and gives
+both in closed form (proved in chapter 4): the worst case is max_{d<=m} (n-1)d/(e^{beta d}+n-1)
+and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, i.e. ln(n-1) for m = 1 or n >= 4, ln(3)/2 for
+n = 2 and ln(6)/2 for n = 3 (m >= 2).
 """
 
 from __future__ import annotations
@@ -173,8 +176,8 @@ def uniform_gap_threshold(n: int, m: int) -> float:
     """max over gaps 1 <= d <= m of ln((n-1)(2d-1)) / d: where the profile with n-1 tokens at
     gap d (the query's own slot among them) and one key at the minimum reaches error 1/2.
 
-    A lower bound on beta*(n, m) by construction; the chapter checks numerically that it is
-    the exact threshold (an observation, not a theorem).
+    Equal to beta*(n, m) by the worst-profile theorem; see :func:`threshold_closed_form`,
+    which also covers n = 2.
     """
     n = _check_int(n, "n (sequence length)", 3)
     m = _check_int(m, "m (token width)", 1)
