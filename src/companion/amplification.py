@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -210,3 +211,86 @@ def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     log2_D = math.log2(table.D)
     return np.array([math.log2(R) - G * log2_D if R > 0 else -math.inf
                      for G, R in enumerate(table.R[: int(G_max) + 1])])
+# --- the growth rate, with the care rho(1) = 0 needs ---------------------------------------
+#
+# rho(1) = 0 at eps = 1/2, so log rho is -inf at G = 1 and Fekete's lemma cannot be applied
+# to log rho on all G >= 1 as it stands. What holds, for every n >= 3 and eps in (0, 1/2]:
+# rho(G) > 0 exactly for G >= G0 = floor(2 eps) + 1, and with lambda = max_g c(g)^(1/g)
+# attained at g*, kappa lambda^G <= rho(G) <= lambda^G for all G >= G0, where
+# kappa = min over G0 <= r < G0 + g* of rho(r) / lambda^r > 0 (write G = k g* + r and glue k
+# best links to an optimal chain for r). Hence rho(G)^(1/G) -> lambda.
+
+
+@dataclass(frozen=True)
+class ChainGrowth:
+    """Constants of kappa lambda^G <= rho_{n,eps}(G) <= lambda^G (all G >= first_positive).
+
+    lambda = best_factor**(1/best_link) is the growth rate; everything is stored exactly as
+    powers: lambda**best_link = best_factor and kappa**best_link = kappa_power."""
+
+    n: int
+    eps: Fraction
+    best_link: int  # g*: c(g*)^(1/g*) = max_g c(g)^(1/g)
+    best_factor: Fraction  # c(g*) = lambda**g*
+    first_positive: int  # G0 = floor(2 eps) + 1: rho(G) > 0 exactly when G >= G0
+    kappa_power: Fraction  # kappa**g* = min_{G0 <= r < G0 + g*} rho(r)**g* / c(g*)**r
+
+    @property
+    def rate(self) -> float:
+        """lambda = lim rho(G)^(1/G)."""
+        return float(self.best_factor) ** (1 / self.best_link)
+
+    @property
+    def kappa(self) -> float:
+        return float(self.kappa_power) ** (1 / self.best_link)
+
+
+def _is_best_link(g_star: int, n: int, eps: Fraction) -> int:
+    """Check exactly that c(g)^(1/g) <= c(g*)^(1/g*) for every g >= 1; return the last g
+    compared one by one. Past g1 > 2 eps + 1/ln(lambda) the ratio lambda^g / c(g) increases
+    (d/dg [g ln lambda - ln c(g)] = ln lambda - 1/(g - 2 eps) > 0), so checking up to g1
+    covers all g."""
+    c_star = link_factor(g_star, n, eps)
+    g1 = math.ceil(2 * eps + 1 / math.log(float(c_star) ** (1 / g_star))) + 2
+    for g in range(1, g1 + 1):
+        c = link_factor(g, n, eps)
+        if c > 0 and c**g_star > c_star**g:
+            raise ArithmeticError(f"g* = {g_star} is not a best link: c({g}) beats it")
+    return g1
+
+
+def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
+    """The exact constants of kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0."""
+    n, eps = check_length(n), check_eps(eps)
+    # candidate g* by floats over g <= 2 eps + 1/ln(lambda) + 2 (c(3) >= 2, so lambda > 1);
+    # _is_best_link then confirms it exactly against every g
+    g_star, best, g = 0, -math.inf, 1
+    while g <= 3 or g <= 2 * eps + 1 / best + 2:
+        c = link_factor(g, n, eps)
+        if c > 0 and math.log(c) / g > best:
+            g_star, best = g, math.log(c) / g
+        g += 1
+    _is_best_link(g_star, n, eps)
+    c_star = link_factor(g_star, n, eps)
+    G0 = math.floor(2 * eps) + 1
+    kappa_power = min(best_chain_factor(r, n, eps) ** g_star / c_star**r
+                      for r in range(G0, G0 + g_star))
+    return ChainGrowth(n, eps, g_star, c_star, G0, kappa_power)
+
+
+def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
+    """Verify exactly, for every 1 <= G <= G_max: rho(G) = 0 iff G < G0, and
+    kappa^g* lambda^(g* G) <= rho(G)^g* <= lambda^(g* G) for G >= G0 (integers/Fractions, no
+    floats). Returns the number of G checked; raises AssertionError on a violation."""
+    G_max = check_gap(G_max, "G_max")
+    growth = chain_growth(n, eps)
+    g, c, kp = growth.best_link, growth.best_factor, growth.kappa_power
+    for G in range(1, G_max + 1):
+        rho = best_chain_factor(G, n, eps)
+        if G < growth.first_positive:
+            assert rho == 0, (G, rho)
+            continue
+        assert rho > 0, (G, rho)
+        power, top = rho**g, c**G
+        assert kp * top <= power <= top, (G, rho)
+    return G_max

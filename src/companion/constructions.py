@@ -347,3 +347,36 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
         values=lambda z, p: np.asarray(z, dtype=np.int64),
         readout_weights=lambda x: np.asarray(x, dtype=np.int64),
         readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))
+# --- Theorem A's head at length 3: the exact worst case ------------------------------------
+#
+# With uniform weights over (x, z, z') the head returns y = (2a + 2b - w)/3, where w = |x|,
+# a = <x, z>, b = <x, z'>, and the target is min(a, b). With a <= b <= w <= m the error is
+# y - t = (2b - a - w)/3, which lies in [-(w - a)/3, (b - a)/3] and so in [-m/3, m/3].
+
+
+def rank_one_length_three_error(w: int, a: int, b: int) -> Fraction:
+    """y - t of the rank-1 head on a length-3 input with |x| = w and key overlaps a, b:
+    (2a + 2b - w)/3 - min(a, b), exactly. Requires 0 <= a, b <= w."""
+    for name, v in (("w", w), ("a", a), ("b", b)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if not (0 <= a <= w and 0 <= b <= w):
+        raise ValueError(f"overlaps must satisfy 0 <= a, b <= w = |x|, got w={w}, a={a}, b={b}")
+    return Fraction(2 * int(a) + 2 * int(b) - int(w), 3) - min(int(a), int(b))
+
+
+def rank_one_length_three_max_error(m: int) -> Fraction:
+    """m/3: the rank-1 head's largest |y - t| over all length-3 inputs on {0,1}^m (proved:
+    |2b - a - w| <= m whenever 0 <= a <= b <= w <= m)."""
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m (token width) must be an int >= 1, got {m!r}")
+    return Fraction(int(m), 3)
+
+
+def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
+    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3:
+    (1^m, 0, 1^m) and (1^m, 1^m, 0), overshooting by m/3, and (1^m, 0, 0), undershooting.
+    Shape (3, 3, m); the proof shows there are no others."""
+    rank_one_length_three_max_error(m)  # validates m
+    one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
+    return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

@@ -7,7 +7,10 @@ exp(-beta <x, x_p>), so y - t = sum_p w_p d_p >= 0 with gaps d_p = <x, x_p> - t;
 beta >= 1 the error is at most (n-1) e^{-beta}, below 1/2 once beta > ln(2(n-1)).
 
 This module measures the head's exact worst case over *all* length-n inputs on {0,1}^m and
-the exact temperature threshold beta*(n, m) where that worst case drops below 1/2.
+the exact temperature threshold beta*(n, m) where that worst case drops below 1/2, and gives
+both in closed form (proved in chapter 4): the worst case is max_{d<=m} (n-1)d/(e^{beta d}+n-1)
+and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, i.e. ln(n-1) for m = 1 or n >= 4, ln(3)/2 for
+n = 2 and ln(6)/2 for n = 3 (m >= 2).
 
 Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
 """
@@ -15,6 +18,7 @@ Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -157,9 +161,161 @@ def uniform_gap_threshold(n: int, m: int) -> float:
     """max over gaps 1 <= d <= m of ln((n-1)(2d-1)) / d: where the profile with n-1 tokens at
     gap d (the query's own slot among them) and one key at the minimum reaches error 1/2.
 
-    A lower bound on beta*(n, m) by construction; the chapter checks numerically that it is
-    the exact threshold (an observation, not a theorem).
+    Equal to beta*(n, m) by the worst-profile theorem; see :func:`threshold_closed_form`,
+    which also covers n = 2.
     """
     n = check_int(n, "n (sequence length)", 3)
     m = check_int(m, "m (token width)", 1)
     return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, m + 1))
+
+
+# --- closed forms: the worst profile, the exact threshold and saturation ------------------
+#
+# Theorem (worst profile). For n >= 2, m >= 1, beta >= 0 the worst case over all inputs is
+# attained by a *uniform-gap profile* U_d: one key at the minimum overlap and the other n-1
+# positions (the query's own slot among them) at gap d, for some 1 <= d <= m:
+#     max error = max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1).
+# Proof sketch (the chapter has it in full): with lam the right-hand side, every d in [1, m]
+# has (d - lam) e^{-beta d} <= lam/(n-1); a profile has z >= 1 positions at gap 0 and at most
+# n-1 at gaps in [1, m], so sum_p (d_p - lam) e^{-beta d_p} <= -z lam + lam <= 0, i.e. its
+# error sum_p d_p e^{-beta d_p} / sum_p e^{-beta d_p} is at most lam.
+
+
+def _check_decay(decay) -> Fraction:
+    """e^{-beta} as an exact rational in (0, 1]."""
+    if isinstance(decay, bool) or not isinstance(decay, (int, Fraction)):
+        raise TypeError(f"decay (= e^-beta) must be an int or Fraction, got {type(decay).__name__}")
+    decay = Fraction(decay)
+    if not 0 < decay <= 1:
+        raise ValueError(f"decay (= e^-beta) must lie in (0, 1], got {decay}")
+    return decay
+
+
+def uniform_gap_error(beta, n: int, d: int) -> float:
+    """Error of the uniform-gap profile U_d (one key at the minimum, the other n-1 positions
+    at gap d): (n-1) d e^{-beta d} / (1 + (n-1) e^{-beta d}) = (n-1) d / (e^{beta d} + n-1)."""
+    beta = check_beta(beta)
+    n = _check_int(n, "n (sequence length)", 2)
+    d = _check_int(d, "d (gap)", 1)
+    # e^{-beta d} form: no overflow for large beta*d, and the same value as the head computes
+    u = (n - 1) * math.exp(-beta * d)
+    return d * u / (1 + u)
+
+
+def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
+    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
+    y = _check_decay(decay)
+    n = _check_int(n, "n (sequence length)", 2)
+    d = _check_int(d, "d (gap)", 1)
+    u = (n - 1) * y**d
+    return d * u / (1 + u)
+
+
+def max_error_closed_form(beta, n: int, m: int) -> float:
+    """The exact worst case of Proposition F's head over all length-n inputs on {0,1}^m, in
+    closed form: max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (the worst-profile theorem)."""
+    n = _check_int(n, "n (sequence length)", 2)
+    m = _check_int(m, "m (token width)", 1)
+    return max(uniform_gap_error(beta, n, d) for d in range(1, m + 1))
+
+
+def worst_gap(beta, n: int, m: int) -> int:
+    """The smallest gap d in [1, m] whose uniform-gap profile attains the worst case."""
+    n = _check_int(n, "n (sequence length)", 2)
+    m = _check_int(m, "m (token width)", 1)
+    values = [uniform_gap_error(beta, n, d) for d in range(1, m + 1)]
+    return 1 + int(np.argmax(values))
+
+
+def _gap_profiles(n: int, m: int) -> list[list[int]]:
+    """The gap vectors (d_p) = overlaps - min of all overlap profiles, each once.
+
+    A profile with minimum t > 0 has the same gaps as the profile shifted down by t (query
+    weight |x| - t, key overlaps minus t), so the profiles with minimum 0 already list every
+    gap vector."""
+    rows = overlap_profiles(n, m)
+    return rows[rows.min(axis=1) == 0].tolist()
+
+
+def max_error_exact(decay, n: int, m: int) -> Fraction:
+    """The worst case over all length-n inputs on {0,1}^m at e^{-beta} = decay, in exact
+    rational arithmetic: max over every overlap profile of sum d y^d / sum y^d.
+
+    An independent check of the worst-profile theorem and of beta*(n, m) that uses no floats
+    (choose a rational decay y; beta = -ln y)."""
+    y = _check_decay(decay)
+    n = _check_int(n, "n (sequence length)", 2)
+    m = _check_int(m, "m (token width)", 1)
+    p, q = y.numerator, y.denominator
+    # scale every weight y^d by q^m: integer weights p^d q^(m-d), ratios unchanged
+    weight = [p**d * q ** (m - d) for d in range(m + 1)]
+    best_num, best_den = 0, 1
+    for gaps in _gap_profiles(n, m):
+        num = sum(d * weight[d] for d in gaps)
+        den = sum(weight[d] for d in gaps)
+        if num * best_den > best_num * den:
+            best_num, best_den = num, den
+    return Fraction(best_num, best_den)
+
+
+def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
+    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly."""
+    n = _check_int(n, "n (sequence length)", 2)
+    m = _check_int(m, "m (token width)", 1)
+    return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
+
+
+def threshold_gap(n: int, m: int) -> int:
+    """The gap d whose uniform profile decides beta*(n, m): 1 when m = 1 or n >= 4, else 2.
+
+    (At n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2; the smaller gap is returned.)"""
+    n = _check_int(n, "n (sequence length)", 2)
+    m = _check_int(m, "m (token width)", 1)
+    return 2 if m >= 2 and n <= 3 else 1
+
+
+def threshold_closed_form_terms(n: int, m: int) -> tuple[int, int]:
+    """(N, d) with beta*(n, m) = ln(N) / d exactly: N = (n-1)(2d-1), d = threshold_gap(n, m).
+
+    So beta*(n, 1) = ln(n-1); for m >= 2, beta*(2, m) = ln(3)/2, beta*(3, m) = ln(6)/2 and
+    beta*(n, m) = ln(n-1) for n >= 4."""
+    d = threshold_gap(n, m)
+    return (n - 1) * (2 * d - 1), d
+
+
+def threshold_closed_form(n: int, m: int) -> float:
+    """beta*(n, m) = max_{1<=d<=m} ln((n-1)(2d-1))/d, proven to equal ln(N)/d with (N, d) from
+    threshold_closed_form_terms: the head's max error is < 1/2 exactly when beta > beta*."""
+    N, d = threshold_closed_form_terms(n, m)
+    return math.log(N) / d
+
+
+def saturation_bound(beta, n: int) -> float:
+    """(n-1)/(e beta): for beta > 0 the max error is below this for every width m, because
+    u e^{-beta u} <= 1/(e beta) for all u >= 0."""
+    beta = check_beta(beta)
+    n = _check_int(n, "n (sequence length)", 2)
+    if beta == 0:
+        raise ValueError("beta must be > 0 for the saturation bound (at beta = 0 the worst case "
+                         "(n-1)m/n grows without bound in m)")
+    return (n - 1) / (math.e * beta)
+
+
+def saturation_width(beta, n: int) -> int:
+    """The least width m_0 from which the max error no longer changes with m (beta > 0):
+    the smallest maximiser over all d >= 1 of (n-1) d / (e^{beta d} + n - 1).
+
+    The search stops at the first d past 1/beta with (n-1) d e^{-beta d} below the best value
+    so far: from there on (n-1) d e^{-beta d} decreases and bounds every later term."""
+    beta = check_beta(beta)
+    n = _check_int(n, "n (sequence length)", 2)
+    if beta == 0:
+        raise ValueError("beta must be > 0: at beta = 0 the worst case grows with m forever")
+    best_d, best, d = 1, uniform_gap_error(beta, n, 1), 1
+    while True:
+        d += 1
+        value = uniform_gap_error(beta, n, d)
+        if value > best:
+            best_d, best = d, value
+        if d >= 1 / beta and (n - 1) * d * math.exp(-beta * d) < best:
+            return best_d

@@ -158,3 +158,109 @@ class QuantisedSketchModel(TranscriptModel):
         c = self.construction
         return (f"QuantisedSketchModel(q={c.q}, s={c.s}, L={self.layers}, H={self.heads}, "
                 f"r={self.rank}, d={self.value_dim}, b={self.bits})")
+
+
+class CountingSketchModel(TranscriptModel):
+    """A one-head, rank-1, b-bit quantised NKA sketch *designed* to be exact on as many answer
+    vectors as it has transcripts: the strongest a model with this channel can be.
+
+    Every feature is 1 (phi_Q = phi_K = 1, so u_A = 1 always sends the same code). Alice's
+    value v_k(z) (k = 1..d) is the quantisation level of min(|z n B_k|, 2**b - 1) on S_RANGE,
+    so S_A = v travels through the b-bit channel losslessly; Bob's keys have value 0. Query
+    i <= d reads o_i = S~_A / (q + u~_A) and the affine readout turns entry i back into the
+    count; queries i > d output 0. The model is exact exactly on the answer vectors with
+    c_k <= 2**b - 1 for k <= d and c_k = 0 for k > d, min(s+1, 2**b)**d of them, and these
+    are in one-to-one correspondence with the transcripts it uses.
+    """
+
+    def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
+        if not isinstance(construction, BlockConstruction):
+            raise TypeError("construction must be a BlockConstruction, "
+                            f"got {type(construction).__name__}")
+        self.construction = construction
+        self.value_dim = check_positive_int(value_dim, "value_dim", upper=construction.q)
+        self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+        self.rank = 1
+        self._steps = 2**self.bits - 1
+        # the dequantised level Bob receives for u_A = phi_K(z) = 1; the same for every z
+        self._u_level = float(dequantise(quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
+                                         self.bits))
+
+    @property
+    def alphabet_size(self) -> int:
+        return 2**self.bits
+
+    @property
+    def length(self) -> int:
+        """r*(d+1) = d + 1 quantised entries: S_A (1 x d) and u_A (1)."""
+        return self.value_dim + 1
+
+    def _value(self, token) -> np.ndarray:
+        """v(token) in R^d: for a token inside the blocks (Alice's), the levels of its first d
+        block counts clamped to 2**b - 1; for a token touching C (Bob's), 0."""
+        c = self.construction
+        if np.any(token[c.q * c.s:]):
+            return np.zeros(self.value_dim)
+        counts = c.block_counts(token)[: self.value_dim]
+        return dequantise(np.minimum(counts, self._steps), *S_RANGE, self.bits)
+
+    def _readout(self, x) -> tuple[np.ndarray, float]:
+        """Query-dependent affine readout (a(x), b(x)): the query covering B_k with k <= d
+        turns entry k of o back into a count; the others output 0."""
+        c = self.construction
+        a = np.zeros(self.value_dim)
+        k = int(np.argmax(x[: c.q * c.s])) // c.s  # x = 1_{B_k} + 1_C: its block, 0-based
+        if k >= self.value_dim:
+            return a, 0.0
+        lo, hi = S_RANGE
+        a[k] = (c.q + self._u_level) * self._steps / (hi - lo)
+        return a, -lo * self._steps / (hi - lo)
+
+    def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The head on the sequence (z, x_1..x_q): Bob's outputs (q,) and the transcript.
+
+        Alice's sketch (S_A, u_A) = (phi_K(z) v(z)^T, phi_K(z)) reaches Bob only as its b-bit
+        codes; Bob's own sketch is exact; all features are 1."""
+        z = self.construction.check_key_token(key_token)
+        if z.ndim != 1:
+            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
+        seq = self.construction.sequence(z)
+        s_alice, u_alice = 1.0 * self._value(seq[0]), np.array([1.0])  # phi_K = 1
+        codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits),
+                                quantise(u_alice, *U_RANGE, self.bits)])
+        s_tilde = dequantise(codes[: self.value_dim], *S_RANGE, self.bits)
+        u_tilde = float(dequantise(codes[self.value_dim], *U_RANGE, self.bits))
+        s_bob = sum(1.0 * self._value(x) for x in seq[1:])
+        u_bob = float(len(seq) - 1)
+        outputs = np.empty(self.construction.q)
+        for i, x in enumerate(seq[1:]):
+            o = (s_bob + s_tilde) / (u_bob + u_tilde)  # phi_Q(x) = 1 cancels
+            a, b = self._readout(x)
+            outputs[i] = a @ o + b
+        return outputs, tuple(int(cd) for cd in codes)
+
+    def transcript(self, key_token) -> tuple[int, ...]:
+        return self.forward(key_token)[1]
+
+    def outputs(self, key_token) -> np.ndarray:
+        """The head's outputs (forward pass), which equal read(transcript(z))."""
+        return self.forward(key_token)[0]
+
+    def read(self, transcript) -> np.ndarray:
+        """Bob's outputs from the transcript and his own tokens only."""
+        codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
+        d, bob = self.value_dim, self.construction.query_tokens()
+        s_tilde = dequantise(codes[:d], *S_RANGE, self.bits)
+        u_tilde = float(dequantise(codes[d], *U_RANGE, self.bits))
+        s_bob = sum(1.0 * self._value(x) for x in bob)
+        o = (s_bob + s_tilde) / (len(bob) + u_tilde)
+        return np.array([a @ o + b for a, b in map(self._readout, bob)])
+
+    def exact_answer_vectors(self) -> int:
+        """min(s+1, 2**b)**d: how many answer vectors the model gets right."""
+        return min(self.construction.s + 1, 2**self.bits) ** self.value_dim
+
+    def __repr__(self):
+        c = self.construction
+        return (f"CountingSketchModel(q={c.q}, s={c.s}, L=1, H=1, r=1, d={self.value_dim}, "
+                f"b={self.bits})")

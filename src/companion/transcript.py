@@ -375,3 +375,35 @@ def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int
     """Least r >= 1 with L*H*r*(d+1)*b >= q*log2(s+1): ceil(ceil(q log2(s+1)) / (L H (d+1) b))."""
     per_rank = sketch_bits(L, H, 1, d, b)
     return max(1, -(-bits_needed(q, s) // per_rank))
+
+
+def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
+    """A collision in which the model is *right* on the first input and therefore wrong on the
+    second: two key tokens (one representative per answer vector) with one transcript,
+    different answers, error < 1/2 on the first. None if no transcript class holds both an
+    input the model gets right and an input with another answer.
+
+    Within one transcript class the outputs are one vector, so at most one answer vector of
+    the class can be within 1/2 of it. If the model is right on as many answer vectors as it
+    uses transcripts, every class holds a right one, and below the bound some class holds two
+    answer vectors: then this search cannot return None.
+    """
+    c = model.construction
+    if answer_vector_count(c.q, c.s) > max_vectors:
+        raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "
+                         f"max_vectors={max_vectors}")
+    right: dict[tuple[int, ...], tuple[int, ...]] = {}
+    other: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for counts in itertools.product(range(c.s + 1), repeat=c.q):
+        t = check_transcript(model, model.transcript(c.representative(np.array(counts))))
+        out = np.asarray(model.read(t), dtype=np.float64)
+        if np.max(np.abs(out - np.array(counts))) < 0.5:
+            right.setdefault(t, counts)
+        else:
+            other.setdefault(t, counts)
+        if t in right and t in other:
+            collision = _reevaluate(model, right[t], other[t])
+            if not (collision.errors[0] < 0.5 <= collision.errors[1]):
+                raise RuntimeError("re-evaluation disagrees with the search about who is right")
+            return collision
+    return None
