@@ -180,11 +180,15 @@ def test_curve_rule_stay_above_width_and_limit():
     out = dev.curve_rule(ranks, acc, train)
     assert out["r_star"] == 16 and out["r_star_refined"] == 12 and out["r50"] == 8
     assert out["width"] == pytest.approx(np.log2(12 / 8)) and out["sharp"]
-    assert out["limit"] == "rank" and out["r_minus"] == 8
+    assert out["limit"] == "rank" and out["r_minus"] == 8 and out["capacity_share"] > 0.5
     # a dip after the first crossing moves r_star up (stay-above), r_first keeps the crossing
     dip = [[0.1]] * 2 + [[0.95], [0.6], [0.7], [0.95], [0.96]]
     out = dev.curve_rule(ranks, dip)
     assert out["r_first"] == 4 and out["r_star"] == 16 and not out["sharp"]
+    # a dip below the low level does not manufacture sharpness (running maximum)
+    dip = [[0.1], [0.2], [0.7], [0.2], [0.3], [0.95], [1.0]]
+    out = dev.curve_rule(ranks, dip)
+    assert out["r_star"] == 16 and out["r50"] == 2 and not out["sharp"]
     # no low regime: not sharp
     assert not dev.curve_rule([1, 2, 4], [[0.7], [0.8], [0.95]])["sharp"]
     # generalisation-limited: fits training, fails the test

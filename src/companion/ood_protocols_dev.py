@@ -627,8 +627,10 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     stay-above transition rank r_star on the doubling grid and refined over all run ranks,
     the first-crossing rank, r50 (largest run rank below r_star with median <= low), the
     width log2(r_star / r50) in doublings, `sharp` (width <= 1), J = a(r*) - a(r*/2),
-    the largest grid rise and, with train_acc, the train curve's r_star and the limit at
-    r_minus ("rank" if train < threshold there, "generalisation" if train >= threshold)."""
+    the largest grid rise and, with train_acc, the train curve's r_star and the
+    decomposition over the grid ranks below r_star (all grid ranks if none): the share of the
+    missing test accuracy that is capacity (1 - train) rather than generalisation
+    (train - test), and `limit` = "rank" if that share >= 1/2, else "generalisation"."""
     ranks = [int(r) for r in ranks]
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
@@ -662,8 +664,11 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
             out["r_star_refined"] = ranks[i_ref]
         else:
             out["r_star_refined"] = r_star
+        # the running maximum: a rank-r class contains every smaller rank, so a dip below an
+        # earlier rank's accuracy is an optimisation failure and must not make a curve sharp
+        env = np.maximum.accumulate(med)
         lows = [i for i in range(len(ranks)) if ranks[i] < out["r_star_refined"]
-                and med[i] <= low]
+                and env[i] <= low]
         if lows:
             out["r50"] = ranks[lows[-1]]
             out["width"] = float(np.log2(out["r_star_refined"] / out["r50"]))
@@ -679,8 +684,14 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
         if below:
             i = below[-1]
             out["r_minus"] = ranks[i]
-            out["limit"] = "rank" if tr[i] < threshold else "generalisation"
+            out["train_at_r_minus"] = float(tr[i])
             out["gap_at_r_minus"] = float(tr[i] - med[i])
+            # what is missing from a perfect test score below the transition, split into
+            # capacity (1 - train) and generalisation (train - test), summed over those ranks
+            cap = float(sum(max(0.0, 1.0 - tr[j]) for j in below))
+            gen = float(sum(max(0.0, tr[j] - med[j]) for j in below))
+            out["capacity_share"] = cap / (cap + gen) if cap + gen > 0 else None
+            out["limit"] = "rank" if cap >= gen else "generalisation"
     return out
 
 
@@ -720,7 +731,8 @@ def all_tokens_pool(m: int) -> np.ndarray:
 
 
 __all__ = [
-    "DisjointPoolData", "HARD_DISTRIBUTIONS", "PoolBits", "PoolTableKernelHeads",
+    "DisjointPoolData",
+    "HARD_DISTRIBUTIONS", "PoolBits", "PoolTableKernelHeads",
     "PoolTableSoftmaxHeads", "READOUTS", "SharedPoolData", "accuracy_by_position_gap",
     "all_tokens_pool", "code_pool", "complement_closed_pool", "complement_index", "curve_rule",
     "dense_exact", "disjoint_pool_split", "draw_triples", "gap_triples", "held_out",
