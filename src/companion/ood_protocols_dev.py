@@ -272,6 +272,7 @@ class SharedPoolData:
     pool: np.ndarray  # (P, m)
     train_idx: np.ndarray  # (S_train, 3)
     test_idx: dict  # distribution -> (S_test, 3), no multiset shared with train_idx
+    train_parts: dict  # mixture component -> its rows of train_idx (for matched train curves)
 
     def targets(self, idx) -> np.ndarray:
         return min_ip_targets(self.pool[idx])
@@ -333,21 +334,21 @@ def shared_pool_split(m: int, pool_size: int, n_train: int, n_test: int,
     total = sum(train_mix.values())
     counts = {k: int(round(n_train * v / total)) for k, v in train_mix.items()}
     counts[next(iter(counts))] += n_train - sum(counts.values())
-    parts = []
+    parts = {}
     for name, c in counts.items():
         if c:
             idx = side(name, c, rng, False)
             if len(idx) < c:
                 raise ValueError(f"could not draw {c} training {name} sequences")
-            parts.append(idx[:c])
-    train_idx = np.concatenate(parts)
+            parts[name] = idx[:c]
+    train_idx = np.concatenate(list(parts.values()))
     rng = np.random.default_rng(s_test)
     test_idx = {}
     for name in test_distributions:
         idx = side(name, n_test, rng, True)
         _, first = np.unique(multiset_codes(idx, pool_size), return_index=True)
         test_idx[name] = idx[np.sort(first)][:n_test]  # distinct test sequences
-    return SharedPoolData(m, pool, train_idx, test_idx)
+    return SharedPoolData(m, pool, train_idx, test_idx, parts)
 
 
 @dataclass(frozen=True)
