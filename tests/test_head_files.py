@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from companion.head_files import main, parse_rational, verify_head_file, write_head_file
 from companion.codes import paley_subset
+from companion.head_files import main, parse_rational, verify_head_file, write_head_file
 from companion.sandwich import indicator_factors, ratio_bounds, spread_factors
 from companion.sandwich_heads import build_exact_head
 from companion.witness import witness_family

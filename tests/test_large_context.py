@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pytest
 
-from companion.codes import gap_matrix
 from companion.asymptotics import (
     code_size_lower_bound,
     code_size_upper_bound,
@@ -16,6 +15,7 @@ from companion.asymptotics import (
     large_context_lower_log2,
     max_code_size_gap_two,
 )
+from companion.codes import gap_matrix
 from companion.rank_bounds import certified_rank_bound
 
 SMALL = [(m, w) for m in range(4, 10) for w in range(2, m // 2 + 1) if math.comb(m, w) <= 84]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from companion.amplification import best_chain_factor
-from companion.attention import KernelAttentionHead
 from companion.asymptotics import base_codes, explicit_code_log2_bounds
+from companion.attention import KernelAttentionHead
 from companion.experiments.witness_suite import experiment_witness_24
 from companion.gap_domination import total_weights
 from companion.witness import witness_family
