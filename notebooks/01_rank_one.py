@@ -239,7 +239,8 @@ print("max |y - t| = m/3 for m = 1..7:",
       all(r.max_error == Fraction(r.m, 3) for r in length_three))
 print(f"m = {m}: inputs with |y - t| = m/3:", len(worst))
 for seq, err in zip(worst, errors[np.abs(errors) == Fraction(m, 3)], strict=True):
-    print("  query", seq[0].tolist(), "keys", seq[1].tolist(), seq[2].tolist(), " y - t =", err)
+    print("  query", seq[0].tolist(), "keys", seq[1].tolist(), seq[2].tolist(),
+          " y - t =", err)
 expected = {s.tobytes() for s in rank_one_length_three_worst_inputs(m)}
 print("exactly the three inputs of the proposition:",
       {s.tobytes() for s in worst} == expected)

@@ -713,7 +713,8 @@ print(f"sandwich: {bound.rank} <= minimum feature rank for this family <= {sprea
 heads_dir = Path("..") / "results" / "heads"
 if not heads_dir.is_dir():  # run from the repository root
     heads_dir = Path("results") / "heads"
-sandwich_families = {"e1_28": "E1: 23 rows + 5 complements", "paley_rows_23": "23 Paley rows",
+sandwich_families = {"e1_28": "E1: 23 rows + 5 complements",
+                     "paley_rows_23": "23 Paley rows",
                      "paley_code_46": "46: all complements"}
 claims = {(name, v): read_head_claims(heads_dir / f"{name}_{v}.json")
           for name in sandwich_families for v in ("signed", "nonnegative")}
@@ -725,7 +726,8 @@ for name, label in sandwich_families.items():
     family_rows.append({"family": label, "|S|": len(fam.S), "inputs": len(fam),
                         "ladder keys private": ratio.private_ladders,
                         "max P_s": max(spread_products(ratio))})
-    sandwich_rows.append({"family": label, "r_min >= (Lemma D')": fam.certificate.bound.rank,
+    sandwich_rows.append({"family": label,
+                          "r_min >= (Lemma D')": fam.certificate.bound.rank,
                           "signed head": claims[(name, "signed")]["rank"],
                           "nonnegative head": claims[(name, "nonnegative")]["rank"]})
 display(Table(family_rows, caption="The three witness families (n = 3, eps = 1/2)"))
@@ -748,9 +750,11 @@ Table([{"head file": path.name, "rank": c["rank"], "exact max error": c["max_err
 report = verify_head_file(heads_dir / "e1_28_signed.json")  # exact, every input (~10 s)
 print("E1 family, signed head:", report.inputs, "inputs, feature rank", report.rank,
       "| rank of its kernel table:", report.kernel_rank)
-print("exact max error:", report.max_error, "| below 1/2:", report.max_error < Fraction(1, 2),
-      "| equal to the file's claim:", report.max_error == claims[("e1_28", "signed")]["max_error"])
-print("smallest attention weight:", report.min_weight, "| all checks passed:", report.passed)
+claimed = claims[("e1_28", "signed")]["max_error"]
+print("exact max error:", report.max_error,
+      "| below 1/2:", report.max_error < Fraction(1, 2), "| equal to the file's claim:", report.max_error == claimed)
+print("smallest attention weight:", report.min_weight,
+      "| all checks passed:", report.passed)
 assert report.passed, report.problems
 
 # %% [markdown]
@@ -864,13 +868,14 @@ Table(rows, formats={"Theorem E bound": ".4f", "Lemma D'": ".3f"})
 bases = {n: base_codes(n, widths=(12, 16, 20, 24, 28), seed=0, max_size=1000)
          for n in (3, 4, 6, 10)}
 table_widths = (24, 48, 100, 200, 500, 1000)
-exact = {n: explicit_code_log2_bounds(bases[n], table_widths, n, exact=True) for n in bases}
+exact = {n: explicit_code_log2_bounds(bases[n], table_widths, n, exact=True)
+         for n in bases}
 rows = []
 for m in table_widths:
     low, high = large_context_limit_log2_bounds(m)
     for n in (3, 4, 6, 10):
         row = asymptotic_rows(bases[n], [m], n)[0]
-        bound = exact[n][m]  # a Fraction: Theorem E's bound for the explicit code, exactly
+        bound = exact[n][m]  # a Fraction: Theorem E's bound for the explicit code
         rows.append({"m": m, "n": n,
                      "certified log2 (exact)": math.log2(bound.numerator)
                      - math.log2(bound.denominator),

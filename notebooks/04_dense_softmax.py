@@ -186,14 +186,15 @@ print(f"bound (n-1) e^-beta at beta = ln 4: {error_bound(beta0, 3):.6f}")
 # %%
 cases = [(3, m) for m in range(1, 7)] + [(4, m) for m in range(1, 5)] + [(5, m) for m in (1, 2, 3)]
 betas_check = (0.0, 0.5, 1.0, math.log(4), 3.0)
-worst_gap, sequences = 0.0, 0
+largest_diff, sequences = 0.0, 0
 for n, m in cases:
     for beta in betas_check:
-        worst_gap = max(worst_gap, abs(max_error(beta, n, m) - max_error_brute_force(beta, n, m)))
+        diff = abs(max_error(beta, n, m) - max_error_brute_force(beta, n, m))
+        largest_diff = max(largest_diff, diff)
     sequences += count_sequences(n, m)
 print(f"(n, m) pairs: {len(cases)}, sequences enumerated per beta: {sequences}, "
       f"betas: {len(betas_check)}")
-print("profile worst case = brute-force worst case (to 1e-12):", worst_gap <= 1e-12)
+print("profile worst case = brute-force worst case (to 1e-12):", largest_diff <= 1e-12)
 brute_38 = max_error_brute_force(1.0, 3, 8)
 print(f"n = 3, m = 8, beta = 1 over all {count_sequences(3, 8)} sequences: {brute_38:.6f}; "
       f"from {count_profiles(3, 8)} profiles: {max_error(1.0, 3, 8):.6f}")
@@ -401,7 +402,8 @@ agree = all(abs(threshold_closed_form(n, m) - thresholds[n][m - 1]) <= 1e-9
 print("beta*(n, m) closed form = bisection (to 1e-9), n <= 8, m <= 8:", agree)
 agree = all(abs(max_error_closed_form(b, n, m) - max_error(b, n, m)) <= 1e-12
             for n in (2, 3, 4, 5) for m in range(1, 9) for b in beta_table)
-print("max error closed form = exhaustive (to 1e-12), n <= 5, m <= 8, tabulated beta:", agree)
+print("max error closed form = exhaustive (to 1e-12), n <= 5, m <= 8, tabulated beta:",
+      agree)
 for n, m in ((2, 1), (2, 5), (3, 1), (3, 8), (4, 8), (8, 8)):
     N, d = threshold_closed_form_terms(n, m)
     print(f"n = {n}, m = {m}: beta* = ln({N})/{d} = {math.log(N) / d:.6f}")
@@ -409,11 +411,12 @@ for n, m in ((2, 1), (2, 5), (3, 1), (3, 8), (4, 8), (8, 8)):
 # and on either side of ln(6)/2 (n = 3, m = 4) it is >= 1/2 or < 1/2
 print("n = 3, m = 1, e^-beta = 1/2: max error over all profiles =",
       max_error_exact(Fraction(1, 2), 3, 1))
-for y in (Fraction(408249, 1000000), Fraction(408248, 1000000)):  # 1/sqrt 6 = 0.4082482...
+for y in (Fraction(408249, 1000000), Fraction(408248, 1000000)):  # 1/sqrt 6 = 0.40824829
     side = "beta < beta*" if 6 * y * y > 1 else "beta > beta*"
     worst = max_error_exact(y, 3, 4)
+    formula = worst == max_error_closed_form_exact(y, 3, 4)
     print(f"n = 3, m = 4, e^-beta = {y}: {side}, max error >= 1/2: "
-          f"{worst >= Fraction(1, 2)}, = formula: {worst == max_error_closed_form_exact(y, 3, 4)}")
+          f"{worst >= Fraction(1, 2)}, = formula: {formula}")
 
 # %% [markdown]
 # The threshold against $n$, and the worst gap over the $(\beta, n)$ plane:
@@ -425,18 +428,21 @@ ax1.plot(ns_plot, [threshold_closed_form(int(n), 1) for n in ns_plot], "o", ms=3
          label=r"$\beta^*(n, 1) = \ln(n-1)$")
 ax1.plot(ns_plot, [threshold_closed_form(int(n), 2) for n in ns_plot], "s", ms=3,
          mfc="none", label=r"$\beta^*(n, m)$, $m \geq 2$")
-ax1.plot(ns_plot, np.log(2 * (ns_plot - 1)), "k--", lw=1, label=r"sufficient $\ln(2(n-1))$")
+ax1.plot(ns_plot, np.log(2 * (ns_plot - 1)), "k--", lw=1,
+         label=r"sufficient $\ln(2(n-1))$")
 ax1.set(xlabel="sequence length $n$", ylabel=r"temperature $\beta$",
         title=r"Exact threshold $\beta^*(n, m)$")
 ax1.legend(fontsize=9, loc="lower right")
 betas_plot = np.linspace(0.05, 3.0, 119)
 ns_map = np.arange(2, 41)
-gap_map = np.array([[worst_gap(float(b), int(n), 40) for b in betas_plot] for n in ns_map])
+gap_map = np.array([[worst_gap(float(b), int(n), 40) for b in betas_plot]
+                    for n in ns_map])
 image = ax2.pcolormesh(betas_plot, ns_map, np.minimum(gap_map, 6), cmap="viridis",
                        shading="nearest", vmin=1, vmax=6)
 ax2.axvline(1.0, color="w", ls="--", lw=1)
 ax2.axhline(15.5, color="w", ls=":", lw=1)
-ax2.set(xlabel=r"$\beta$", ylabel="$n$", title=r"Worst gap $d^*$ ($m = 40$; 6: $\geq 6$)")
+ax2.set(xlabel=r"$\beta$", ylabel="$n$",
+        title=r"Worst gap $d^*$ ($m = 40$; 6: $\geq 6$)")
 fig.colorbar(image, ax=ax2, ticks=range(1, 7))
 fig.tight_layout()
 plt.show()

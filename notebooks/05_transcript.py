@@ -181,7 +181,8 @@ except ValueError as err:
 # with the input (one that loops until a condition holds, say) has no such $T$, and the count
 # $|\Sigma|^T$ below would not bound it. Given the architecture, Bob's positions start from
 # fixed tokens and, layer after layer, update their states from their own states and from
-# the messages they receive, so their outputs are determined by the list of messages. Alice may read Bob's states freely —
+# the messages they receive, so their outputs are determined by the list of messages.
+# Alice may read Bob's states freely —
 # Bob's tokens are fixed, so her messages remain a function of $z$ alone.
 #
 # ```{prf:theorem} Precision transcript bound
