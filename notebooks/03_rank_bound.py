@@ -752,7 +752,8 @@ print("E1 family, signed head:", report.inputs, "inputs, feature rank", report.r
       "| rank of its kernel table:", report.kernel_rank)
 claimed = claims[("e1_28", "signed")]["max_error"]
 print("exact max error:", report.max_error,
-      "| below 1/2:", report.max_error < Fraction(1, 2), "| equal to the file's claim:", report.max_error == claimed)
+      "| below 1/2:", report.max_error < Fraction(1, 2),
+      "| equal to the file's claim:", report.max_error == claimed)
 print("smallest attention weight:", report.min_weight,
       "| all checks passed:", report.passed)
 assert report.passed, report.problems
