@@ -588,7 +588,7 @@ print(f"sandwich: {bound.rank} <= minimum feature rank for this family <= {sprea
 # it; with single-step ladders there are no intermediate keys, and the condition holds
 # vacuously.
 #
-# ```{prf:proposition} Exact heads on F(S) are admissible matrices
+# ```{prf:proposition} Exact heads on $F(S)$ are admissible matrices
 # :label: prop-sandwich-matrix-problem
 #
 # (i) If a head of feature rank $r$ has max error $\varepsilon < 1/2$ on $F(S)$, then

@@ -354,7 +354,7 @@ print("worst profile at beta*: n = 3, m = 8:", worst_profile(thresholds[3][7] - 
 #
 # Two consequences explain the tables above.
 #
-# ```{prf:corollary} Below β = 1 the worst case saturates
+# ```{prf:corollary} Below $\beta = 1$ the worst case saturates
 # :label: cor-softmax-saturation
 #
 # For every $\beta > 0$ and every $m$, $E^*(\beta; n, m) < (n-1)/(e\beta)$. It is
@@ -370,7 +370,7 @@ print("worst profile at beta*: n = 3, m = 8:", worst_profile(thresholds[3][7] - 
 # equals it once $m \ge m_0$. At $\beta = 0$, $E(U_d) = (n-1)d/n$.
 # ```
 #
-# ```{prf:corollary} From β = 1 on only gaps 1 and 2 matter (n ≤ 15)
+# ```{prf:corollary} From $\beta = 1$ on only gaps 1 and 2 matter ($n \leq 15$)
 # :label: cor-softmax-small-gaps
 #
 # If $2 \le n \le 15$ and $\beta \ge 1$, the maximum in {prf:ref}`thm-softmax-threshold` is

@@ -12,7 +12,8 @@ both in closed form (proved in chapter 4): the worst case is max_{d<=m} (n-1)d/(
 and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, i.e. ln(n-1) for m = 1 or n >= 4, ln(3)/2 for
 n = 2 and ln(6)/2 for n = 3 (m >= 2).
 
-Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
+Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``, ``thm-softmax-threshold``,
+``cor-softmax-saturation``, ``cor-softmax-small-gaps``).
 """
 
 from __future__ import annotations
