@@ -76,10 +76,14 @@ from companion.attention import (
     softmax_attention,
     softmax_weights,
 )
-from companion.constructions import rank_one_head, softmax_min_ip_head
+from companion.constructions import (
+    rank_one_head,
+    rank_one_length_three_worst_inputs,
+    softmax_min_ip_head,
+)
 from companion.reproducibility import seed_everything
 from companion.tables import Table
-from companion.task import CONVENTIONS, min_ip_targets, query_target
+from companion.task import CONVENTIONS, all_sequences, min_ip_targets, query_target
 from companion.verification import exhaustive_check
 
 rng = seed_everything(0)  # seeds python, numpy and torch
@@ -195,8 +199,53 @@ Table([{"m": r.m, "inputs": r.sequences, "error < 1/2": r.within_half,
         "max |y - t|": r.max_error} for r in length_three], formats={"failure rate": ".4f"})
 
 # %% [markdown]
-# At $m = 1$ the head is still correct after rounding (its worst error is $1/3$), but from
-# $m = 2$ on it fails on a growing share of inputs and its worst error grows like $m/3$.
+# At $m = 1$ the head is still correct after rounding (its worst error is $1/3$). From $m = 2$
+# on it fails on a share of inputs that grows in this table, and its worst error is exactly
+# $m/3$ for every $m$:
+#
+# ```{prf:proposition} The rank-one head at length three
+# :label: prop-rank-one-length-three
+#
+# For every $m \ge 1$, the head of {prf:ref}`thm-rank-one` has $\max |y - t| = m/3$ over all
+# length-3 sequences on $\{0,1\}^m$, in both forms. The maximum is attained on exactly three
+# inputs: the query $1^m$ with the keys $0$ and $1^m$ in either order (the output is $m/3$
+# too high), and the query $1^m$ with both keys $0$ (the output is $m/3$ too low).
+# ```
+#
+# ```{prf:proof}
+# Let $w = |x|$ and let $a \le b$ be the overlaps of the query with the two keys (the head
+# averages uniformly, so neither the order of the keys nor the query's position matters).
+# Then $y = (2a + 2b - w)/3$ and, as $a, b \le w$, the target is $t = a$, so
+# $3(y - t) = 2b - a - w$ with $0 \le a \le b \le w \le m$.
+#
+# *Too high.* $2b - a - w = (b - w) + (b - a) \le b - a \le b \le m$. Equality needs $b = w$,
+# $a = 0$ and $b = m$: the query is $1^m$, one key has overlap $m$ with it, so it is $1^m$,
+# and the other has overlap $0$, so it is $0$.
+#
+# *Too low.* $w + a - 2b = (w - b) - (b - a) \le w - b \le w \le m$. Equality needs $a = b$,
+# $b = 0$ and $w = m$: the query is $1^m$ and both keys are $0$.
+# ```
+#
+# The table above confirms $m/3$ for $m \le 7$; the cell below lists, at $m = 4$, every input
+# on which the error reaches $m/3$ (exact arithmetic, all $2^{12}$ inputs, query first) and
+# compares them with the three of the proposition.
+
+# %%
+m = 4
+inputs = all_sequences(3, m)
+errors = kernel_attention(head, inputs, exact=True) - query_target(inputs)
+worst = inputs[np.abs(errors) == Fraction(m, 3)]
+print("max |y - t| = m/3 for m = 1..7:",
+      all(r.max_error == Fraction(r.m, 3) for r in length_three))
+print(f"m = {m}: inputs with |y - t| = m/3:", len(worst))
+for seq, err in zip(worst, errors[np.abs(errors) == Fraction(m, 3)], strict=True):
+    print("  query", seq[0].tolist(), "keys", seq[1].tolist(), seq[2].tolist(),
+          " y - t =", err)
+expected = {s.tobytes() for s in rank_one_length_three_worst_inputs(m)}
+print("exactly the three inputs of the proposition:",
+      {s.tobytes() for s in worst} == expected)
+
+# %% [markdown]
 # A single feature is hopeless at length three; the rest of the book shows that *any*
 # nonnegative kernel head needs exponentially many features there.
 
@@ -293,6 +342,7 @@ plt.show()
 #
 # **Summary.**
 # - Lengths 1 and 2: one feature, error exactly 0, checked on every input for $m \le 10$.
-# - Length 3: the same head is wrong on a share of inputs that grows with $m$ from $m = 2$ on,
-#   with worst error $m/3$.
+# - Length 3: from $m = 2$ on the same head is wrong on a share of inputs that grows with $m$
+#   in our table ($m \le 7$), and its worst error is exactly $m/3$
+#   ({prf:ref}`prop-rank-one-length-three`).
 # - Length 3, any head: error 0 is impossible, so success means error $< 1/2$.

@@ -74,7 +74,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.quantised_sketch import QuantisedSketchModel
+from companion.quantised_sketch import CountingSketchModel, QuantisedSketchModel
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 from companion.task import min_ip_targets
@@ -87,6 +87,7 @@ from companion.transcript import (
     count_transcripts,
     enumerate_answer_vectors,
     find_collision,
+    find_forced_error,
     sketch_bits,
     smallest_feature_rank,
     verify_exhaustively,
@@ -173,10 +174,15 @@ except ValueError as err:
 # every output lies within less than $1/2$ of its integer target.
 # ```
 #
-# Any network in which the tokens exchange information only through finite-precision
-# messages is a transcript model: Bob's positions start from fixed tokens and, layer after
-# layer, update their states from their own states and from the messages they receive, so
-# their outputs are determined by the list of messages. Alice may read Bob's states freely —
+# Any network of a **fixed architecture** in which the tokens exchange information only
+# through finite-precision messages is a transcript model. Fixed architecture means a fixed
+# number of layers, heads and messages, so Alice's side sends the same number $T$ of symbols
+# from a finite alphabet $\Sigma$ on every input; a network whose message count could grow
+# with the input (one that loops until a condition holds, say) has no such $T$, and the count
+# $|\Sigma|^T$ below would not bound it. Given the architecture, Bob's positions start from
+# fixed tokens and, layer after layer, update their states from their own states and from
+# the messages they receive, so their outputs are determined by the list of messages.
+# Alice may read Bob's states freely —
 # Bob's tokens are fixed, so her messages remain a function of $z$ alone.
 #
 # ```{prf:theorem} Precision transcript bound
@@ -261,7 +267,10 @@ print("distinct transcripts:", count_transcripts(model, tokens),
 #
 # The smallest sketch ($L = H = r = d = b = 1$) sends $2$ bits. Going through the constructions
 # in order of width $m$, the first that needs more than $2$ bits is found below, and the
-# pigeonhole search finds two key tokens that the sketch cannot tell apart.
+# pigeonhole search finds two key tokens that the sketch cannot tell apart. With random
+# weights the model is wrong on *both* of them, so this collision shows the mechanism — one
+# transcript, two answers — but not that the channel caused an error: the model was wrong
+# anyway.
 
 # %%
 smallest_bits = sketch_bits(1, 1, 1, 1, 1)
@@ -282,6 +291,70 @@ print("common outputs:   ", np.round(collision.outputs, 6).tolist())
 print("rounded outputs:  ", collision.predicted)
 print("max error on each input:", [round(e, 6) for e in collision.errors],
       " wrong on input(s):", collision.wrong_on)
+
+# %% [markdown]
+# The sharper demonstration needs a model that is *right* on one of the two inputs: then its
+# error on the other is forced by the channel alone.
+#
+# ```{prf:corollary} A forced error
+# :label: cor-forced-error
+#
+# Let a transcript model use fewer than $(s+1)^q$ transcripts on the inputs of the block
+# construction and be right (every output within $1/2$) on as many answer vectors as it uses
+# transcripts. Then two inputs share a transcript, the model is right on one of them, and it
+# is wrong on the other.
+# ```
+#
+# ```{prf:proof}
+# Within one transcript the outputs are a single vector, and two different integer answer
+# vectors cannot both lie within $1/2$ of it; so each transcript carries at most one answer
+# vector the model gets right. Having as many right answer vectors as transcripts, it has
+# one in every transcript. There are $(s+1)^q$ answer vectors and fewer transcripts, so some
+# transcript carries a second answer vector, on which the model is wrong, beside the one it
+# gets right.
+# ```
+#
+# `CountingSketchModel` is such a model, with the same channel and the same sizes
+# ($L = H = r = d = b = 1$): one head, all features equal to 1, Alice's value the quantisation
+# level of her count in block $B_1$ (clamped to $2^b - 1$), Bob's values 0, and a
+# query-dependent affine readout that turns the level back into a count for query 1 and
+# outputs 0 for the others. Its $b$-bit code of $S_A$ carries the count losslessly; its code
+# of $u_A = 1$ is the same on every input (this model wastes those bits). It is right exactly
+# on the answer vectors $(c_1, 0, \dots, 0)$ with $c_1 \le 2^b - 1$, one per transcript it
+# uses, so {prf:ref}`cor-forced-error` applies, and `find_forced_error` returns a collision in
+# which it is right on the first input.
+
+# %%
+print("random weights, first collision: wrong on input(s)", collision.wrong_on)
+designed = CountingSketchModel(BlockConstruction(q_min, s_min))  # L = H = r = d = b = 1
+tokens = designed.construction.all_key_tokens()
+print(designed)
+print("transcripts used:", count_transcripts(designed, tokens),
+      "| answer vectors it gets right:", designed.exact_answer_vectors(),
+      "| answer vectors:", answer_vector_count(q_min, s_min))
+forced = find_forced_error(designed)
+for k in (0, 1):
+    print(f"input {k}: z = {forced.key_tokens[k].tolist()} targets = {forced.answers[k]}")
+print("common transcript:", forced.transcript)
+print("common outputs:   ", np.round(forced.outputs, 6).tolist())
+print("max error on each input:", [round(e, 6) for e in forced.errors],
+      " wrong on input(s):", forced.wrong_on)
+
+# %% [markdown]
+# The same with more blocks read ($d$ up to $q$) and more bits per entry, always below the
+# bound ($\text{bits} = (d + 1) b$):
+
+# %%
+rows = []
+for q, s, d, b in [(3, 2, 3, 1), (4, 3, 2, 2), (5, 2, 2, 1), (2, 4, 1, 2)]:
+    model = CountingSketchModel(BlockConstruction(q, s), value_dim=d, bits=b)
+    pair = find_forced_error(model)
+    rows.append({"q, s, d, b": f"{q}, {s}, {d}, {b}",
+                 "bits / need": f"{sketch_bits(1, 1, 1, d, b)} / {bits_needed(q, s)}",
+                 "right on": model.exact_answer_vectors(),
+                 "answers": answer_vector_count(q, s),
+                 "forced pair (right, wrong)": f"{pair.answers[0]} vs {pair.answers[1]}"})
+Table(rows)
 
 # %% [markdown]
 # The same search on a few larger sketches that are still below the bound ("bits" is
@@ -392,9 +465,14 @@ Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.item
 #   kernel-attention network with an affine readout can decode it is a separate question
 #   that this chapter does not address.
 # * The channel matters. We quantise Alice's contribution once per head and layer, and every
-#   query receives that same code. If instead each causal query quantised its own prefix sum
+#   query receives that same code. Quantising *after* a query-specific step widens the
+#   channel, in either form. If each causal query quantised its own prefix sum
 #   $S_{<i} + S_A$, the $q$ queries would receive $q$ different roundings of the same number,
-#   which together can locate it more finely than any single $b$-bit code (a test in
-#   `tests/test_transcript.py` shows one scalar reaching $q + 1$ distinct 1-bit patterns).
-#   The count $L H r (d+1) b$ is then no longer the size of the transcript, and the
-#   corollary does not apply as stated.
+#   which together can locate it more finely than any single $b$-bit code. The bidirectional
+#   form is no different: if each query quantised its own projection
+#   $\varphi_Q(x_i)^\top (S_B + S_A)$ (or its attention output), $q$ different linear readings
+#   of Alice's sketch, each offset by Bob's exact part, are rounded separately. Tests in
+#   `tests/test_transcript.py` and `tests/test_forced_error.py` show one scalar of Alice's
+#   reaching $q + 1$ distinct 1-bit patterns in each form, against 2 for one shared code. The
+#   count $L H r (d+1) b$ is then no longer the size of the transcript, and the corollary does
+#   not apply as stated.

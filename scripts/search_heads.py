@@ -20,17 +20,12 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+from companion.codes import paley_subset
 from companion.head_files import verify_head_file, write_head_file
-from companion.sandwich import (
-    build_exact_head,
-    exact_head_from_search,
-    indicator_factors,
-    ratio_bounds,
-    search_ratio_factors,
-    spread_factors,
-    spread_products,
-)
-from companion.witness import paley_subset, witness_family
+from companion.sandwich import indicator_factors, ratio_bounds, spread_factors, spread_products
+from companion.sandwich_heads import build_exact_head
+from companion.sandwich_search import exact_head_from_search, search_ratio_factors
+from companion.witness import witness_family
 
 #: family name -> Paley (q = 23) subset (a rows, complements of the first b of them)
 FAMILIES = {"e1_28": (23, 5), "paley_rows_23": (23, 0), "paley_code_46": (23, 23)}

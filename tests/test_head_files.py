@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from companion.codes import paley_subset
 from companion.head_files import main, parse_rational, verify_head_file, write_head_file
-from companion.sandwich import (
-    build_exact_head,
-    indicator_factors,
-    ratio_bounds,
-    spread_factors,
-)
-from companion.witness import paley_subset, witness_family
+from companion.sandwich import indicator_factors, ratio_bounds, spread_factors
+from companion.sandwich_heads import build_exact_head
+from companion.witness import witness_family
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADS = sorted((ROOT / "results" / "heads").glob("*.json"))
@@ -155,6 +152,8 @@ def test_command_line_exit_status(small_file, tmp_path, capsys):
     assert main([str(small_file)]) == 0
     assert "PASS" in capsys.readouterr().out
     bad = _doctor(small_file, tmp_path / "bad.json", lambda d: d.update(max_error="1/3"))
-    assert main([str(small_file), str(bad)]) == 1
-    assert main([str(tmp_path / "none.json")]) == 1
+    assert main([str(small_file), str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(str(bad)) and "FAIL" in err[0]
+    assert main([str(tmp_path / "none.json")]) == 2
     assert main([]) == 2

@@ -6,16 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from companion.codes import gap_matrix
-from companion.large_context import (
+from companion.asymptotics import (
     code_size_lower_bound,
     code_size_upper_bound,
     graham_sloane_code,
     large_context_limit_bounds,
     large_context_limit_log2_bounds,
+    large_context_lower_log2,
     max_code_size_gap_two,
 )
-from companion.rank_bounds import certified_rank_bound, large_context_log2_limit
+from companion.codes import gap_matrix
+from companion.rank_bounds import certified_rank_bound
 
 SMALL = [(m, w) for m in range(4, 10) for w in range(2, m // 2 + 1) if math.comb(m, w) <= 84]
 
@@ -49,11 +50,11 @@ def test_graham_sloane_classes_have_all_gaps_at_least_two(m, w):
 
 def test_the_book_column_is_not_the_limit():
     """log2(C(m, m/2)/m) is a lower bound on the limit; at m = 8 the limit is 14 > 70/8."""
-    assert large_context_log2_limit(8) == pytest.approx(math.log2(70 / 8))
+    assert large_context_lower_log2(8) == pytest.approx(math.log2(70 / 8))
     assert max_code_size_gap_two(8, 4) == 14 > 70 / 8
     for m in range(2, 400):
         lo, hi = large_context_limit_log2_bounds(m)
-        assert large_context_log2_limit(m) <= lo + 1e-12
+        assert large_context_lower_log2(m) <= lo + 1e-12
         assert lo <= hi < lo + 1  # pinned within one bit
 
 

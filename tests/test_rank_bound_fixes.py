@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from companion.amplification import best_chain_factor
+from companion.asymptotics import base_codes, explicit_code_log2_bounds
 from companion.attention import KernelAttentionHead
-from companion.rank_bounds import base_codes, explicit_code_log2_bounds
-from companion.witness import experiment_witness_24, total_weights, witness_family
+from companion.experiments.witness_suite import experiment_witness_24
+from companion.gap_domination import total_weights
+from companion.witness import witness_family
 
 
 def _query_only_head(m: int) -> KernelAttentionHead:
@@ -28,7 +30,7 @@ def _query_only_head(m: int) -> KernelAttentionHead:
 
 def _weight_inequality_holds(head, family) -> bool:
     """D(x; complement x) >= rho_xy D(x; complement y) for every pair of the certificate."""
-    D = total_weights(head, family, exact=True)
+    D = total_weights(head, family.sequences, family.convention, exact=True)
     index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
     comp = [index[(1 - x).astype(np.int64).tobytes()] for x in family.S]
     return all(D[family.pure_rows[(i, comp[i])]] >= r * D[family.pure_rows[(i, comp[j])]]

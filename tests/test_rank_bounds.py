@@ -17,7 +17,7 @@ from companion.asymptotics import (
     concatenate_distributions,
     explicit_code_log2_bounds,
     gap_distribution,
-    large_context_log2_limit,
+    large_context_lower_log2,
     random_code_log2_estimate,
 )
 from companion.codes import paley_hadamard_code
@@ -174,7 +174,7 @@ def test_large_context_limit_is_reached_by_graham_sloane_code():
     largest = np.bincount(classes).argmax()
     code = words[classes == largest]
     assert len(code) >= math.comb(m, m // 2) / m
-    assert math.log2(len(code)) >= large_context_log2_limit(m) - 1e-12
+    assert math.log2(len(code)) >= large_context_lower_log2(m) - 1e-12
     b = certified_rank_bound(code, n=10**6)  # every gap >= 2, so the check passes
     assert len(code) - 1 < b.trace_bound <= len(code)
 
@@ -183,7 +183,7 @@ def test_random_estimate_is_sane():
     assert random_code_log2_estimate(1000, 3) > random_code_log2_estimate(500, 3) > 0
     for n in (4, 6, 10):
         assert random_code_log2_estimate(200, n) > random_code_log2_estimate(200, n - 1)
-        assert random_code_log2_estimate(200, n) < large_context_log2_limit(200) + 1
+        assert random_code_log2_estimate(200, n) < large_context_lower_log2(200) + 1
 
 
 def test_bad_inputs():

@@ -9,29 +9,25 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from companion.codes import paley_subset
+from companion.constructions import indicator_head, query_indicator_head
 from companion.sandwich import (
-    ExactHead,
     RatioBounds,
     admissibility_violations,
-    build_exact_head,
-    exact_head_from_search,
     exact_rank,
     indicator_factors,
     ratio_bounds,
     ratio_matrix_of_factors,
-    rationalise,
-    search_ratio_factors,
     spread_factors,
     spread_products,
 )
-from companion.witness import (
-    indicator_head,
-    kernel_ratio_matrix,
-    max_error_exact,
-    paley_subset,
-    query_indicator_head,
-    witness_family,
+from companion.sandwich_heads import ExactHead, build_exact_head
+from companion.sandwich_search import (
+    exact_head_from_search,
+    rationalise,
+    search_ratio_factors,
 )
+from companion.witness import kernel_ratio_matrix, max_error_exact, witness_family
 
 HALF = Fraction(1, 2)
 

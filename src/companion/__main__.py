@@ -1,4 +1,4 @@
-"""Command line: regenerate the experiments' full-size sweeps.
+"""Command line: regenerate the experiments' full-size sweeps; re-verify exact heads.
 
     python -m companion e1|e2 [--full|--quick|--smoke] [--out results/e1_full.json]
                               [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda]
@@ -11,7 +11,14 @@ so rerunning the same command after an interruption resumes without redoing fini
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
 Shows a tqdm progress bar on stderr.
 
-Serves chapters 6 and 7: the full-size runs behind their committed results.
+    python -m companion verify-head FILE [FILE ...]
+
+re-verifies head files (``results/heads/*.json``) in exact arithmetic on every input of their
+witness family and prints each head's rank and exact max error; exit status 2 (one line per
+failing file) if any fails.
+
+Serves chapters 6 and 7 (the full-size runs behind their committed results) and chapter 3
+(the sandwich's exact heads).
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument(
             "--no-progress", dest="progress", action="store_false", help="no progress bar"
         )
+    v = sub.add_parser("verify-head", help="re-verify exact head files (results/heads/*.json)")
+    v.add_argument("files", nargs="+", metavar="FILE", help="head file(s) to verify")
     return p
 
 
@@ -89,6 +98,10 @@ def _device(name: str) -> str:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.experiment == "verify-head":
+        from .head_files import main as verify_heads
+
+        return verify_heads(args.files)
     from .experiments.scheduler import DaskMissingError, parse_scheduler
     from .reproducibility import seed_everything
 

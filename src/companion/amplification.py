@@ -4,7 +4,8 @@ A chain of keys z_0, ..., z_k whose overlaps with the query rise by gaps g_1, ..
 D(x;z_0) >= prod_i c(g_i) * D(x;z_k). The best chain for a total gap G is worth
 rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod_i max(c_{n,eps}(g_i), 0).
 
-Serves chapter 3 (``lem-amplification``, ``def-best-chain``).
+Serves chapter 3 (``lem-amplification``, ``def-best-chain``, ``lem-fekete``,
+``prop-chain-growth``).
 """
 
 from __future__ import annotations

@@ -4,11 +4,19 @@ and the asymptotics of ``thm-exponential-rank``).
 Gap distributions of codes and their concatenation (gaps add, so distributions convolve),
 Theorem E's bound from a distribution, an explicit concatenated code per width (a knapsack
 over base codes: Paley codes and the seeded search's codes), a random-code ESTIMATE and the
-large-context limit.
+large-context limit, pinned to an interval ({prf:ref}`prop-large-context-limit`).
+
+The large-context limit: for a code S with all gaps >= 2, rho_{n,1/2}(G) >= c(G) = (n-2)(G-1)
+>= n-2, so Theorem E's bound lies between |S|^2 / (|S| + |S|(|S|-1)/(n-2)^2) and |S|, and the
+best bound at width m tends to L(m) = max_w A(m, w), A(m, w) = the largest weight-w code with
+all gaps >= 2. The Graham-Sloane classes (positions summing to a fixed residue mod m) give
+A(m, w) >= C(m, w)/m; no two words share w - 1 ones, so A(m, w) <= C(m, w-1)/w. Hence
+ceil(C(m, m//2)/m) <= L(m) <= floor(C(m+1, (m+1)//2)/(m+1)), less than one bit apart.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -184,10 +192,12 @@ def random_code_log2_estimate(m: int, n: int = 3, eps=Fraction(1, 2), w: int | N
     return float(log2_s - log2_den)
 
 
-def large_context_log2_limit(m: int) -> float:
-    """log2 of C(m, m//2)/m: the Graham-Sloane code (weight-m//2 words with sum of positions
-    = a mod m, the largest class) has all gaps >= 2 and at least this many words; as n -> inf
-    every rho(G >= 2) -> inf, so Theorem E's bound for it tends to its size."""
+def large_context_lower_log2(m: int) -> float:
+    """log2 of C(m, m//2)/m, a LOWER bound on the n -> oo limit L(m) of the best bound at
+    width m: the Graham-Sloane code (weight-m//2 words with sum of positions = a mod m, the
+    largest class) has all gaps >= 2 and at least this many words, and as n -> oo Theorem E's
+    bound of a code with all gaps >= 2 tends to its size. See large_context_limit_bounds for
+    the interval that contains L(m)."""
     m = check_int(m, "m", 2)
     k = m // 2
     log_binomial = math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1)
@@ -215,14 +225,15 @@ def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed
 @dataclass(frozen=True)
 class AsymptoticRow:
     """log2 of: the certified bound of an explicit concatenated code, the random-code
-    ESTIMATE, the large-context limit (Graham-Sloane size), and the 2^m ceiling."""
+    ESTIMATE, a lower bound on the large-context limit (Graham-Sloane size), and the 2^m
+    ceiling."""
 
     m: int
     n: int
     certified_log2: float
     plan: tuple[str, ...]
     estimate_log2: float
-    large_context_log2: float
+    large_context_lower_log2: float
     ceiling_log2: int
 
 
@@ -235,4 +246,106 @@ def asymptotic_rows(bases: list[BaseCode], widths, n: int = 3,
     log2_rho = log2_rho_table(widths[-1] // 2, n, eps)
     return [AsymptoticRow(m, n, certified[m], plan[m],
                           random_code_log2_estimate(m, n, eps, log2_rho=log2_rho),
-                          large_context_log2_limit(m), m) for m in widths]
+                          large_context_lower_log2(m), m) for m in widths]
+
+
+# --------------------------------------------------------------------------- n -> oo
+
+#: Most words C(m, w) that :func:`max_code_size_gap_two` searches exhaustively (m = 9, w = 3
+#: takes seconds; m = 9, w = 4, with 126 words, takes minutes).
+MAX_EXACT_WORDS = 84
+
+
+def graham_sloane_code(m: int, w: int, residue: int) -> np.ndarray:
+    """All weight-w words of {0,1}^m whose positions (0..m-1) sum to `residue` mod m.
+
+    Every two of them have gap >= 2: words at gap 1 differ by moving one 1 from position i
+    to j != i, which changes the sum by j - i, not 0 mod m. Shape (size, m); may be empty."""
+    m = check_int(m, "m (token width)", 2)
+    w = check_int(w, "w (weight)", 1, m - 1)
+    residue = check_int(residue, "residue", 0, m - 1)
+    if math.comb(m, w) > 2**22:
+        raise ValueError(f"C(m, w) = {math.comb(m, w)} words is too many to list; choose a "
+                         "smaller m")
+    rows = [c for c in itertools.combinations(range(m), w) if sum(c) % m == residue]
+    code = np.zeros((len(rows), m), dtype=np.int64)
+    for i, c in enumerate(rows):
+        code[i, list(c)] = 1
+    return code
+
+
+def code_size_lower_bound(m: int, w: int) -> int:
+    """ceil(C(m, w)/m) <= A(m, w): the largest of the m Graham-Sloane classes has this many."""
+    m = check_int(m, "m (token width)", 2)
+    w = check_int(w, "w (weight)", 1, m - 1)
+    return -(-math.comb(m, w) // m)
+
+
+def code_size_upper_bound(m: int, w: int) -> int:
+    """A(m, w) <= floor(C(m, w-1)/w): each (w-1)-subset lies in at most one codeword (two
+    words sharing w-1 ones have gap 1) and each codeword contains w of them."""
+    m = check_int(m, "m (token width)", 2)
+    w = check_int(w, "w (weight)", 1, m - 1)
+    return math.comb(m, w - 1) // w
+
+
+def large_context_limit_bounds(m: int) -> tuple[int, int]:
+    """(lower, upper) with lower <= L(m) <= upper, L(m) = lim_{n->oo} of the best Theorem E
+    bound at width m = max_w A(m, w): ceil(C(m, m//2)/m) and max_w floor(C(m, w-1)/w)."""
+    m = check_int(m, "m (token width)", 2)
+    lower = max(code_size_lower_bound(m, w) for w in range(1, m))
+    upper = max(code_size_upper_bound(m, w) for w in range(1, m))
+    return lower, upper
+
+
+def large_context_limit_log2_bounds(m: int) -> tuple[float, float]:
+    """log2 of large_context_limit_bounds(m) (computed from the exact integers)."""
+    lower, upper = large_context_limit_bounds(m)
+    return math.log2(lower), math.log2(upper)
+
+
+def max_code_size_gap_two(m: int, w: int) -> int:
+    """A(m, w) exactly, by an exhaustive branch-and-bound clique search over all weight-w
+    words (C(m, w) <= MAX_EXACT_WORDS): the largest set with every pairwise overlap <= w - 2."""
+    m = check_int(m, "m (token width)", 2)
+    w = check_int(w, "w (weight)", 1, m - 1)
+    if math.comb(m, w) > MAX_EXACT_WORDS:
+        raise ValueError(f"C(m, w) = {math.comb(m, w)} words exceeds MAX_EXACT_WORDS = "
+                         f"{MAX_EXACT_WORDS} for the exhaustive search; choose smaller m or w")
+    words = [sum(1 << i for i in c) for c in itertools.combinations(range(m), w)]
+    N = len(words)
+    # adjacency as bitsets: i ~ j when the two words may both be in the code (overlap <= w-2)
+    adj = [sum(1 << j for j in range(N) if j != i and bin(words[i] & words[j]).count("1") <= w - 2)
+           for i in range(N)]
+    best = 0
+
+    def colour_bound(cand: int) -> int:
+        """Greedy colouring of the candidate set: a clique uses at most one vertex per colour."""
+        colours, rest = 0, cand
+        while rest:
+            colours += 1
+            avail = rest
+            while avail:
+                v = avail & -avail
+                i = v.bit_length() - 1
+                rest &= ~v
+                avail &= ~v & ~adj[i]
+        return colours
+
+    def expand(size: int, cand: int) -> None:
+        nonlocal best
+        if cand == 0:
+            best = max(best, size)
+            return
+        if size + colour_bound(cand) <= best:
+            return
+        while cand:
+            if size + bin(cand).count("1") <= best:
+                return
+            v = cand & -cand
+            i = v.bit_length() - 1
+            expand(size + 1, cand & adj[i])
+            cand &= ~v
+
+    expand(0, (1 << N) - 1)
+    return best

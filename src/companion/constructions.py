@@ -1,6 +1,7 @@
 """Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
 
-* Chapter 1 (``thm-rank-one``): :func:`rank_one_head`, Theorem A's rank-1 head.
+* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head`,
+  Theorem A's rank-1 head, and its exact worst case at length 3.
 * Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (any NKA head
   given by tables over the 2**m tokens, position by position), :func:`softmax_kernel_head`
   and :func:`balanced_link_head`, the rank-1 head that meets Lemma B with equality.

@@ -1,4 +1,5 @@
-"""Exact NKA heads on a witness family as small JSON files, and their re-verification.
+"""Exact NKA heads on a witness family as small JSON files, and their re-verification
+(Chapter 3, the sandwich table; {prf:ref}`cor-narrowed-sandwich`).
 
 A head file names its family by definition (the code S and n, eps, convention), lists the
 features as exact rationals ("p/q" strings) and claims a feature rank and an exact max error.
@@ -6,7 +7,7 @@ features as exact rationals ("p/q" strings) and claims a feature rank and an exa
 forward pass on every input and checks: every attention weight >= 0, every denominator > 0,
 max |y - t| < 1/2, and the claimed rank and max error equal the recomputed ones.
 
-    python -m companion.head_files results/heads/*.json
+    python -m companion verify-head results/heads/*.json
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from .attention import kernel_attention, kernel_weights
-from .sandwich import ExactHead, exact_rank, tables_to_kernel_head
-from .witness import WitnessFamily, paley_subset, witness_family
+from .checks import check_int
+from .codes import paley_subset
+from .sandwich import exact_rank
+from .sandwich_heads import ExactHead, tables_to_kernel_head
+from .witness import WitnessFamily, witness_family
 
 FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
@@ -57,13 +61,7 @@ def family_from_spec(spec) -> WitnessFamily:
         raise ValueError(f"family must be a JSON object, got {type(spec).__name__}")
     code = spec.get("code")
     if code == "paley_subset":
-        args = []
-        for k in ("a", "b", "q"):
-            v = spec.get(k)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"family.{k} must be an int, got {v!r}")
-            args.append(v)
-        S = paley_subset(*args)
+        S = paley_subset(*(check_int(spec.get(k), f"family.{k}", 0) for k in ("a", "b", "q")))
     elif code == "words":
         words = spec.get("words")
         if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
@@ -71,9 +69,7 @@ def family_from_spec(spec) -> WitnessFamily:
         S = np.array([_token(w, "family.words[i]", len(words[0])) for w in words])
     else:
         raise ValueError(f"family.code must be 'paley_subset' or 'words', got {code!r}")
-    n = spec.get("n")
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"family.n must be an int, got {n!r}")
+    n = check_int(spec.get("n"), "family.n", 3)
     eps = parse_rational(spec.get("eps"), "family.eps")
     convention = spec.get("convention")
     return witness_family(S, n, eps, convention)
@@ -151,8 +147,7 @@ class HeadReport:
 
     def summary(self) -> str:
         err = "n/a" if self.max_error is None else (
-            f"{float(self.max_error):.6f} (exact: {len(str(self.max_error))}-character "
-            "fraction)")
+            f"{self.max_error} (~{float(self.max_error):.6f})")
         verdict = "PASS" if self.passed else "FAIL: " + "; ".join(self.problems[:3])
         return (f"{self.path}: |S| = {self.size}, {self.inputs} inputs, {self.variant} "
                 f"features, rank {self.rank} (kernel table rank {self.kernel_rank}), exact max "
@@ -302,22 +297,26 @@ def read_head_claims(path) -> dict:
 
 
 def main(argv=None) -> int:
-    """Verify each head file given; exit status 1 if any fails."""
+    """Verify each head file given: one line per file with its rank and exact max error;
+    exit status 0 if all pass, 2 (one line per failing file on stderr) otherwise."""
     paths = sys.argv[1:] if argv is None else list(argv)
     if not paths:
-        print("usage: python -m companion.head_files FILE [FILE ...]", file=sys.stderr)
+        print("usage: python -m companion verify-head FILE [FILE ...]", file=sys.stderr)
         return 2
     ok = True
     for p in paths:
         try:
             report = verify_head_file(p)
-        except ValueError as exc:
-            print(f"{p}: malformed -- {exc}")
+        except (ValueError, TypeError, KeyError) as exc:
+            print(f"{p}: not a valid head file: {exc}", file=sys.stderr)
             ok = False
             continue
-        print(report.summary())
-        ok &= report.passed
-    return 0 if ok else 1
+        if report.passed:
+            print(report.summary())
+        else:
+            print(report.summary(), file=sys.stderr)
+            ok = False
+    return 0 if ok else 2
 
 
 if __name__ == "__main__":

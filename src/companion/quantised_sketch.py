@@ -10,13 +10,17 @@ codes, alphabet {0, .., 2**b - 1}: 2**(L H r (d+1) b) transcripts at most.
 
 Alice's own position attends to everything at full precision: information flowing from Bob
 to Alice is not limited, because with Bob's tokens fixed it adds no new possibilities.
+
 Features phi = exp(tanh(W h)) lie in [1/e, e] (positive, so every denominator is > 0) and
 values tanh(W h) in [-1, 1], which fixes the quantisation ranges: S entries in [-e, e], u
 entries in [1/e, e]. Weights are seeded Gaussians; residual updates h <- h + W_o [o_1..o_H];
 Bob's outputs y_i = <a, h_i> + c. The weights are arbitrary on purpose: Theorem G is about
 every such model, whatever its weights.
 
-Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``).
+:class:`CountingSketchModel` is a designed model on the same channel that is right on one
+answer vector per transcript it uses.
+
+Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``, ``cor-forced-error``).
 """
 
 from __future__ import annotations
