@@ -195,8 +195,8 @@ def uniform_gap_error(beta, n: int, d: int) -> float:
     """Error of the uniform-gap profile U_d (one key at the minimum, the other n-1 positions
     at gap d): (n-1) d e^{-beta d} / (1 + (n-1) e^{-beta d}) = (n-1) d / (e^{beta d} + n-1)."""
     beta = check_beta(beta)
-    n = _check_int(n, "n (sequence length)", 2)
-    d = _check_int(d, "d (gap)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    d = check_int(d, "d (gap)", 1)
     # e^{-beta d} form: no overflow for large beta*d, and the same value as the head computes
     u = (n - 1) * math.exp(-beta * d)
     return d * u / (1 + u)
@@ -205,8 +205,8 @@ def uniform_gap_error(beta, n: int, d: int) -> float:
 def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
     """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
     y = _check_decay(decay)
-    n = _check_int(n, "n (sequence length)", 2)
-    d = _check_int(d, "d (gap)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    d = check_int(d, "d (gap)", 1)
     u = (n - 1) * y**d
     return d * u / (1 + u)
 
@@ -214,15 +214,15 @@ def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
 def max_error_closed_form(beta, n: int, m: int) -> float:
     """The exact worst case of Proposition F's head over all length-n inputs on {0,1}^m, in
     closed form: max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (the worst-profile theorem)."""
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
     return max(uniform_gap_error(beta, n, d) for d in range(1, m + 1))
 
 
 def worst_gap(beta, n: int, m: int) -> int:
     """The smallest gap d in [1, m] whose uniform-gap profile attains the worst case."""
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
     values = [uniform_gap_error(beta, n, d) for d in range(1, m + 1)]
     return 1 + int(np.argmax(values))
 
@@ -244,8 +244,8 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
     An independent check of the worst-profile theorem and of beta*(n, m) that uses no floats
     (choose a rational decay y; beta = -ln y)."""
     y = _check_decay(decay)
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
     p, q = y.numerator, y.denominator
     # scale every weight y^d by q^m: integer weights p^d q^(m-d), ratios unchanged
     weight = [p**d * q ** (m - d) for d in range(m + 1)]
@@ -260,8 +260,8 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
     """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly."""
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
     return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
 
 
@@ -269,8 +269,8 @@ def threshold_gap(n: int, m: int) -> int:
     """The gap d whose uniform profile decides beta*(n, m): 1 when m = 1 or n >= 4, else 2.
 
     (At n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2; the smaller gap is returned.)"""
-    n = _check_int(n, "n (sequence length)", 2)
-    m = _check_int(m, "m (token width)", 1)
+    n = check_int(n, "n (sequence length)", 2)
+    m = check_int(m, "m (token width)", 1)
     return 2 if m >= 2 and n <= 3 else 1
 
 
@@ -294,7 +294,7 @@ def saturation_bound(beta, n: int) -> float:
     """(n-1)/(e beta): for beta > 0 the max error is below this for every width m, because
     u e^{-beta u} <= 1/(e beta) for all u >= 0."""
     beta = check_beta(beta)
-    n = _check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2)
     if beta == 0:
         raise ValueError("beta must be > 0 for the saturation bound (at beta = 0 the worst case "
                          "(n-1)m/n grows without bound in m)")
@@ -308,7 +308,7 @@ def saturation_width(beta, n: int) -> int:
     The search stops at the first d past 1/beta with (n-1) d e^{-beta d} below the best value
     so far: from there on (n-1) d e^{-beta d} decreases and bounds every later term."""
     beta = check_beta(beta)
-    n = _check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2)
     if beta == 0:
         raise ValueError("beta must be > 0: at beta = 0 the worst case grows with m forever")
     best_d, best, d = 1, uniform_gap_error(beta, n, 1), 1
