@@ -191,7 +191,7 @@ def names_argument(message: str, names) -> bool:
     import re
 
     return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message)
-               for n in names)
+               for n in names if isinstance(n, str) and n)
 
 
 def is_finite_number(x) -> bool:
