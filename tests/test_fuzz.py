@@ -87,6 +87,14 @@ SKIP = {
 }
 
 
+#: Targets whose argument checks are still incomplete: some bad input raises an exception
+#: other than ValueError/TypeError, or one whose message names no argument (never a hang, a
+#: MemoryError or a crash: those fail for every target). Found by this suite on its first
+#: run (issue 16); each entry is to be fixed and removed, and the suite fails when an entry
+#: has no finding left.
+OPEN_FINDINGS: set[str] = set()
+
+
 def public_callables():
     """(module name, attribute name, object) of every public callable, PENDING excluded."""
     found = []
@@ -416,18 +424,35 @@ def runner():
     _RUNNER.close()
 
 
+RESOURCE = ("hang", "memory", "crash")
+
+
 def verdict(target: str, params, kwargs, outcome) -> str | None:
-    """None if the outcome passes, else a one-line description of the failure."""
+    """None if the outcome passes, else a one-line description of the failure, starting with
+    its kind: hang / memory / crash (resources) or raised (an unexpected exception or one
+    whose message names no argument)."""
     kind, exc_type, message = outcome
-    call = f"{target}({', '.join(f'{k}={v!r:.80}' for k, v in kwargs.items())})"
+    call = f"{target}({', '.join(f'{k}={v!r:.60}' for k, v in kwargs.items())})"
+    call = " ".join(call.split())
     if kind in ("ok", "unbuildable"):
         return None
     if kind == "raised" and exc_type in ("ValueError", "TypeError"):
         words = list(params) + [v for k, v in kwargs.items() if k == "name"]
         if names_argument(message, words):
             return None
-        return f"{call}: {exc_type} does not name an argument: {message[:200]}"
-    return f"{call}: {kind} {exc_type}: {message[:200]}"
+        return f"raised {call}: {exc_type} does not name an argument: {message[:200]}"
+    return f"{kind} {call}: {exc_type}: {message[:200]}"
+
+
+def judge(target: str, failures: list[str]) -> None:
+    """Resource failures (hang, MemoryError, crash) fail everywhere. Exception findings fail
+    unless the target is on OPEN_FINDINGS, and a target there without findings fails too (the
+    list may only shrink)."""
+    resource = [f for f in failures if f.startswith(RESOURCE)]
+    assert not resource, "\n".join(resource)
+    if target in OPEN_FINDINGS:
+        return
+    assert not failures, "\n".join(failures)
 
 
 def one_extreme_calls(target, obj):
@@ -451,7 +476,9 @@ def test_one_extreme_argument(runner, target):
         problem = verdict(target, params, kwargs, runner.call(target, kwargs))
         if problem:
             failures.append(problem)
-    assert not failures, "\n".join(failures)
+    judge(target, failures)
+    if target in OPEN_FINDINGS:
+        assert failures, f"{target} has no open finding left: remove it from OPEN_FINDINGS"
 
 
 @pytest.mark.fuzz
@@ -473,7 +500,7 @@ def test_random_arguments(runner, target):
             if data.draw(st.booleans(), label=f"perturb {p}"):
                 kwargs[p] = data.draw(random_value(p), label=p)
         problem = verdict(target, params, kwargs, runner.call(target, kwargs))
-        assert problem is None, problem
+        judge(target, [problem] if problem else [])
 
     check()
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .checks import check_choice, check_positive_int, check_tokens
+from .checks import check_choice, check_positive_int, check_tokens, has_repeated_row
 
 CONVENTIONS = ("bidirectional", "causal")
 
@@ -120,7 +120,7 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
         raise ValueError(
             f"train_fraction must lie strictly between 0 and 1, got {train_fraction!r}"
         )
-    if len(np.unique(tokens, axis=0)) != len(tokens):
+    if has_repeated_row(tokens):
         raise ValueError("pool must hold distinct tokens (duplicates would leak across the split)")
     k = int(round(train_fraction * len(tokens)))
     if not 0 < k < len(tokens):
