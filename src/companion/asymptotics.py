@@ -25,7 +25,7 @@ from .codes import check_code, paley_hadamard_code
 #: in m (knapsack, convolutions, factorial tables) and the book goes to m = 1000.
 MAX_WIDTH = 10_000
 #: Largest max_size of a searched base code (the greedy search costs ~candidates x max_size x m).
-MAX_BASE_SIZE = 5_000
+MAX_BASE_SIZE = 2_000
 
 
 def _check_dist(dist, name: str) -> dict[int, int]:
@@ -259,7 +259,7 @@ def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed
                max_size: int = 1000) -> list[BaseCode]:
     """Explicit building blocks for concatenated codes: the Paley codes (with and without
     complements) and, for each width, the seeded greedy + expurgation code for this (n, eps).
-    Limits: widths in [4, 64] (the search's), max_size <= 5000 (:data:`MAX_BASE_SIZE`)."""
+    Limits: widths in [4, 64] (the search's), max_size <= 2000 (:data:`MAX_BASE_SIZE`)."""
     widths = check_int_sequence(widths, "widths", 4, 64, allow_empty=True)
     max_size = check_int(max_size, "max_size", 2, MAX_BASE_SIZE)
     seed = check_int(seed, "seed", 0)

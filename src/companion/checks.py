@@ -132,7 +132,10 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
     """`x` as an int64 array after checking it holds 0/1 tokens of positive width."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of 0/1 entries ({exc})") from exc
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.integer)
         or np.issubdtype(arr.dtype, np.bool_)
@@ -145,6 +148,8 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
         )
     if 0 in arr.shape[-min_ndim:]:
         raise ValueError(f"{name} must have n >= 1 tokens of width m >= 1, got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must be a real array of 0/1 entries, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries; tokens must be 0/1")
     if not np.all((arr == 0) | (arr == 1)):
