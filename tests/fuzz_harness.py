@@ -24,6 +24,11 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+# glibc gives every thread its own 64 MB malloc arena (address space, not memory): with a
+# few torch threads that alone would reach the address-space cap. Set before the forkserver
+# starts, so every child inherits it.
+os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+
 #: Address-space cap of the child. Importing torch + the package maps ~0.65 GB; the rest is
 #: what one call may use.
 MEMORY_CAP = int(os.environ.get("COMPANION_FUZZ_MEMORY_CAP", 2 * 1024**3))

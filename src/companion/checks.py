@@ -52,14 +52,22 @@ def check_positive_int(value, name: str, upper: int | None = None) -> int:
     return check_int(value, name, 1, upper)
 
 
+#: Longest int sequence :func:`check_int_sequence` accepts (seeds, ranks, widths, ...): it is
+#: checked entry by entry, so ``range(10**9)`` must be refused before the loop.
+MAX_SEQUENCE_LENGTH = 10**6
+
+
 def check_int_sequence(values, name: str, low: int | None = None, high: int | None = None,
                        allow_empty: bool = False) -> list[int]:
     """A sequence of ints, each in [low, high], as a list (entries named name[i]); non-empty
-    unless `allow_empty`."""
+    unless `allow_empty`; at most 10**6 entries (:data:`MAX_SEQUENCE_LENGTH`)."""
     if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence)
             or (len(values) == 0 and not allow_empty)):
         kind = "a sequence" if allow_empty else "a non-empty sequence"
-        raise TypeError(f"{name} must be {kind} of ints, got {values!r}")
+        raise TypeError(f"{name} must be {kind} of ints, got {values!r:.100}")
+    if len(values) > MAX_SEQUENCE_LENGTH:
+        raise ValueError(f"{name} must hold at most {MAX_SEQUENCE_LENGTH} entries, got "
+                         f"{len(values)}")
     return [check_int(v, f"{name}[{i}]", low, high) for i, v in enumerate(values)]
 
 

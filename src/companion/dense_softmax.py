@@ -221,11 +221,24 @@ def uniform_gap_error(beta, n: int, d: int) -> float:
     return d * u / (1 + u)
 
 
+#: Largest d * bits(decay) of an exact power y**d (~1 Mbit numbers, well under a second).
+MAX_EXACT_POWER_BITS = 2**20
+#: Largest m * bits(decay) of the exact scans over d <= m (cost ~ m**2 bits / 2).
+MAX_EXACT_SCAN_BITS = 2**14
+#: Largest C(m+n, n) * n of max_error_exact's exact profile loop.
+MAX_EXACT_PROFILE_WORK = 10**6
+
+
+def _decay_bits(y: Fraction) -> int:
+    return max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
+
+
 def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
-    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
+    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d).
+    Limit: d * bits(decay) <= 2**20 (:data:`MAX_EXACT_POWER_BITS`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    d = check_int(d, "d (gap)", 1)
+    d = check_int(d, "d (gap)", 1, MAX_EXACT_POWER_BITS // _decay_bits(y))
     u = (n - 1) * y**d
     return d * u / (1 + u)
 
@@ -288,10 +301,15 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
     rational arithmetic: max over every overlap profile of sum d y^d / sum y^d.
 
     An independent check of the worst-profile theorem and of beta*(n, m) that uses no floats
-    (choose a rational decay y; beta = -ln y)."""
+    (choose a rational decay y; beta = -ln y). Limits: m * bits(decay) <= 2**14 and
+    C(m+n, n) * n <= 10**6 (:data:`MAX_EXACT_PROFILE_WORK`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1)
+    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
+    if count_profiles(n, m) * n > MAX_EXACT_PROFILE_WORK:
+        raise ValueError(f"n={n}, m={m} give C(m+n, n) * n = {count_profiles(n, m) * n} exact "
+                         f"profile terms, above {MAX_EXACT_PROFILE_WORK}; use "
+                         "max_error_closed_form_exact(decay, n, m)")
     p, q = y.numerator, y.denominator
     # scale every weight y^d by q^m: integer weights p^d q^(m-d), ratios unchanged
     weight = [p**d * q ** (m - d) for d in range(m + 1)]
@@ -305,9 +323,11 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
-    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly."""
+    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
+    Limit: m * bits(decay) <= 2**14 (:data:`MAX_EXACT_SCAN_BITS`)."""
+    y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1)
+    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
     return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
 
 
@@ -367,5 +387,6 @@ def saturation_width(beta, n: int) -> int:
         value = uniform_gap_error(beta, n, d)
         if value > best:
             best_d, best = d, value
-        if d >= 1 / beta and (n - 1) * d * math.exp(-beta * d) < best:
+        # <=, not <: with every term 0 (huge beta) a strict test would never stop
+        if d >= 1 / beta and (n - 1) * d * math.exp(-beta * d) <= best:
             return best_d

@@ -101,8 +101,9 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1) -> float:
 
 
 def key_positions(n: int, convention: str = "bidirectional") -> list[int]:
-    """The n-1 key positions (0-based): every position but the query's."""
-    q = query_index(check_int(n, "n", 2), convention)
+    """The n-1 key positions (0-based): every position but the query's. Limit: n <= 10**6."""
+    n = check_int(n, "n", 2, 10**6)
+    q = query_index(n, convention)
     return [p for p in range(n) if p != q]
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
+from ..reproducibility import MAX_THREADS
 
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
            "DaskMissingError", "SchedulerUnreachableError"]
@@ -143,7 +144,7 @@ def run_units(
     keys = [u.key for u in units]
     if len(set(keys)) != len(keys):
         raise ValueError(f"units must have distinct keys, got {keys}")
-    threads = check_int(threads, "threads", 1)
+    threads = check_int(threads, "threads", 1, MAX_THREADS)
     todo = [u for u in units if not store.done(u.key)]
     parsed = parse_scheduler(scheduler) if client is None else None
     owned = None  # (client, cluster) this call starts and must close

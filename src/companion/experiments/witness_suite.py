@@ -179,6 +179,8 @@ def family_digest(family) -> str:
 
 def unit_key(group: Sequence[int] | None) -> str:
     """Store key of a unit: 'nka_r1-2-4' for a rank group, 'dense' for the baseline."""
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
     return "dense" if group is None else "nka_r" + "-".join(str(r) for r in group)
 
 
