@@ -42,7 +42,7 @@ from ..gap_domination import LinkCheck, total_weights
 from ..rank_bounds import RankLowerBound, certified_rank_bound
 from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
-from .engine import train_batched
+from .engine import check_model_size, train_batched
 from .scheduler import Unit, environment, run_units
 from .store import FrozenConfig, ResultStore
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
@@ -197,6 +197,14 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
     ``only_rank``: just that rank of the group, still padded to the group's largest rank
     (same maths as inside the unit; floats agree only to rounding, see
     :mod:`companion.experiments.engine`)."""
+    cfg = check_instance(cfg, "cfg", E1Config)
+    family = check_instance(family, "family", WitnessFamily)
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
+    if seeds is not None:
+        seeds = check_int_sequence(seeds, "seeds", 0)
+        if group is not None:
+            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
     qpos = int(family.query_position)
     if group is None:
