@@ -249,7 +249,8 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
 
 def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[int, ...]]:
     """``seeds`` cut into consecutive blocks of ``size`` (None: one block)."""
-    size = len(seeds) if size is None else size
+    seeds = check_int_sequence(seeds, "seeds", 0)
+    size = len(seeds) if size is None else check_int(size, "size", 1)
     return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
 
 
@@ -370,6 +371,8 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
                           score_dim: int = 24) -> dict:
     """At initialisation (no training), the dense heads' attention on the family: standard
     deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
+    family = check_instance(family, "family", WitnessFamily)
+    seeds = check_int_sequence(seeds, "seeds", 0)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
     heads = TableSoftmaxHeads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
