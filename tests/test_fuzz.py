@@ -148,7 +148,7 @@ NOMINAL = {
     "q": 11, "s": 2, "a": 3, "b": 2, "L": 1, "H": 1, "r": 2, "d": 2, "w": 1, "count": 4,
     "size": 8, "pool_size": 16, "seed": 0, "seeds": (0,), "ranks": (1, 2), "widths": (12,),
     "N": 4, "M": np.eye(3), "R": 3, "S": SMALL_S, "x": np.array([1, 1, 0]),
-    "z": np.array([1, 1, 0]), "z_prime": np.array([0, 0, 1]), "sequences": SEQS,
+    "z": np.array([0, 0, 1]), "z_prime": np.array([1, 1, 0]), "sequences": SEQS,
     "head": HEAD, "family": FAMILY, "pool": POOL, "ratio": 2.0, "decay": Fraction(1, 4),
     "num_heads": 2, "num_draws": 2, "num_tokens": 5, "bits": 2, "lo": 0.0, "hi": 1.0,
     "values": np.array([0.0, 0.5, 1.0]), "codes": np.array([0, 1, 3]), "level": 1,
@@ -193,6 +193,7 @@ OVERRIDES = {
     "companion.transcript:sketch_bits": {},
     "companion.dense_softmax:max_error_brute_force": {"m": 2},
     "companion.constructions:balanced_link_head": {"z": np.array([1, 0, 0])},
+    "companion.gap_domination:pure_sequence": {"z": np.array([1, 1, 0])},
     "companion.gap_domination:family_checks": {"m": 2},
     "companion.random_heads:perturbed_head": {"base": _arr(
         "companion.random_heads:random_kernel_head", 3, 3)},
