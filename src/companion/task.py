@@ -59,9 +59,13 @@ def all_tokens(m: int) -> np.ndarray:
 
 
 def count_sequences(n: int, m: int) -> int:
-    """Number of length-n sequences over {0,1}^m, i.e. 2**(n*m)."""
+    """Number of length-n sequences over {0,1}^m, i.e. 2**(n*m). Limit: n * m <= 2**24 (the
+    count then has up to 16 Mbit, 2 MB)."""
     check_positive_int(n, "n")
     check_positive_int(m, "m")
+    if n * m > 2**24:
+        raise ValueError(f"n * m must be at most 2**24 (the count 2**(n*m) would have n*m "
+                         f"bits), got n={n}, m={m}")
     return 2 ** (n * m)
 
 
