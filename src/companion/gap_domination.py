@@ -302,8 +302,8 @@ def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
 
 def chain_keys(m: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """Query x = 1^m and keys z_j = 1^j 0^(m-j), j = 0..m, so <x, z_j> = j: every pair
-    (z_i, z_j), i < j, is a link of gap j - i. Limit: m <= 10000."""
-    m = check_int(m, "m", 1, MAX_SEQUENCE_LENGTH)
+    (z_i, z_j), i < j, is a link of gap j - i. Limit: m <= 1024 (m + 1 keys of width m)."""
+    m = check_int(m, "m", 1, 1024)
     return (np.ones(m, dtype=np.int64),
             [np.array([1] * j + [0] * (m - j), dtype=np.int64) for j in range(m + 1)])
 

@@ -34,6 +34,8 @@ from .task import all_tokens
 #: Most random heads one survey draws (~7 ms each; the book's surveys use <= 200): a bound on
 #: the call's time, stated in every survey's message.
 MAX_SURVEY = 1_000
+#: Most entries of a random head's key and value tables (2**24 float64, 128 MB).
+MAX_HEAD_TABLE = 2**24
 #: counterexample_search costs ~40 ms a head.
 MAX_SEARCH_HEADS = 200
 
@@ -46,11 +48,16 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
     integers (features) and signed integers (values) for exact evaluation. A fraction of
     feature entries is zeroed so that sparse kernels are covered; coordinate 0 of every
     query and key feature stays positive so that no denominator vanishes.
+    Limit: n * 2**m * (rank + d) <= 2**24 (the key and value tables, :data:`MAX_HEAD_TABLE`).
     """
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
-    n = check_int(n, "n", 1)
-    rank = check_int(rank, "rank", 1)
-    d = check_int(d, "d", 1)
+    n = check_int(n, "n", 1, MAX_HEAD_TABLE)
+    rank = check_int(rank, "rank", 1, MAX_HEAD_TABLE)
+    d = check_int(d, "d", 1, MAX_HEAD_TABLE)
+    if n * 2**m * (rank + d) > MAX_HEAD_TABLE:
+        raise ValueError(f"n * 2**m * (rank + d) = {n * 2**m * (rank + d)} table entries, above "
+                         f"MAX_HEAD_TABLE = {MAX_HEAD_TABLE}; choose smaller n, m, rank or d")
+    seed = check_int(seed, "seed", 0)
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
     rng = np.random.default_rng(seed)
     size = 2**m

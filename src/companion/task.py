@@ -85,10 +85,12 @@ def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES)
 
 def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
     """Stream every length-n sequence over {0,1}^m in chunks of at most `chunk` sequences."""
-    total = count_sequences(n, m)
-    check_positive_int(chunk, "chunk")
+    check_positive_int(n, "n")
+    check_positive_int(m, "m")
+    check_positive_int(chunk, "chunk", upper=2**24)
     if n * m > 40:
         raise ValueError(f"n*m must be at most 40 for an exhaustive enumeration, got {n * m}")
+    total = count_sequences(n, m)
     shifts = np.arange(n * m - 1, -1, -1, dtype=np.int64)
     for start in range(0, total, chunk):
         codes = np.arange(start, min(start + chunk, total), dtype=np.int64)
