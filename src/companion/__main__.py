@@ -86,32 +86,55 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _UsageError(Exception):
+    """A failure the user can fix: printed as one line on stderr, exit status 2."""
+
+
 def _device(name: str) -> str:
     import torch
 
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise SystemExit(f"--device must be cpu or cuda[:i], got {name!r}")
+        raise _UsageError(f"--device must be cpu or cuda[:i], got {name!r}")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("--device cuda requested but CUDA is not available on this machine")
+        raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
+                          "use --device cpu")
+    if name.startswith("cuda:"):
+        index = name[5:]
+        if not index.isdigit() or int(index) >= torch.cuda.device_count():
+            raise _UsageError(f"--device {name}: this machine has "
+                              f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
     return name
 
 
 def main(argv=None) -> int:
+    """Exit status 0 on success, 2 on a usage error (one line on stderr, files untouched)."""
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except _UsageError as exc:
+        print(f"python -m companion: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
     if args.experiment == "verify-head":
         from .head_files import main as verify_heads
 
         return verify_heads(args.files)
-    from .experiments.scheduler import DaskMissingError, parse_scheduler
+    from .experiments.scheduler import (
+        DaskMissingError,
+        SchedulerUnreachableError,
+        parse_scheduler,
+    )
+    from .experiments.store import ResultFileError, check_writable
     from .reproducibility import seed_everything
 
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    if not 1 <= args.threads <= 1024:
+        raise _UsageError(f"--threads must be an int in [1, 1024], got {args.threads}")
     try:
         parse_scheduler(args.scheduler)
     except ValueError as exc:
-        print(f"python -m companion: error: --scheduler: {exc}", file=sys.stderr)
-        return 2
+        raise _UsageError(f"--scheduler: {exc}") from exc
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
     out = args.out or f"results/{args.experiment}_{args.mode}.json"
@@ -119,14 +142,25 @@ def main(argv=None) -> int:
         try:
             import companion.experiments.ood_scaling  # noqa: F401
         except ImportError as exc:
-            print("e2 is not available: companion.experiments.ood_scaling.run_e2_sweep could not "
-                  f"be imported ({exc})", file=sys.stderr)
-            return 2
+            raise _UsageError(
+                "e2 is not available: companion.experiments.ood_scaling could not be imported "
+                f"({exc}); reinstall the package (bash scripts/setup_env.sh)") from exc
+    try:
+        check_writable(out)
+    except OSError as exc:
+        raise _UsageError(f"--out {out}: cannot write a results file there "
+                          f"({exc.strerror or exc}); choose another path") from exc
     try:
         (_run_e1 if args.experiment == "e1" else _run_e2)(args, device, out)
-    except DaskMissingError as exc:
-        print(f"python -m companion: error: {exc}", file=sys.stderr)
-        return 2
+    except (DaskMissingError, SchedulerUnreachableError) as exc:
+        raise _UsageError(str(exc)) from exc
+    except ResultFileError as exc:
+        raise _UsageError(f"--out: {exc}") from exc
+    except OSError as exc:
+        # a write that failed mid-sweep (disk full, folder removed): finished units are in
+        # the file (each written atomically); rerunning resumes from them
+        raise _UsageError(f"writing {out} failed ({exc.strerror or exc}); free space or fix "
+                          "the folder, then rerun the same command to resume") from exc
     print(f"results: {out}")
     return 0
 

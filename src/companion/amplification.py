@@ -17,11 +17,28 @@ from fractions import Fraction
 
 import numpy as np
 
-from .checks import check_eps, check_gap, check_length
+from .checks import check_eps, check_gap, check_int, check_length
 from .gap_domination import gap_domination_factor
 
 #: Largest total gap that :func:`brute_force_chain_factor` enumerates (2**(G-1) compositions).
 MAX_BRUTE_FORCE_GAP = 20
+#: Largest G that :func:`compositions` accepts (2**(G-1) compositions, each of length <= G).
+MAX_COMPOSITION_GAP = 64
+#: Cost budget of the exact DP table rho(0..G): it holds G integers of about G * bits(D) bits
+#: (D = 2p for eps = p/q), i.e. ~G**2 bits(D) / 16 bytes, so G**2 * bits(D) <= DP_BUDGET keeps
+#: it under ~130 MB and a few seconds (G <= 32768 at eps = 1/2).
+DP_BUDGET = 2**31
+#: Largest size in bits of an exact rho(G) (its denominator D**G has G * bits(D) bits; the
+#: Fraction's gcd on such numbers takes ~0.5 s at this size).
+MAX_EXACT_BITS = 2**20
+#: Largest G_max of :func:`check_chain_growth` (exact comparisons of G-bit numbers for every
+#: G: ~0.5 s at eps = 1/2).
+MAX_CHECK_GAP = 4096
+
+
+def _log(c: Fraction) -> float:
+    """ln c for a positive Fraction of any size (float(c) overflows past ~1e308)."""
+    return math.log(c.numerator) - math.log(c.denominator)
 
 
 def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
@@ -49,6 +66,51 @@ class _ChainTable:
         self.last = [0]  # last part of the optimal composition (0 for G = 0 or rho = 0)
         self.parts = [0]  # number of parts of the optimal composition
         self.max_part = self._max_useful_part()
+        self.dp_limit = math.isqrt(DP_BUDGET // self.D.bit_length())
+        self._period = None  # (start a, period p, W[p]) once found; False: not found
+
+    def dp_gap(self, G: int, what: str, name: str = "G") -> int:
+        """`G` if the exact DP may be grown to it (G**2 * bits(D) <= DP_BUDGET), else raise."""
+        if G > self.dp_limit:
+            raise ValueError(
+                f"{name} must be at most {self.dp_limit} for {what} at n = {self.n}, eps = "
+                f"{self.eps} (the exact DP table costs ~G**2 * bits(2p)/16 bytes), got {G}")
+        return G
+
+    def period(self):
+        """(a, p, W[p]) with R[H + p] = W[p] R[H] for every H >= a, or None.
+
+        The DP is homogeneous in its last max_part values: if R[H + p] = W[p] R[H] holds for
+        max_part consecutive H, the recurrence carries it to every larger H (each R[t] is the
+        same max over values that are all scaled by W[p]). p is the best link (the largest
+        W[g]**(1/g)); the identity is checked exactly on the integers, so a wrong p only means
+        no period is found."""
+        if self._period is None:
+            self._period = False
+            P = self.max_part
+            self.grow(min(P, self.dp_limit))
+            p = max(range(1, P + 1), key=lambda g: (math.log2(self.weights[g]) / g
+                                                    if self.weights[g] > 0 else -math.inf))
+            w, run, t, limit = self.weights[p], 0, p, min(self.dp_limit, 4096)
+            while t <= limit and w > 0:
+                self.grow(t)
+                run = run + 1 if self.R[t] == w * self.R[t - p] else 0
+                if run >= P:
+                    self._period = (t - p - P + 1, p, w)
+                    break
+                t += 1
+        return self._period or None
+
+    def reduce(self, G: int):
+        """(H, k, w): R[G] = w**k R[H] with H in the DP table (k = 0: G itself)."""
+        found = self.period() if G > min(self.dp_limit, 4096) else None
+        if found is None:
+            return self.dp_gap(G, "rho(G)"), 0, 1
+        a, p, w = found
+        if G < a + p:
+            return G, 0, 1
+        H = a + (G - a) % p
+        return H, (G - H) // p, w
 
     def _max_useful_part(self) -> int:
         """Largest link length any optimal composition can contain.
@@ -88,11 +150,25 @@ class _ChainTable:
             self.parts.append(best_parts)
 
     def rho(self, G: int) -> Fraction:
-        self.grow(G)
-        return Fraction(self.R[G], self.D**G)
+        bits = G * self.D.bit_length()
+        if bits > MAX_EXACT_BITS:
+            raise ValueError(
+                f"G must be at most {MAX_EXACT_BITS // self.D.bit_length()} for an exact rho(G) "
+                f"at eps = {self.eps} (its denominator (2p)**G would have ~{bits} bits, limit "
+                f"{MAX_EXACT_BITS}), got {G}; use log2_best_chain_factor")
+        H, k, w = self.reduce(G)
+        self.grow(H)
+        return Fraction(self.R[H] * w**k, self.D**G)
+
+    def log2_rho(self, G: int) -> float:
+        H, k, w = self.reduce(G)
+        self.grow(H)
+        if self.R[H] == 0:
+            return -math.inf
+        return math.log2(self.R[H]) + k * math.log2(w) - G * math.log2(self.D)
 
     def chain(self, G: int) -> tuple[int, ...]:
-        self.grow(G)
+        self.grow(self.dp_gap(G, "an explicit best chain"))
         if self.R[G] == 0:
             return ()
         gaps = []
@@ -113,7 +189,11 @@ def _table(n, eps) -> _ChainTable:
 
 
 def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
-    """rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod max(c(g_i), 0), exact."""
+    """rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod max(c(g_i), 0), exact.
+
+    Limit: the exact value has ~G * log2(2p) bits (eps = p/q), so G * bits(2p) <= 2**20
+    (G <= 524288 at eps = 1/2); larger G raise ValueError (use log2_best_chain_factor). Past
+    the DP's periodic regime rho(G + p) = c(p) rho(G) (checked exactly) gives it in O(1) DP."""
     G = check_gap(G)
     return _table(n, eps).rho(G)
 
@@ -123,6 +203,7 @@ def best_chain(G, n: int = 3, eps=Fraction(1, 2)) -> tuple[int, ...]:
 
     Among optimal compositions the one with fewest links is returned, so the witness family
     built on it is as small as possible; its prefixes are optimal chains for their own totals.
+    Limit: G**2 * bits(2p) <= 2**31 (eps = p/q; G <= 32768 at eps = 1/2), the exact DP's cost.
     """
     G = check_gap(G)
     return _table(n, eps).chain(G)
@@ -139,8 +220,9 @@ def chain_value(gaps, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 
 def compositions(G) -> itertools.chain:
-    """Every composition of G (ordered tuples of ints >= 1 summing to G): 2**(G-1) of them."""
-    G = check_gap(G)
+    """Every composition of G (ordered tuples of ints >= 1 summing to G): 2**(G-1) of them.
+    Limit: G <= 64 (:data:`MAX_COMPOSITION_GAP`)."""
+    G = check_int(G, "G (total gap)", 1, MAX_COMPOSITION_GAP)
     for cuts in range(2 ** (G - 1)):
         parts, start = [], 0
         for i in range(1, G):
@@ -179,39 +261,55 @@ def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 
 def log2_best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> float:
-    """log2 rho_{n,eps}(G) as a float (-inf when rho = 0); exact ints underneath, no overflow."""
+    """log2 rho_{n,eps}(G) as a float (-inf when rho = 0); exact ints underneath, no overflow.
+
+    Any G: past the DP's periodic regime rho(G + p) = c(p) rho(G) (an identity checked exactly,
+    see ``_ChainTable.period``) reduces G to the table, so the cost is bounded. Should no period
+    appear, G is limited like :func:`best_chain` (G**2 * bits(2p) <= 2**31)."""
     G = check_gap(G)
-    table = _table(n, eps)
-    table.grow(G)
-    if table.R[G] == 0:
-        return -math.inf
-    return math.log2(table.R[G]) - G * math.log2(table.D)
+    return _table(n, eps).log2_rho(G)
 
 
 def chain_growth_rate(n: int = 3, eps=Fraction(1, 2), max_gap: int = 10_000) -> tuple[int, float]:
     """(g*, lambda): lim rho(G)^(1/G) = lambda = max_g c(g)^(1/g), attained at link length g*.
 
     rho is supermultiplicative and rho(G) <= lambda**G, so the limit equals this maximum.
+    ``max_gap``: the longest link compared (any int >= 1; the cost is bounded regardless:
+    past g > max(3, 2 eps + 1/ln(best so far) + 2) no longer link can win, see
+    :func:`chain_growth`, so the scan stops there).
     """
     n, eps = check_length(n), check_eps(eps)
+    max_gap = check_int(max_gap, "max_gap", 1)
     best_g, best = 0, -math.inf
     for g in range(1, max_gap + 1):
+        if g > 3 and best > 0 and g > 2 * eps + 1 / best + 2:
+            break
         c = link_factor(g, n, eps)
         if c > 0:
-            rate = math.log(c) / g
+            rate = _log(c) / g
             if rate > best:
                 best_g, best = g, rate
-    return best_g, math.exp(best)
+    return best_g, _exp_rate(best, eps)
+
+
+def _exp_rate(log_rate: float, eps) -> float:
+    if log_rate > 709:  # exp overflows a float past ~709.78
+        raise ValueError(
+            f"eps = {eps} gives a growth rate lambda = e**{log_rate:.6g}, beyond a float's "
+            "range; chain_growth(n, eps).best_factor holds lambda**best_link exactly")
+    return math.exp(log_rate)
 
 
 def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     """log2 rho_{n,eps}(G) for G = 0..G_max as floats (rho(0) = 1; -inf where rho = 0),
-    read off the exact integer DP table."""
+    read off the exact integer DP table. Limit: G_max**2 * bits(2p) <= 2**31 (eps = p/q;
+    G_max <= 32768 at eps = 1/2)."""
+    G_max = check_int(G_max, "G_max", 0)
     table = _table(n, eps)
-    table.grow(int(G_max))
+    table.grow(table.dp_gap(G_max, "log2_rho_table", "G_max"))
     log2_D = math.log2(table.D)
     return np.array([math.log2(R) - G * log2_D if R > 0 else -math.inf
-                     for G, R in enumerate(table.R[: int(G_max) + 1])])
+                     for G, R in enumerate(table.R[: G_max + 1])])
 # --- the growth rate, with the care rho(1) = 0 needs ---------------------------------------
 #
 # rho(1) = 0 at eps = 1/2, so log rho is -inf at G = 1 and Fekete's lemma cannot be applied
@@ -239,7 +337,7 @@ class ChainGrowth:
     @property
     def rate(self) -> float:
         """lambda = lim rho(G)^(1/G)."""
-        return float(self.best_factor) ** (1 / self.best_link)
+        return _exp_rate(_log(self.best_factor) / self.best_link, self.eps)
 
     @property
     def kappa(self) -> float:
@@ -252,7 +350,7 @@ def _is_best_link(g_star: int, n: int, eps: Fraction) -> int:
     (d/dg [g ln lambda - ln c(g)] = ln lambda - 1/(g - 2 eps) > 0), so checking up to g1
     covers all g."""
     c_star = link_factor(g_star, n, eps)
-    g1 = math.ceil(2 * eps + 1 / math.log(float(c_star) ** (1 / g_star))) + 2
+    g1 = math.ceil(2 * eps + 1 / (_log(c_star) / g_star)) + 2
     for g in range(1, g1 + 1):
         c = link_factor(g, n, eps)
         if c > 0 and c**g_star > c_star**g:
@@ -268,8 +366,8 @@ def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
     g_star, best, g = 0, -math.inf, 1
     while g <= 3 or g <= 2 * eps + 1 / best + 2:
         c = link_factor(g, n, eps)
-        if c > 0 and math.log(c) / g > best:
-            g_star, best = g, math.log(c) / g
+        if c > 0 and _log(c) / g > best:
+            g_star, best = g, _log(c) / g
         g += 1
     _is_best_link(g_star, n, eps)
     c_star = link_factor(g_star, n, eps)
@@ -282,8 +380,9 @@ def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
 def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
     """Verify exactly, for every 1 <= G <= G_max: rho(G) = 0 iff G < G0, and
     kappa^g* lambda^(g* G) <= rho(G)^g* <= lambda^(g* G) for G >= G0 (integers/Fractions, no
-    floats). Returns the number of G checked; raises AssertionError on a violation."""
-    G_max = check_gap(G_max, "G_max")
+    floats). Returns the number of G checked; raises AssertionError on a violation.
+    Limit: G_max <= 4096 (:data:`MAX_CHECK_GAP`)."""
+    G_max = check_int(G_max, "G_max", 1, MAX_CHECK_GAP)
     growth = chain_growth(n, eps)
     g, c, kp = growth.best_link, growth.best_factor, growth.kappa_power
     for G in range(1, G_max + 1):

@@ -25,9 +25,38 @@ from fractions import Fraction
 import numpy as np
 
 from .amplification import best_chain_factor, log2_rho_table
-from .checks import check_int
+from .checks import check_instance, check_int, check_int_sequence
 from .code_search import search_code
 from .codes import check_code, paley_hadamard_code
+
+#: Largest token width the asymptotic curves accept (m_max, widths, m): their cost is linear
+#: in m (knapsack, convolutions, factorial tables) and the book goes to m = 1000.
+MAX_WIDTH = 10_000
+#: Largest max_size of a searched base code (the greedy search costs ~candidates x max_size x m).
+MAX_BASE_SIZE = 2_000
+
+
+def _check_dist(dist, name: str) -> dict[int, int]:
+    """A gap distribution {G: count} with ints G >= 0 and counts >= 1."""
+    if not isinstance(dist, dict) or not dist:
+        raise TypeError(f"{name} must be a non-empty dict {{gap: count}}, got {dist!r:.80}")
+    return {check_int(g, f"{name} key (gap)", 0): check_int(k, f"{name}[{g}] (count)", 1)
+            for g, k in dist.items()}
+
+
+def _check_bases(bases) -> list[BaseCode]:
+    if isinstance(bases, (str, bytes)) or not isinstance(bases, (list, tuple)) or not bases:
+        raise TypeError(f"bases must be a non-empty list of BaseCode, got {bases!r:.80}")
+    return [check_instance(b, f"bases[{i}]", BaseCode) for i, b in enumerate(bases)]
+
+
+def _check_widths(widths) -> list[int]:
+    if isinstance(widths, np.ndarray):
+        widths = widths.tolist()
+    if isinstance(widths, range) and len(widths) > MAX_WIDTH:
+        raise ValueError(f"widths must hold at most {MAX_WIDTH} widths in [1, {MAX_WIDTH}]")
+    return sorted(set(check_int_sequence(list(widths) if isinstance(widths, range) else widths,
+                                         "widths", 1, MAX_WIDTH)))
 
 
 def gap_distribution(S) -> dict[int, int]:
@@ -40,6 +69,7 @@ def gap_distribution(S) -> dict[int, int]:
 def concatenate_distributions(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
     """Gap distribution of the concatenated code S1 x S2 = {(x1, x2)}: gaps add, so the
     distribution is the convolution of the two (exact ints)."""
+    d1, d2 = _check_dist(d1, "d1"), _check_dist(d2, "d2")
     out: Counter = Counter()
     for g1, k1 in d1.items():
         for g2, k2 in d2.items():
@@ -50,6 +80,7 @@ def concatenate_distributions(d1: dict[int, int], d2: dict[int, int]) -> dict[in
 def trace_bound_from_distribution(dist: dict[int, int], n: int = 3,
                                   eps=Fraction(1, 2)) -> Fraction:
     """Theorem E's |S|^2 / sum_{x,y} rho(G_xy)^-2 from a gap distribution (G = 0: diagonal)."""
+    dist = _check_dist(dist, "dist")
     size = dist.get(0, 0)
     if size < 1:
         raise ValueError("dist must count the diagonal pairs under G = 0 (|S| >= 1 of them)")
@@ -71,10 +102,30 @@ def _log2_sum_exp2(values: np.ndarray) -> float:
 def log2_trace_bound(prob: np.ndarray, log2_rho: np.ndarray) -> float:
     """log2 of 1 / sum_G p(G) rho(G)^-2 (Theorem E with pairs drawn uniformly, p(0) = 1/|S|),
     for a float distribution p over G = 0..len(p)-1; used where the exact ints are too slow."""
+    prob, log2_rho = _float_vector(prob, "prob"), _float_vector(log2_rho, "log2_rho")
+    if len(log2_rho) < len(prob):
+        raise ValueError(f"log2_rho must have an entry for every gap of prob (>= {len(prob)}), "
+                         f"got {len(log2_rho)}")
+    if np.any(np.isnan(prob)) or np.any(prob < 0) or not np.any(prob > 0):
+        raise ValueError("prob must be finite probabilities >= 0, not all 0")
+    if np.any(np.isnan(log2_rho)) or np.any(log2_rho == np.inf):
+        raise ValueError("log2_rho must hold finite values or -inf (rho = 0)")
     support = np.flatnonzero(prob > 0)
     if np.any(np.isinf(log2_rho[support])):
         raise ValueError("prob puts mass on a gap with rho = 0")
     return -_log2_sum_exp2(np.log2(prob[support]) - 2 * log2_rho[support])
+
+
+def _float_vector(x, name: str) -> np.ndarray:
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be a 1-d float array, got {type(x).__name__}")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a 1-d float array ({exc})") from exc
+    if arr.ndim != 1 or len(arr) == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array, got shape {arr.shape}")
+    return arr
 
 
 @dataclass(frozen=True)
@@ -96,9 +147,10 @@ def explicit_code_plan(bases: list[BaseCode], m_max: int, n: int = 3,
                        eps=Fraction(1, 2)) -> list[tuple[str, ...]]:
     """For every width m <= m_max, a multiset of base codes of total width <= m (the rest is
     zero padding) maximising the sum of their log2 bounds (unbounded knapsack). Concatenation
-    gives an explicit code whose bound is at least the product (rho is supermultiplicative)."""
-    if not bases:
-        raise ValueError("bases must hold at least one BaseCode")
+    gives an explicit code whose bound is at least the product (rho is supermultiplicative).
+    Limit: m_max <= 10000 (:data:`MAX_WIDTH`)."""
+    bases = _check_bases(bases)
+    m_max = check_int(m_max, "m_max", 0, MAX_WIDTH)
     value = [float(np.log2(float(trace_bound_from_distribution(b.dist, n, eps)))) for b in bases]
     best = [0.0] * (m_max + 1)
     plan: list[tuple[str, ...]] = [()] * (m_max + 1)
@@ -113,8 +165,9 @@ def explicit_code_plan(bases: list[BaseCode], m_max: int, n: int = 3,
 def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fraction(1, 2),
                               exact: bool = False) -> dict[int, float | Fraction]:
     """Theorem E bound of the concatenated explicit code chosen by explicit_code_plan, for
-    each width: log2 as a float (float convolution) or, with exact=True, the exact Fraction."""
-    widths = sorted(set(int(m) for m in widths))
+    each width: log2 as a float (float convolution) or, with exact=True, the exact Fraction.
+    Limit: widths in [1, 10000] (:data:`MAX_WIDTH`)."""
+    bases, widths = _check_bases(bases), _check_widths(widths)
     plan = explicit_code_plan(bases, widths[-1], n, eps)
     by_name = {b.name: b for b in bases}
     out: dict = {}
@@ -165,8 +218,9 @@ def random_code_log2_estimate(m: int, n: int = 3, eps=Fraction(1, 2), w: int | N
                               log2_rho: np.ndarray | None = None) -> float:
     """ESTIMATE (not a certificate) of log2 of Theorem E's bound for a random weight-w code
     expurgated to gaps >= 2: with p_bad = P(G <= 1) for two random words, take
-    s = 1/(2 p_bad) words and E = E[rho(G)^-2; G >= 2]; estimate s / (1 + (s - 1) E)."""
-    m = check_int(m, "m", 4)
+    s = 1/(2 p_bad) words and E = E[rho(G)^-2; G >= 2]; estimate s / (1 + (s - 1) E).
+    Limit: m <= 10000 (:data:`MAX_WIDTH`)."""
+    m = check_int(m, "m", 4, MAX_WIDTH)
     w = m // 2 if w is None else check_int(w, "w (weight, at most m-1)", 2, m - 1)
     lf = _log2_binomial_table(m)
     j = np.arange(0, w + 1)  # overlap <x,y> of two independent uniform weight-w words
@@ -177,6 +231,9 @@ def random_code_log2_estimate(m: int, n: int = 3, eps=Fraction(1, 2), w: int | N
     G = w - j
     if log2_rho is None:
         log2_rho = log2_rho_table(w, n, eps)
+    log2_rho = _float_vector(log2_rho, "log2_rho")
+    if len(log2_rho) <= w:
+        raise ValueError(f"log2_rho must cover gaps 0..w = {w}, got {len(log2_rho)} entries")
     good = G >= 2
     log2_E = _log2_sum_exp2(log2_p[good] - 2 * log2_rho[G[good]])
     log2_bad = _log2_sum_exp2(log2_p[~good])
@@ -211,7 +268,11 @@ PALEY_PRIMES = (7, 11, 19, 23, 31, 43)
 def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed: int = 0,
                max_size: int = 1000) -> list[BaseCode]:
     """Explicit building blocks for concatenated codes: the Paley codes (with and without
-    complements) and, for each width, the seeded greedy + expurgation code for this (n, eps)."""
+    complements) and, for each width, the seeded greedy + expurgation code for this (n, eps).
+    Limits: widths in [4, 64] (the search's), max_size <= 2000 (:data:`MAX_BASE_SIZE`)."""
+    widths = check_int_sequence(widths, "widths", 4, 64, allow_empty=True)
+    max_size = check_int(max_size, "max_size", 2, MAX_BASE_SIZE)
+    seed = check_int(seed, "seed", 0)
     out = []
     for q in PALEY_PRIMES:
         out.append(BaseCode.from_code(f"paley{q + 1}", paley_hadamard_code(q)))
@@ -239,8 +300,12 @@ class AsymptoticRow:
 
 def asymptotic_rows(bases: list[BaseCode], widths, n: int = 3,
                     eps=Fraction(1, 2)) -> list[AsymptoticRow]:
-    """One AsymptoticRow per width (floats from exact ints; see explicit_code_log2_bounds)."""
-    widths = sorted(set(int(m) for m in widths))
+    """One AsymptoticRow per width (floats from exact ints; see explicit_code_log2_bounds).
+    Limit: widths in [4, 10000] (:data:`MAX_WIDTH`)."""
+    bases, widths = _check_bases(bases), _check_widths(widths)
+    if widths[0] < 4:
+        raise ValueError(f"widths must be >= 4 (the random-code estimate needs m >= 4), "
+                         f"got {widths[0]}")
     certified = explicit_code_log2_bounds(bases, widths, n, eps)
     plan = explicit_code_plan(bases, widths[-1], n, eps)
     log2_rho = log2_rho_table(widths[-1] // 2, n, eps)

@@ -14,12 +14,16 @@ from fractions import Fraction
 import numpy as np
 
 from .amplification import best_chain_factor
-from .checks import check_int
+from .checks import check_int, check_int_sequence
 from .codes import check_code
 from .rank_bounds import certified_rank_bound
 
 #: Widest tokens the seeded code search handles (it stores overlaps of sampled words densely).
 MAX_SEARCH_WIDTH = 64
+#: Most candidate words one search samples, and the largest code it keeps: the greedy scan
+#: costs up to candidates x max_size x m operations (the book uses 3000 and 1000).
+MAX_CANDIDATES = 10**5
+MAX_CODE_SIZE = 2_000
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,13 @@ class CodeSearchResult:
 
 
 def random_weight_w_words(m: int, w: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` uniformly random weight-w words of {0,1}^m (with possible repeats)."""
+    """`count` uniformly random weight-w words of {0,1}^m (with possible repeats).
+    Limits: m <= 64, count <= 10**5 (:data:`MAX_CANDIDATES`)."""
+    m = check_int(m, "m", 1, MAX_SEARCH_WIDTH)
+    w = check_int(w, "w (weight)", 0, m)
+    count = check_int(count, "count", 0, MAX_CANDIDATES)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     keys = rng.random((count, m))
     idx = np.argsort(keys, axis=1)[:, :w]
     words = np.zeros((count, m), dtype=np.int64)
@@ -45,13 +55,14 @@ def random_weight_w_words(m: int, w: int, count: int, rng: np.random.Generator) 
 def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4000,
                 max_size: int = 400) -> np.ndarray:
     """Seeded greedy constant-weight code: scan random weight-w words, keep each whose gap
-    w - <x,y> to every kept word is >= min_gap (so overlaps <= w - min_gap)."""
+    w - <x,y> to every kept word is >= min_gap (so overlaps <= w - min_gap). Limits: m <= 64,
+    candidates <= 10**5, max_size <= 2000 (:data:`MAX_CANDIDATES`, :data:`MAX_CODE_SIZE`)."""
     m = check_int(m, "m", 2, MAX_SEARCH_WIDTH)
     w = check_int(w, "w (weight, at most m-1)", 1, m - 1)
     min_gap = check_int(min_gap, "min_gap (at most w)", 1, w)
-    candidates = check_int(candidates, "candidates", 1)
-    max_size = check_int(max_size, "max_size", 2)
-    rng = np.random.default_rng(seed)
+    candidates = check_int(candidates, "candidates", 1, MAX_CANDIDATES)
+    max_size = check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     words = random_weight_w_words(m, w, candidates, rng)
     kept = np.zeros((max_size, m), dtype=np.int64)
     size = 0
@@ -101,9 +112,13 @@ def search_code(m: int, n: int = 3, eps=Fraction(1, 2), seed: int = 0, weights=N
                 candidates: int = 3000, max_size: int = 300) -> CodeSearchResult:
     """Seeded greedy + expurgation: for each weight w (default m // 2) and minimum gap
     2 <= min_gap <= w, build a greedy code and expurgate it; keep the code with the largest
-    certified bound (Theorem E, exact; ties to the smaller code)."""
+    certified bound (Theorem E, exact; ties to the smaller code). Limits: m <= 64,
+    candidates <= 10**5, max_size <= 2000 (:data:`MAX_CANDIDATES`, :data:`MAX_CODE_SIZE`)."""
     m = check_int(m, "m", 4, MAX_SEARCH_WIDTH)
-    weights = [m // 2] if weights is None else list(weights)
+    weights = ([m // 2] if weights is None
+               else check_int_sequence(weights, "weights", 1, m - 1))
+    check_int(candidates, "candidates", 1, MAX_CANDIDATES)
+    check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
     best = None
     for w in weights:
         for min_gap in range(2, w + 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_int, check_tokens
+from .checks import check_int, check_tokens, has_repeated_row
 
 
 def check_code(S, name: str = "S") -> tuple[np.ndarray, int]:
@@ -28,7 +28,7 @@ def check_code(S, name: str = "S") -> tuple[np.ndarray, int]:
             f"{name} must have constant weight (all |x| equal); found weights "
             f"{sorted(set(int(v) for v in weights))}"
         )
-    if len(np.unique(arr, axis=0)) != len(arr):
+    if has_repeated_row(arr):
         raise ValueError(f"{name} must hold distinct words; found a repeated word")
     return arr, int(weights[0])
 

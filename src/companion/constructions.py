@@ -30,6 +30,9 @@ from .witness import WitnessFamily
 
 #: Largest token width for lookup-table heads (tables have 2**m rows per position).
 MAX_TABLE_WIDTH = 12
+#: Largest key table n x 2**m x rank of :func:`softmax_kernel_head` (rank 2**m): 2**24
+#: float64 entries, 128 MB.
+MAX_KEY_TABLE = 2**24
 
 
 def _ones(x):
@@ -118,9 +121,10 @@ def lookup_head(query_features, key_features, values, readout_weights,
 
 def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
     """Proposition F's head written as an NKA head: alpha(x,z) = exp(-beta <x,z>) as a
-    table, phi_Q(x) = one-hot(x) (rank 2**m), v(z) = z, readout <x, o>."""
+    table, phi_Q(x) = one-hot(x) (rank 2**m), v(z) = z, readout <x, o>. Limits: m <= 12 and
+    n * 4**m <= 2**24 (the key table, :data:`MAX_KEY_TABLE`)."""
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
-    n = check_int(n, "n", 1)
+    n = check_int(n, "n", 1, MAX_KEY_TABLE // 4**m)
     beta = check_beta(beta)
     tokens = all_tokens(m)
     kernel = np.exp(-beta * (tokens @ tokens.T))  # kernel[x, z]
@@ -377,7 +381,8 @@ def rank_one_length_three_max_error(m: int) -> Fraction:
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
     """The three length-3 sequences (query first) on which the rank-1 head's error is m/3:
     (1^m, 0, 1^m) and (1^m, 1^m, 0), overshooting by m/3, and (1^m, 0, 0), undershooting.
-    Shape (3, 3, m); the proof shows there are no others."""
+    Shape (3, 3, m); the proof shows there are no others. Limit: m <= 10**6."""
     rank_one_length_three_max_error(m)  # validates m
+    m = check_int(m, "m (token width)", 1, 10**6)
     one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

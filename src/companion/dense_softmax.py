@@ -12,8 +12,7 @@ both in closed form (proved in chapter 4): the worst case is max_{d<=m} (n-1)d/(
 and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, i.e. ln(n-1) for m = 1 or n >= 4, ln(3)/2 for
 n = 2 and ln(6)/2 for n = 3 (m >= 2).
 
-Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``, ``thm-softmax-threshold``,
-``cor-softmax-saturation``, ``cor-softmax-small-gaps``).
+Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
 """
 
 from __future__ import annotations
@@ -31,6 +30,16 @@ from .task import check_convention, iter_sequences, query_index, query_target
 
 #: Largest number of overlap profiles C(m+n, n) enumerated at once.
 MAX_PROFILES = 2_000_000
+
+#: Largest C(m+n, n) * n * m (profiles x entries) that :func:`exact_threshold` bisects over:
+#: ~40 evaluations of every profile; n = m = 8 (the book's largest, 823680) takes ~3 s and
+#: n = 8, m = 10 (3500640, the slow test's largest) ~15 s. The cost also grows with n beyond
+#: this count, hence the cap on n (n = 40, m = 3 took 7 s at 1.5e6).
+MAX_THRESHOLD_WORK = 4_000_000
+MAX_THRESHOLD_LENGTH = 16
+#: Smallest bisection tolerance: below ~1e-15 the bracket [lo, hi] (hi <= ln(2(n-1))) stops
+#: shrinking in float64 and the bisection would never end.
+MIN_TOL = 1e-14
 
 #: Largest n*m for the brute-force enumeration of all 2**(n*m) sequences.
 MAX_BRUTE_FORCE_BITS = 24
@@ -134,11 +143,18 @@ def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
     Valid because each profile's error is the mean gap under weights proportional to
     e^{-beta d}, whose derivative in beta is minus the variance of the gaps (<= 0): the worst
     case is nonincreasing in beta. Raises if the bracket fails (that would refute
-    Proposition F at beta = ln(2(n-1))).
+    Proposition F at beta = ln(2(n-1))). Limits: n <= 16, C(m+n, n) * n * m <= 4 * 10**6
+    (:data:`MAX_THRESHOLD_WORK`) and tol in [1e-14, 1) (:data:`MIN_TOL`); past them
+    :func:`threshold_closed_form` gives the same value.
     """
-    n = check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2, MAX_THRESHOLD_LENGTH)
     m = check_int(m, "m (token width)", 1)
-    tol = check_float(tol, "tol", 0, 1, low_open=True, high_open=True)
+    tol = check_float(tol, "tol", MIN_TOL, 1, high_open=True)
+    work = count_profiles(n, m) * n * m
+    if work > MAX_THRESHOLD_WORK:
+        raise ValueError(
+            f"n={n}, m={m} give C(m+n, n) * n * m = {work} profile entries to bisect over, above "
+            f"MAX_THRESHOLD_WORK={MAX_THRESHOLD_WORK}; use threshold_closed_form(n, m)")
     seqs = profile_sequences(n, m)
 
     def worst(beta):
@@ -167,7 +183,9 @@ def uniform_gap_threshold(n: int, m: int) -> float:
     """
     n = check_int(n, "n (sequence length)", 3)
     m = check_int(m, "m (token width)", 1)
-    return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, m + 1))
+    # d >= 4 never wins: (n-1)^(d-1) >= 2^(d-1) > 2d - 1 gives ln((n-1)(2d-1))/d < ln(n-1),
+    # the d = 1 term, so the max over d <= m is the max over d <= min(m, 3) (any m, O(1))
+    return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, min(m, 3) + 1))
 
 
 # --- closed forms: the worst profile, the exact threshold and saturation ------------------
@@ -203,28 +221,68 @@ def uniform_gap_error(beta, n: int, d: int) -> float:
     return d * u / (1 + u)
 
 
+#: Largest d * bits(decay) of an exact power y**d (~1 Mbit numbers, well under a second).
+MAX_EXACT_POWER_BITS = 2**20
+#: Largest m * bits(decay) of the exact scans over d <= m (cost ~ m**2 bits / 2).
+MAX_EXACT_SCAN_BITS = 2**14
+#: Largest C(m+n, n) * n of max_error_exact's exact profile loop.
+MAX_EXACT_PROFILE_WORK = 10**6
+
+
+def _decay_bits(y: Fraction) -> int:
+    return max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
+
+
 def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
-    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
+    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d).
+    Limit: d * bits(decay) <= 2**20 (:data:`MAX_EXACT_POWER_BITS`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    d = check_int(d, "d (gap)", 1)
+    d = check_int(d, "d (gap)", 1, MAX_EXACT_POWER_BITS // _decay_bits(y))
     u = (n - 1) * y**d
     return d * u / (1 + u)
 
 
+#: Widths up to which the closed forms scan every gap d <= m (~0.5 s); past it they stop at
+#: saturation_width(beta, n), which needs beta >= MIN_SATURATION_BETA to stay cheap.
+MAX_GAP_SCAN = 100_000
+MIN_SATURATION_BETA = 1e-4
+
+
+def _gaps_to_scan(beta: float, n: int, m: int) -> int:
+    """How many gaps d = 1.. the max over d <= m needs (beta > 0): all m of them, or past
+    MAX_GAP_SCAN only up to the overall maximiser saturation_width(beta, n)."""
+    if m <= MAX_GAP_SCAN:
+        return m
+    if beta < MIN_SATURATION_BETA:
+        raise ValueError(
+            f"m must be <= {MAX_GAP_SCAN} when 0 < beta < {MIN_SATURATION_BETA} (the worst gap "
+            f"is then near 1/beta and costs that many steps to find), got m={m}, beta={beta}")
+    return min(m, saturation_width(beta, n))
+
+
 def max_error_closed_form(beta, n: int, m: int) -> float:
     """The exact worst case of Proposition F's head over all length-n inputs on {0,1}^m, in
-    closed form: max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (the worst-profile theorem)."""
+    closed form: max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (the worst-profile theorem).
+    Any m: at beta = 0 the terms increase (the max is at d = m), and past m = 10**5 the scan
+    stops at :func:`saturation_width` (m > 10**5 then needs beta >= 1e-4)."""
+    beta = check_beta(beta)
     n = check_int(n, "n (sequence length)", 2)
     m = check_int(m, "m (token width)", 1)
-    return max(uniform_gap_error(beta, n, d) for d in range(1, m + 1))
+    if beta == 0:
+        return uniform_gap_error(beta, n, m)
+    return max(uniform_gap_error(beta, n, d) for d in range(1, _gaps_to_scan(beta, n, m) + 1))
 
 
 def worst_gap(beta, n: int, m: int) -> int:
-    """The smallest gap d in [1, m] whose uniform-gap profile attains the worst case."""
+    """The smallest gap d in [1, m] whose uniform-gap profile attains the worst case (bounded
+    cost like :func:`max_error_closed_form`)."""
+    beta = check_beta(beta)
     n = check_int(n, "n (sequence length)", 2)
     m = check_int(m, "m (token width)", 1)
-    values = [uniform_gap_error(beta, n, d) for d in range(1, m + 1)]
+    if beta == 0:
+        return m  # (n-1) d / n increases with d
+    values = [uniform_gap_error(beta, n, d) for d in range(1, _gaps_to_scan(beta, n, m) + 1)]
     return 1 + int(np.argmax(values))
 
 
@@ -243,10 +301,15 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
     rational arithmetic: max over every overlap profile of sum d y^d / sum y^d.
 
     An independent check of the worst-profile theorem and of beta*(n, m) that uses no floats
-    (choose a rational decay y; beta = -ln y)."""
+    (choose a rational decay y; beta = -ln y). Limits: m * bits(decay) <= 2**14 and
+    C(m+n, n) * n <= 10**6 (:data:`MAX_EXACT_PROFILE_WORK`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1)
+    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
+    if count_profiles(n, m) * n > MAX_EXACT_PROFILE_WORK:
+        raise ValueError(f"n={n}, m={m} give C(m+n, n) * n = {count_profiles(n, m) * n} exact "
+                         f"profile terms, above {MAX_EXACT_PROFILE_WORK}; use "
+                         "max_error_closed_form_exact(decay, n, m)")
     p, q = y.numerator, y.denominator
     # scale every weight y^d by q^m: integer weights p^d q^(m-d), ratios unchanged
     weight = [p**d * q ** (m - d) for d in range(m + 1)]
@@ -260,9 +323,11 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
-    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly."""
+    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
+    Limit: m * bits(decay) <= 2**14 (:data:`MAX_EXACT_SCAN_BITS`)."""
+    y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1)
+    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
     return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
 
 
@@ -307,16 +372,21 @@ def saturation_width(beta, n: int) -> int:
     the smallest maximiser over all d >= 1 of (n-1) d / (e^{beta d} + n - 1).
 
     The search stops at the first d past 1/beta with (n-1) d e^{-beta d} below the best value
-    so far: from there on (n-1) d e^{-beta d} decreases and bounds every later term."""
+    so far: from there on (n-1) d e^{-beta d} decreases and bounds every later term.
+    Limit: beta >= 1e-4 (:data:`MIN_SATURATION_BETA`; the scan runs past 1/beta)."""
     beta = check_beta(beta)
     n = check_int(n, "n (sequence length)", 2)
     if beta == 0:
         raise ValueError("beta must be > 0: at beta = 0 the worst case grows with m forever")
+    if beta < MIN_SATURATION_BETA:
+        raise ValueError(f"beta must be >= {MIN_SATURATION_BETA} for saturation_width (the scan "
+                         f"runs past 1/beta = {1 / beta:.3g} gaps), got {beta}")
     best_d, best, d = 1, uniform_gap_error(beta, n, 1), 1
     while True:
         d += 1
         value = uniform_gap_error(beta, n, d)
         if value > best:
             best_d, best = d, value
-        if d >= 1 / beta and (n - 1) * d * math.exp(-beta * d) < best:
+        # <=, not <: with every term 0 (huge beta) a strict test would never stop
+        if d >= 1 / beta and (n - 1) * d * math.exp(-beta * d) <= best:
             return best_d

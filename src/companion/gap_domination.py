@@ -36,12 +36,17 @@ from .task import check_convention, query_index, query_target
 
 #: Largest number of arrangements C(k+l, k) that :func:`mixed_sequences` materialises.
 MAX_ARRANGEMENTS = 2**16
+#: Longest explicit sequence built here (pure and mixed sequences, n = 1 + k + l): the heads
+#: evaluate them position by position.
+MAX_SEQUENCE_LENGTH = 10_000
+#: Widest chain family that :func:`family_checks` runs (m (m + 1) / 2 link checks).
+MAX_FAMILY_WIDTH = 16
 
 
 def _check_copies(k, l) -> tuple[int, int]:
     """k copies of z and l copies of z' with k, l >= 1 (so n = 1 + k + l >= 3)."""
-    k = check_int(k, "k (copies of z)", 1)
-    l = check_int(l, "l (copies of z')", 1)
+    k = check_int(k, "k (copies of z)", 1, MAX_SEQUENCE_LENGTH)
+    l = check_int(l, "l (copies of z')", 1, MAX_SEQUENCE_LENGTH - 1 - k)
     if math.comb(k + l, k) > MAX_ARRANGEMENTS:
         raise ValueError(
             f"k={k}, l={l} give C(k+l, k) = {math.comb(k + l, k)} arrangements, above "
@@ -101,16 +106,18 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1) -> float:
 
 
 def key_positions(n: int, convention: str = "bidirectional") -> list[int]:
-    """The n-1 key positions (0-based): every position but the query's."""
-    q = query_index(check_int(n, "n", 2), convention)
+    """The n-1 key positions (0-based): every position but the query's. Limit: n <= 10**6."""
+    n = check_int(n, "n", 2, 10**6)
+    q = query_index(n, convention)
     return [p for p in range(n) if p != q]
 
 
 def pure_sequence(x, z, n: int, convention: str = "bidirectional") -> np.ndarray:
-    """P_z = the query x and n-1 copies of z: shape (n, m); target min(|x|, <x,z>) = <x,z>."""
+    """P_z = the query x and n-1 copies of z: shape (n, m); target min(|x|, <x,z>) = <x,z>.
+    Limit: n <= 10000 (:data:`MAX_SEQUENCE_LENGTH`)."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
-    n = check_int(n, "n (sequence length)", 2)
+    n = check_int(n, "n (sequence length)", 2, MAX_SEQUENCE_LENGTH)
     check_convention(convention)
     seq = np.repeat(z[None, :], n, axis=0)
     seq[query_index(n, convention)] = x
@@ -158,8 +165,9 @@ def total_weights(head, sequences, convention: str = "bidirectional", exact: boo
 
 def total_weight(head, x, z, n: int, convention: str = "bidirectional", exact: bool = False):
     """D(x;z) = alpha_q(x,x) + sum over key positions p of alpha_p(x,z): the total
-    unnormalised weight of the pure sequence P_z."""
+    unnormalised weight of the pure sequence P_z. Limit: n <= 10000."""
     n = check_length(n)
+    n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
     total = total_weights(head, pure_sequence(x, z, n, convention)[None], convention, exact)[0]
     return Fraction(total) if exact else float(total)
 
@@ -294,15 +302,18 @@ def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
 
 def chain_keys(m: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """Query x = 1^m and keys z_j = 1^j 0^(m-j), j = 0..m, so <x, z_j> = j: every pair
-    (z_i, z_j), i < j, is a link of gap j - i."""
-    m = check_int(m, "m", 1)
+    (z_i, z_j), i < j, is a link of gap j - i. Limit: m <= 1024 (m + 1 keys of width m)."""
+    m = check_int(m, "m", 1, 1024)
     return (np.ones(m, dtype=np.int64),
             [np.array([1] * j + [0] * (m - j), dtype=np.int64) for j in range(m + 1)])
 
 
 def family_checks(head, m: int, n: int, convention: str = "bidirectional") -> list[LinkCheck]:
-    """link_check (k = 1, l = n - 2) on every link of the chain family of :func:`chain_keys`."""
+    """link_check (k = 1, l = n - 2) on every link of the chain family of :func:`chain_keys`.
+    Limits: m <= 16 (:data:`MAX_FAMILY_WIDTH`), n <= 10000."""
+    m = check_int(m, "m", 1, MAX_FAMILY_WIDTH)
     x, keys = chain_keys(m)
     n = check_length(n)
+    n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
     return [link_check(head, x, keys[i], keys[j], 1, n - 2, convention)
             for i in range(m + 1) for j in range(i + 1, m + 1)]

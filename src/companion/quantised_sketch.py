@@ -61,8 +61,14 @@ def _features(w, h):
     return np.exp(np.tanh(h @ w.T))
 
 
+#: Most random weights of one :class:`QuantisedSketchModel` (its Python lists of per-head
+#: matrices; 2**22 float64 entries, 32 MB).
+MAX_SKETCH_PARAMETERS = 2**22
+
 class QuantisedSketchModel(TranscriptModel):
-    """L layers x H heads of b-bit quantised NKA sketches on a :class:`BlockConstruction`."""
+    """L layers x H heads of b-bit quantised NKA sketches on a :class:`BlockConstruction`.
+    Limit: layers * heads * (2 rank + 2 value_dim) * m <= 2**22 (:data:`MAX_SKETCH_PARAMETERS`).
+    """
 
     def __init__(self, construction: BlockConstruction, layers: int = 1, heads: int = 1,
                  rank: int = 1, value_dim: int = 1, bits: int = 1, seed: int = 0):
@@ -74,6 +80,11 @@ class QuantisedSketchModel(TranscriptModel):
         self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
         rng = np.random.default_rng(check_int(seed, "seed", 0))
         w, r, d, big_h = construction.m, self.rank, self.value_dim, self.heads
+        size = self.layers * big_h * (2 * r + 2 * d) * w
+        if size > MAX_SKETCH_PARAMETERS:
+            raise ValueError(
+                f"layers x heads x (2 rank + 2 value_dim) x m = {size} parameters, above "
+                f"MAX_SKETCH_PARAMETERS = {MAX_SKETCH_PARAMETERS}; use a smaller model")
         scale = 1 / math.sqrt(w)
         self._heads = [[{"q": rng.normal(0, scale, (r, w)), "k": rng.normal(0, scale, (r, w)),
                          "v": rng.normal(0, scale, (d, w))} for _ in range(big_h)]

@@ -31,6 +31,13 @@ from .gap_domination import (
 )
 from .task import all_tokens
 
+#: Most random heads one survey draws (~7 ms each; the book's surveys use <= 200): a bound on
+#: the call's time, stated in every survey's message.
+MAX_SURVEY = 1_000
+#: Most entries of a random head's key and value tables (2**24 float64, 128 MB).
+MAX_HEAD_TABLE = 2**24
+#: counterexample_search costs ~40 ms a head.
+MAX_SEARCH_HEADS = 200
 
 def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
                        integer: bool = False, zero_fraction: float = 0.25) -> KernelAttentionHead:
@@ -41,11 +48,16 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
     integers (features) and signed integers (values) for exact evaluation. A fraction of
     feature entries is zeroed so that sparse kernels are covered; coordinate 0 of every
     query and key feature stays positive so that no denominator vanishes.
+    Limit: n * 2**m * (rank + d) <= 2**24 (the key and value tables, :data:`MAX_HEAD_TABLE`).
     """
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
-    n = check_int(n, "n", 1)
-    rank = check_int(rank, "rank", 1)
-    d = check_int(d, "d", 1)
+    n = check_int(n, "n", 1, MAX_HEAD_TABLE)
+    rank = check_int(rank, "rank", 1, MAX_HEAD_TABLE)
+    d = check_int(d, "d", 1, MAX_HEAD_TABLE)
+    if n * 2**m * (rank + d) > MAX_HEAD_TABLE:
+        raise ValueError(f"n * 2**m * (rank + d) = {n * 2**m * (rank + d)} table entries, above "
+                         f"MAX_HEAD_TABLE = {MAX_HEAD_TABLE}; choose smaller n, m, rank or d")
+    seed = check_int(seed, "seed", 0)
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
     rng = np.random.default_rng(seed)
     size = 2**m
@@ -126,7 +138,7 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
     """The mediant identity on `num_heads` random position-dependent heads (random m <= max_m,
     n <= max_n, k, rank, tokens), each in both conventions: float64 relative error, plus an
     exact Fraction check on an integer head for every `exact_every`-th case."""
-    num_heads = check_int(num_heads, "num_heads", 1)
+    num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     exact_every = check_int(exact_every, "exact_every", 1)
     max_m = check_int(max_m, "max_m", 1, MAX_TABLE_WIDTH)
     max_n = check_int(max_n, "max_n", 3, 16)
@@ -157,7 +169,7 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     """Lemma B on one link for `num_heads` perturbed heads: odd seeds perturb a balanced head
     of random ratio in [0.3, 20] (sigma <= 0.5), even seeds the softmax kernel of random
     beta in [0, 2] (sigma <= 1). Seeded by the head's index."""
-    num_heads = check_int(num_heads, "num_heads", 1)
+    num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     m = len(x)
     checks = []
     for seed in range(num_heads):
@@ -179,7 +191,7 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
     checked on every link of the chain family of :func:`companion.gap_domination.chain_keys`
     in both conventions. Odd heads perturb a balanced head on a random chain link with a
     ratio around max(c_{n,1/2}(g), 1); even heads the softmax kernel. Returns (n, LinkCheck)."""
-    num_heads = check_int(num_heads, "num_heads", 1)
+    num_heads = check_int(num_heads, "num_heads", 1, MAX_SEARCH_HEADS)
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     records = []
     for i in range(num_heads):
@@ -205,7 +217,7 @@ def error_floor_survey(num_heads: int = 200) -> list[tuple[Fraction, Fraction]]:
     """(error, floor) for seeded random integer heads of rank 1-4 on the smallest link
     (m = 1: x = 1, z = 0, z' = 1; n = 3), both conventions, exactly: the error is the largest
     over P_z, P_z' and both arrangements, the floor is Lemma B's l g / (2 (k rho + l))."""
-    num_heads = check_int(num_heads, "num_heads", 1)
+    num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x, z, z_prime = np.array([1]), np.array([0]), np.array([1])
     out = []
     for seed in range(num_heads):

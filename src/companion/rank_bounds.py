@@ -144,7 +144,7 @@ class MatrixBoundCase:
 def random_matrix_survey(num_draws: int, rng: np.random.Generator) -> list[MatrixBoundCase]:
     """Lemmas D and D' on random unit-diagonal Gram matrices: per draw, N in [8, 48), a rank
     k <= N, a spread in {1, 2, 4, 8}, and one signed and one nonnegative matrix."""
-    num_draws = check_int(num_draws, "num_draws", 1)
+    num_draws = check_int(num_draws, "num_draws", 1, 2_000)
     cases = []
     for _ in range(num_draws):
         N = int(rng.integers(8, 48))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .checks import check_choice, check_positive_int, check_tokens
+from .checks import check_choice, check_positive_int, check_tokens, has_repeated_row
 
 CONVENTIONS = ("bidirectional", "causal")
 
@@ -59,9 +59,13 @@ def all_tokens(m: int) -> np.ndarray:
 
 
 def count_sequences(n: int, m: int) -> int:
-    """Number of length-n sequences over {0,1}^m, i.e. 2**(n*m)."""
+    """Number of length-n sequences over {0,1}^m, i.e. 2**(n*m). Limit: n * m <= 2**24 (the
+    count then has up to 16 Mbit, 2 MB)."""
     check_positive_int(n, "n")
     check_positive_int(m, "m")
+    if n * m > 2**24:
+        raise ValueError(f"n * m must be at most 2**24 (the count 2**(n*m) would have n*m "
+                         f"bits), got n={n}, m={m}")
     return 2 ** (n * m)
 
 
@@ -81,10 +85,12 @@ def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES)
 
 def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
     """Stream every length-n sequence over {0,1}^m in chunks of at most `chunk` sequences."""
-    total = count_sequences(n, m)
-    check_positive_int(chunk, "chunk")
+    check_positive_int(n, "n")
+    check_positive_int(m, "m")
+    check_positive_int(chunk, "chunk", upper=2**24)
     if n * m > 40:
         raise ValueError(f"n*m must be at most 40 for an exhaustive enumeration, got {n * m}")
+    total = count_sequences(n, m)
     shifts = np.arange(n * m - 1, -1, -1, dtype=np.int64)
     for start in range(0, total, chunk):
         codes = np.arange(start, min(start + chunk, total), dtype=np.int64)
@@ -120,7 +126,7 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
         raise ValueError(
             f"train_fraction must lie strictly between 0 and 1, got {train_fraction!r}"
         )
-    if len(np.unique(tokens, axis=0)) != len(tokens):
+    if has_repeated_row(tokens):
         raise ValueError("pool must hold distinct tokens (duplicates would leak across the split)")
     k = int(round(train_fraction * len(tokens)))
     if not 0 < k < len(tokens):

@@ -40,8 +40,12 @@ MAX_ANSWER_VECTORS = 2**20
 
 
 def answer_vector_count(q: int, s: int) -> int:
-    """Number of answer vectors (s+1)**q: each of q counts |z n B_i| ranges over 0..s."""
+    """Number of answer vectors (s+1)**q: each of q counts |z n B_i| ranges over 0..s.
+    Limit: q * bits(s + 1) <= 2**24 (the exact count's size in bits)."""
     q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    if q * (s + 1).bit_length() > 2**24:
+        raise ValueError(f"q * bits(s + 1) must be at most 2**24 (the count (s+1)**q has that "
+                         f"many bits), got q={q}, s={s}")
     return (s + 1) ** q
 
 
@@ -214,7 +218,11 @@ class TranscriptModel(abc.ABC):
 
 def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
     """Check a transcript has `length` symbols, each an int in range(alphabet_size)."""
-    t = tuple(transcript)
+    check_instance(model, "model", TranscriptModel)
+    if isinstance(transcript, (str, bytes)) or not hasattr(transcript, "__iter__"):
+        raise TypeError(f"transcript must be a sequence of ints, got {type(transcript).__name__}")
+    # at most length + 1 symbols are read: a huge or endless iterable is refused, not consumed
+    t = tuple(itertools.islice(transcript, model.length + 1))
     if len(t) != model.length:
         raise ValueError(f"transcript must have length {model.length}, got {len(t)}")
     return tuple(check_int(sym, "transcript symbols", 0, model.alphabet_size - 1) for sym in t)

@@ -32,7 +32,23 @@ import torch
 
 from ..checks import check_bool, check_float, check_instance, check_int
 
-__all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at"]
+__all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at",
+           "check_model_size", "MAX_PARAMETERS"]
+
+#: Most Adam steps of one training run (and of its surrogate phase); the sweeps use <= 2000.
+MAX_STEPS = 100_000
+#: Most parameters one stack of models may hold: 2**25 floats (with Adam's two moments and
+#: the gradient, ~1 GB in float64), far above every configuration of the book.
+MAX_PARAMETERS = 2**25
+
+
+def check_model_size(count: int, what: str) -> int:
+    """`count` (a parameter count) if it is at most MAX_PARAMETERS, else ValueError naming
+    `what` (the arguments that set it)."""
+    if count > MAX_PARAMETERS:
+        raise ValueError(f"{what} give ~{count} parameters, above MAX_PARAMETERS = "
+                         f"{MAX_PARAMETERS}; use fewer or smaller models")
+    return count
 
 #: Number of points kept in the loss history (evenly spaced over all steps).
 HISTORY_POINTS = 200
@@ -192,13 +208,14 @@ def train_batched(
     checkpoint is chosen on the full training set: at every step in full-batch mode (from the
     step's own forward pass), every ``eval_every`` steps (default: 1 % of the steps) otherwise,
     and after the last step. Deterministic on the CPU for a given ``seed`` and model init.
+    Limits: steps, surrogate_steps <= 100000 (:data:`MAX_STEPS`).
     """
     check_instance(model, "model", torch.nn.Module)
-    steps = check_int(steps, "steps", 1)
+    steps = check_int(steps, "steps", 1, MAX_STEPS)
     lr = check_float(lr, "lr", 0.0, 10.0, low_open=True)
     final_lr_fraction = check_float(final_lr_fraction, "final_lr_fraction", 0.0, 1.0,
                                     low_open=True)
-    surrogate_steps = check_int(surrogate_steps, "surrogate_steps", 0)
+    surrogate_steps = check_int(surrogate_steps, "surrogate_steps", 0, MAX_STEPS)
     surrogate_power = check_int(surrogate_power, "surrogate_power", 2, 1024)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     check_bool(progress, "progress")

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..checks import check_bool, check_choice, check_int_sequence, check_positive_int
+from .engine import check_model_size
 from .pair_readout import (
     make_pair_plan,
     pair_readout,
@@ -118,6 +119,12 @@ def _readout(module, rows, bits, left, right, a, v, b, mode, blocks=None):
     return pair_readout(values, scores, bias, plan, mode)
 
 
+def _check_mlp_size(models: int, m: int, hidden, out: int) -> None:
+    widths = [m, *hidden, out]
+    check_model_size(models * sum((a + 1) * b for a, b in zip(widths, widths[1:])),
+                     "seeds x (m, hidden, value_dim, ranks)")
+
+
 class MLPKernelHeads(torch.nn.Module):
     """M stacked NKA heads on Boolean tokens; head i has feature rank `ranks[i]`.
 
@@ -145,6 +152,7 @@ class MLPKernelHeads(torch.nn.Module):
         self.value_dim = check_positive_int(value_dim, "value_dim")
         self.feature = check_choice(feature, "feature", FEATURES)
         d = self.value_dim
+        _check_mlp_size(len(self.ranks), self.m, self.hidden, 2 * max(self.ranks) + 2 * d + 1)
         outs = [[r, r, d, d, 1] for r in self.ranks]
         seeds_pm = [_model_seed(s, r, m, 1) for s, r in zip(
             self.seeds, self.ranks, strict=True)]
@@ -201,6 +209,7 @@ class MLPSoftmaxHeads(torch.nn.Module):
         self.hidden = tuple(check_int_sequence(hidden, "hidden", 1, allow_empty=True))
         self.value_dim = check_positive_int(value_dim, "value_dim")
         d = self.value_dim
+        _check_mlp_size(len(self.seeds), self.m, self.hidden, 2 * self.m + 2 * d + 1)
         outs = [[m, m, d, d, 1] for _ in self.seeds]
         _build(self, m, self.hidden, outs, [_model_seed(s, 0, m, 2) for s in self.seeds],
                out_std=score_std)

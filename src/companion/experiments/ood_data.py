@@ -17,6 +17,10 @@ import torch
 from ..checks import check_float, check_positive_int, check_tokens
 from ..task import min_ip_targets, split_pool, token_pool
 
+#: Most sampled sequences per call (count, n_train, n_test); the E2 configurations use a few
+#: thousand.
+MAX_SAMPLES = 100_000
+
 #: The test distributions every E2 sweep evaluates.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
 
@@ -25,10 +29,11 @@ def sample_index_triples(pool_size: int, count: int, seed: int) -> np.ndarray:
     """`count` length-3 sequences as indices into a pool, uniform with replacement: (count, 3).
 
     `pool[sample_index_triples(len(pool), count, seed)]` equals
-    `companion.task.sample_sequences(pool, 3, count, seed)`.
+    `companion.task.sample_sequences(pool, 3, count, seed)`. Limit: count <= 10**5
+    (:data:`MAX_SAMPLES`).
     """
     check_positive_int(pool_size, "pool_size")
-    check_positive_int(count, "count")
+    check_positive_int(count, "count", upper=MAX_SAMPLES)
     return np.random.default_rng(seed).integers(0, pool_size, size=(count, 3))
 
 
@@ -42,7 +47,7 @@ def near_tie_triples(pool, count: int, seed: int, gap: int = 1) -> tuple[np.ndar
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
-    check_positive_int(count, "count")
+    check_positive_int(count, "count", upper=MAX_SAMPLES)
     check_positive_int(gap, "gap")
     size = len(tokens)
     if size < 3:
@@ -95,7 +100,8 @@ def make_e2_data(m: int, pool_size: int, train_fraction: float = 0.7, n_train: i
                  n_test: int = 1000, near_tie_fraction: float = 0.0, seed: int = 0) -> E2Data:
     """Draw a pool of distinct width-m tokens, split it into disjoint train/test pools, and
     sample sequences within each: `n_train` training sequences (a `near_tie_fraction` of them
-    near-ties) and `n_test` test sequences per test distribution (uniform and near-tie)."""
+    near-ties) and `n_test` test sequences per test distribution (uniform and near-tie).
+    Limits: n_train, n_test <= 10**5 (:data:`MAX_SAMPLES`)."""
     check_positive_int(m, "m", upper=62)
     check_positive_int(pool_size, "pool_size")
     if pool_size > 2**m:
@@ -103,8 +109,8 @@ def make_e2_data(m: int, pool_size: int, train_fraction: float = 0.7, n_train: i
     train_fraction = check_float(train_fraction, "train_fraction", 0, 1, low_open=True,
                                  high_open=True)
     near_tie_fraction = check_float(near_tie_fraction, "near_tie_fraction", 0, 1)
-    check_positive_int(n_train, "n_train")
-    check_positive_int(n_test, "n_test")
+    check_positive_int(n_train, "n_train", upper=MAX_SAMPLES)
+    check_positive_int(n_test, "n_test", upper=MAX_SAMPLES)
     k = int(round(train_fraction * pool_size))
     if min(k, pool_size - k) < 3:
         raise ValueError(

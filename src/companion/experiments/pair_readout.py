@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..checks import check_int_sequence
+
 __all__ = [
     "PairPlan", "make_pair_plan", "pair_values", "ranked_pair_values", "rank_blocks",
     "pair_readout", "shifted_exp", "MODES",
@@ -164,6 +166,7 @@ def pair_values(left: torch.Tensor, right: torch.Tensor, plan: PairPlan) -> torc
 
 def rank_blocks(ranks) -> list[tuple[int, int]]:
     """Runs of equal consecutive ranks as (number of models, rank)."""
+    ranks = check_int_sequence(ranks, "ranks", 1)
     blocks: list[list[int]] = []
     for r in ranks:
         if blocks and blocks[-1][1] == r:

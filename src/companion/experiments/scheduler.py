@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
+from ..reproducibility import MAX_THREADS
 
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
-           "DaskMissingError"]
+           "DaskMissingError", "SchedulerUnreachableError"]
 
 _ADDRESS = re.compile(r"^(tcp|tls|ucx)://[^\s/:]+(:\d{1,5})?/?$")
 _LOCAL = re.compile(r"^local:(\d+)$")
@@ -35,6 +36,11 @@ _LOCAL = re.compile(r"^local:(\d+)$")
 
 class DaskMissingError(ImportError):
     """dask.distributed is needed for --scheduler but is not installed."""
+
+
+class SchedulerUnreachableError(ConnectionError):
+    """No Dask scheduler answered at the given address (within Dask's connect timeout,
+    ``distributed.comm.timeouts.connect``)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,12 @@ def _client(parsed):
             dashboard_address=None,
         )
         return Client(cluster), cluster
-    return Client(parsed[1]), None
+    try:
+        return Client(parsed[1]), None
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachableError(
+            f"no Dask scheduler answered at {parsed[1]} ({exc}); start one there with "
+            "`dask scheduler` or check the address") from exc
 
 
 def run_units(
@@ -133,7 +144,7 @@ def run_units(
     keys = [u.key for u in units]
     if len(set(keys)) != len(keys):
         raise ValueError(f"units must have distinct keys, got {keys}")
-    threads = check_int(threads, "threads", 1)
+    threads = check_int(threads, "threads", 1, MAX_THREADS)
     todo = [u for u in units if not store.done(u.key)]
     parsed = parse_scheduler(scheduler) if client is None else None
     owned = None  # (client, cluster) this call starts and must close

@@ -22,7 +22,12 @@ from pathlib import Path
 from ..checks import check_float
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "atomic_write_json", "ResultStore",
-           "canonical_json"]
+           "canonical_json", "ResultFileError", "check_writable"]
+
+
+class ResultFileError(ValueError):
+    """An existing results file that cannot be resumed: truncated or not JSON, not a results
+    file, or written for another configuration. The file is left as it is."""
 
 
 def canonical_json(obj) -> str:
@@ -94,6 +99,22 @@ def atomic_write_json(path, obj) -> Path:
     return path
 
 
+def check_writable(path) -> Path:
+    """`path` as a Path after checking that a results file can be written there (its folder
+    exists or can be made, and a file can be created in it), before any work is done; raises
+    OSError (with the path) otherwise. An existing file is not touched."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    path = Path(path)
+    if str(path) in ("", ".") or path.is_dir():
+        raise IsADirectoryError(21, "is a folder, not a file", str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    os.unlink(tmp)
+    return path
+
+
 class ResultStore:
     """Per-unit results of one configuration, persisted atomically (or in memory if path None).
 
@@ -105,15 +126,32 @@ class ResultStore:
         self.hash = config_hash(self.config)
         self.path = None if path is None else Path(path)
         self.units: dict[str, dict] = {}
+        if self.path is not None:
+            check_writable(self.path)  # before any unit is computed, not after the first
         if self.path is not None and self.path.exists() and not restart:
-            with open(self.path) as fh:
+            self.units = self._read_units()
+
+    def _read_units(self) -> dict:
+        """The finished units of the existing file; ResultFileError if it cannot be resumed."""
+        fix = "pass restart=True (CLI: --restart) to overwrite it, or another output path"
+        try:
+            with open(self.path, encoding="utf-8") as fh:
                 data = json.load(fh)
-            if data.get("config_hash") != self.hash:
-                raise ValueError(
-                    f"{self.path} holds results for configuration {data.get('config_hash')}, not "
-                    f"{self.hash}; pass restart=True (CLI: --restart) or another output path"
-                )
-            self.units = dict(data.get("units", {}))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ResultFileError(
+                f"{self.path} is not a complete JSON results file ({exc}); {fix}") from exc
+        except OSError as exc:
+            raise ResultFileError(f"{self.path} cannot be read ({exc.strerror}); {fix}") from exc
+        if not (isinstance(data, dict) and isinstance(data.get("units"), dict)
+                and all(isinstance(v, dict) for v in data["units"].values())):
+            raise ResultFileError(f"{self.path} is JSON but not a results file (no 'units' "
+                                  f"mapping); {fix}")
+        if data.get("config_hash") != self.hash:
+            raise ResultFileError(
+                f"{self.path} holds results for configuration {data.get('config_hash')}, not "
+                f"{self.hash}; {fix}"
+            )
+        return dict(data["units"])
 
     def done(self, key: str) -> bool:
         return key in self.units

@@ -34,6 +34,7 @@ import torch
 
 from ..attention import KernelAttentionHead
 from ..checks import check_bool, check_choice, check_int, check_int_sequence
+from .engine import check_model_size
 from .pair_readout import (
     make_pair_plan,
     pair_readout,
@@ -180,6 +181,8 @@ class TableKernelHeads(_TableHeads):
         r_max = max(self.ranks)
         self.pad = r_max if pad_to is None else check_int(pad_to, "pad_to", r_max)
         M, p, t, r = self.num_models, self.num_positions, self.num_tokens, self.pad
+        check_model_size(M * t * (p + 1) * (r + self.d + 1),
+                         "seeds/ranks x num_tokens x length x (rank + d)")
         gens = [torch.Generator().manual_seed(s) for s in self.seeds]
         q = torch.zeros(M, t, r, dtype=dtype)
         k = torch.zeros(M, p, t, r, dtype=dtype)
@@ -315,6 +318,8 @@ class TableSoftmaxHeads(_TableHeads):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
         self.score_dim = check_int(score_dim, "score_dim", 1)
         M, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
+        check_model_size(M * t * (p + 1) * (s + self.d + 1),
+                         "seeds x num_tokens x length x (score_dim + d)")
         gens = [torch.Generator().manual_seed(sd) for sd in self.seeds]
         q = torch.zeros(M, t, s, dtype=dtype)
         k = torch.zeros(M, p, t, s, dtype=dtype)

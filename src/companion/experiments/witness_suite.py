@@ -42,7 +42,7 @@ from ..gap_domination import LinkCheck, total_weights
 from ..rank_bounds import RankLowerBound, certified_rank_bound
 from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
-from .engine import train_batched
+from .engine import check_model_size, train_batched
 from .scheduler import Unit, environment, run_units
 from .store import FrozenConfig, ResultStore
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
@@ -179,6 +179,8 @@ def family_digest(family) -> str:
 
 def unit_key(group: Sequence[int] | None) -> str:
     """Store key of a unit: 'nka_r1-2-4' for a rank group, 'dense' for the baseline."""
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
     return "dense" if group is None else "nka_r" + "-".join(str(r) for r in group)
 
 
@@ -195,6 +197,14 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
     ``only_rank``: just that rank of the group, still padded to the group's largest rank
     (same maths as inside the unit; floats agree only to rounding, see
     :mod:`companion.experiments.engine`)."""
+    cfg = check_instance(cfg, "cfg", E1Config)
+    family = check_instance(family, "family", WitnessFamily)
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
+    if seeds is not None:
+        seeds = check_int_sequence(seeds, "seeds", 0)
+        if group is not None:
+            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
     qpos = int(family.query_position)
     if group is None:
@@ -239,7 +249,8 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
 
 def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[int, ...]]:
     """``seeds`` cut into consecutive blocks of ``size`` (None: one block)."""
-    size = len(seeds) if size is None else size
+    seeds = check_int_sequence(seeds, "seeds", 0)
+    size = len(seeds) if size is None else check_int(size, "size", 1)
     return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
 
 
@@ -360,6 +371,8 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
                           score_dim: int = 24) -> dict:
     """At initialisation (no training), the dense heads' attention on the family: standard
     deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
+    family = check_instance(family, "family", WitnessFamily)
+    seeds = check_int_sequence(seeds, "seeds", 0)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
     heads = TableSoftmaxHeads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,

@@ -1,0 +1,226 @@
+"""Run calls into the companion package in a child process under a memory and a time cap.
+
+The fuzz suite (``tests/test_fuzz.py``) sends each call as a picklable description to one
+persistent child (spawned once, restarted only after a hang, a crash or a MemoryError), which
+builds the arguments, makes the call under ``RLIMIT_AS`` and reports how it ended. A hang
+(no answer within the time cap) or a crash (the child died: OOM kill, segfault) is seen from
+the parent, which kills and replaces the child; nothing a call does can take the test run or
+the machine down with it.
+
+Outcome kinds: ``ok`` (returned), ``raised`` (any exception, with its type and message),
+``memory`` (MemoryError: the call asked for more than the cap), ``hang``, ``crash``, and
+``unbuildable`` (the *arguments* could not be built under the cap: not the call's fault).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import multiprocessing as mp
+import os
+import resource
+import signal
+import time
+from dataclasses import dataclass, field
+
+# glibc gives every thread its own 64 MB malloc arena (address space, not memory): with a
+# few torch threads that alone would reach the address-space cap. Set before the forkserver
+# starts, so every child inherits it.
+os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+
+#: Address-space cap of the child. Importing torch + the package maps ~0.65 GB; the rest is
+#: what one call may use.
+MEMORY_CAP = int(os.environ.get("COMPANION_FUZZ_MEMORY_CAP", 2 * 1024**3))
+#: Wall-clock cap of one call (seconds).
+TIME_CAP = float(os.environ.get("COMPANION_FUZZ_TIME_CAP", 10.0))
+#: Items a returned generator is drawn for (a lazy generator is only a hang once iterated).
+GENERATOR_ITEMS = 1000
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """An argument the child builds: ``target(*args, **kwargs)``, target ``"module:attr"``
+    (a big array, a head, a witness family: built where it is used, never pickled)."""
+
+    target: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    call: bool = True  # False: the attribute itself (a module constant such as E1_SMOKE)
+
+    def __repr__(self) -> str:
+        inner = ", ".join([repr(a) for a in self.args]
+                          + [f"{k}={v!r}" for k, v in self.kwargs.items()])
+        return f"{self.target.split(':')[-1]}({inner})"
+
+
+def resolve(target: str):
+    module, _, attr = target.partition(":")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def build(value):
+    if isinstance(value, Lazy):
+        if not value.call:
+            return resolve(value.target)
+        args = [build(a) for a in value.args]
+        kwargs = {k: build(v) for k, v in value.kwargs.items()}
+        return resolve(value.target)(*args, **kwargs)
+    if isinstance(value, tuple):
+        return tuple(build(v) for v in value)
+    if isinstance(value, list):
+        return [build(v) for v in value]
+    return value
+
+
+def _child(conn, memory_cap: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (memory_cap, memory_cap))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import numpy as np  # noqa: F401  (warm imports: the first call should not pay for them)
+    import torch
+
+    torch.set_num_threads(1)
+    import companion.experiments.witness_suite  # noqa: F401
+
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        target, kwargs = request
+        try:
+            fn = resolve(target)
+            built = {k: build(v) for k, v in kwargs.items()}
+        except MemoryError:
+            conn.send(("unbuildable", "MemoryError", "building the arguments"))
+            continue
+        except Exception as exc:  # a bad Lazy in the suite itself: report it loudly
+            conn.send(("unbuildable", type(exc).__name__, str(exc)[:300]))
+            continue
+        try:
+            result = fn(**built)
+            if inspect.isgenerator(result):
+                for _ in zip(range(GENERATOR_ITEMS), result):
+                    pass
+            outcome = ("ok", "", "")
+        except MemoryError as exc:
+            outcome = ("memory", "MemoryError", str(exc)[:300])
+        except RecursionError as exc:
+            outcome = ("raised", "RecursionError", str(exc)[:300])
+        except BaseException as exc:  # noqa: BLE001 - every other ending is reported
+            outcome = ("raised", type(exc).__name__, str(exc)[:500])
+        del built
+        conn.send(outcome)
+
+
+class Runner:
+    """One persistent capped child; :meth:`call` returns (kind, exception type, message)."""
+
+    def __init__(self, memory_cap: int = MEMORY_CAP, time_cap: float = TIME_CAP):
+        self.memory_cap, self.time_cap = memory_cap, time_cap
+        # forkserver with the package preloaded: a replacement child (after a hang, a crash or
+        # a MemoryError) is a fork of an interpreter that has torch imported already (~0.1 s
+        # instead of ~2-10 s), and no child inherits the test process's threads or state
+        self.ctx = mp.get_context("forkserver")
+        self.ctx.set_forkserver_preload(["fuzz_harness", "companion.experiments.witness_suite",
+                                         "companion.experiments.ood_scaling"])
+        self.proc = None
+        self.conn = None
+        self.starts = 0
+
+    def _start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_child, args=(child, self.memory_cap), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        self.starts += 1
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.join(5)
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(None)
+                self.proc.join(5)
+            except OSError:
+                pass
+        self._kill()
+
+    def call(self, target: str, kwargs: dict) -> tuple[str, str, str]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+            # the first answer includes the imports: allow for them outside the call's cap
+            self.conn.send(("companion.reproducibility:seed_everything", {}))
+            if not self.conn.poll(120):
+                raise RuntimeError("the fuzz child did not start within 120 s")
+            self.conn.recv()
+        start = time.perf_counter()
+        try:
+            self.conn.send((target, kwargs))
+        except (BrokenPipeError, OSError):
+            self._kill()
+            return ("crash", "", "child died before the call")
+        try:
+            ready = self.conn.poll(self.time_cap)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self._kill()
+            return ("hang", "", f"no answer after {self.time_cap:g} s")
+        try:
+            outcome = self.conn.recv()
+        except (EOFError, OSError):
+            code = self.proc.exitcode if self.proc is not None else None
+            self._kill()
+            return ("crash", "", f"child died (exit code {code}) after "
+                                 f"{time.perf_counter() - start:.1f} s")
+        if outcome[0] == "memory":
+            self._kill()  # a MemoryError can leave the interpreter in a poor state
+        return outcome
+
+
+def names_argument(message: str, names) -> bool:
+    """Whether `message` names one of `names` as a word (``G`` in "G (total gap) must ...",
+    ``head`` in "head.rank must ...", not the ``n`` inside "integer")."""
+    import re
+
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message)
+               for n in names if isinstance(n, str) and n)
+
+
+def is_finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def cli_one_line_error(argv) -> None:
+    """Run ``python -m companion *argv`` in this process; raise AssertionError unless it
+    exits with status 2 after printing exactly one line to stderr (no traceback)."""
+    import contextlib
+    import io
+
+    from companion.__main__ import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    if isinstance(code, str):  # SystemExit("message"): Python prints it and exits 1
+        lines, code = lines + [code], 1
+    if argv and lines and lines[0].startswith("usage:"):
+        lines = lines[-1:]  # argparse's usage line + one error line
+    if code != 2 or len(lines) != 1 or "Traceback" in err.getvalue():
+        raise AssertionError(f"argv {argv}: exit {code}, stderr {err.getvalue()[-600:]!r}")

@@ -1,0 +1,534 @@
+"""Resource-bounded fuzz suite over the package's public surface and the CLI (issue 16).
+
+Every public function and class of ``companion.*`` and ``companion.experiments.*`` is called,
+in a child process capped at 2 GB of address space and 10 s of wall time
+(``tests/fuzz_harness.py``), with its arguments at a valid nominal value except one (or, in
+the hypothesis part, several) taken from extreme values: sizes up to 10**9 and beyond,
+0 and negatives, NaN/inf, wrong types, empty, huge, ragged and wrongly-shaped arrays. A call
+passes when it returns or raises ``ValueError``/``TypeError`` whose message names one of the
+function's arguments; a hang, a MemoryError, a crash (OOM kill) or any other exception fails.
+
+Coverage cannot shrink silently: :func:`test_every_public_callable_has_a_strategy` fails when
+a public callable has a required argument without a strategy here and is not on the justified
+``SKIP`` list. ``PENDING`` lists modules being rewritten in this round (fuzzed after merge).
+
+Default profile (the test command): the one-extreme sweep plus 6 hypothesis examples per
+function. ``COMPANION_FUZZ_LONG=1`` (or ``-m fuzz_long``) runs 150 examples per function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import pkgutil
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from fuzz_harness import Lazy, Runner, names_argument
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import companion
+
+LONG = os.environ.get("COMPANION_FUZZ_LONG", "") not in ("", "0")
+EXAMPLES = 150 if LONG else 6
+
+#: Modules another helper is rewriting in this round: fuzzed once their new versions land.
+PENDING = {
+    "companion.sandwich": "pending: added after merge (being rewritten with notebooks 01-05)",
+    "companion.head_files": "pending: added after merge (being rewritten; verify-head CLI)",
+    "companion.large_context": "pending: added after merge (being rewritten)",
+}
+
+_REC = "a record dataclass: its constructor stores fields and computes nothing; the " \
+       "functions that build it are fuzzed"
+#: Public callables not fuzzed directly, each with the reason.
+SKIP = {
+    "companion.amplification:ChainGrowth": _REC + " (chain_growth)",
+    "companion.asymptotics:BaseCode": _REC + " (base_codes)",
+    "companion.asymptotics:AsymptoticRow": _REC + " (asymptotic_rows)",
+    "companion.code_search:CodeSearchResult": _REC + " (search_code)",
+    "companion.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
+    "companion.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
+    "companion.gap_domination:LinkCheck": _REC + " (link_check)",
+    "companion.random_heads:MediantCase": _REC + " (mediant_survey)",
+    "companion.verification:ExhaustiveCheck": _REC + " (exhaustive_check)",
+    "companion.witness:Certificate": _REC + " (witness_family(...).certificate)",
+    "companion.witness:FamilyLink": _REC + " (witness_family)",
+    "companion.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
+    "companion.transcript:Collision": _REC + " (find_collision)",
+    "companion.experiments.engine:TrainResult": _REC + " (train_batched)",
+    "companion.experiments.ood_data:E2Data": _REC + " (make_e2_data)",
+    "companion.experiments.ood_data:PoolBits": _REC + " (pool_inputs)",
+    "companion.experiments.pair_readout:PairPlan": _REC + " (make_pair_plan)",
+    "companion.experiments.scheduler:Unit": _REC + " (e1_units, e2_units)",
+    "companion.experiments.scheduler:DaskMissingError": "an exception class",
+    "companion.experiments.store:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
+    "companion.transcript:TranscriptModel": "an abstract base (the encoders are fuzzed)",
+    "companion.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
+    "constructions.lookup_head and random_heads.random_kernel_head",
+    "companion.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
+    "constructions.softmax_min_ip_head",
+    "companion.experiments.engine:ModelStack": "wraps torch modules; fuzzed through the "
+    "head classes and train_batched",
+    "companion.experiments.pair_readout:MODES": "a constant",
+    "companion.experiments.table_heads:FEATURES": "a constant",
+    **{f"companion.experiments.pair_readout:{f}": "an internal tensor kernel of the head "
+       "classes (hot path, no argument checks by design); fed only by TableKernelHeads / "
+       "MLPKernelHeads, which are fuzzed" for f in ("make_pair_plan", "pair_values",
+                                                   "ranked_pair_values", "pair_readout",
+                                                   "shifted_exp")},
+    "companion.experiments.scheduler:run_units": "needs a store and units; fuzzed through "
+    "run_e1_sweep / run_e2_sweep and the CLI",
+    "companion.experiments.ood_scaling:run_e2_protocol": "writes under results/; its "
+    "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
+}
+
+
+#: Targets whose argument checks are still incomplete: some bad input raises an exception
+#: other than ValueError/TypeError, or one whose message names no argument (never a hang, a
+#: MemoryError or a crash: those fail for every target). Found by this suite on its first
+#: run (issue 16); each entry is to be fixed and removed, and the suite fails when an entry
+#: has no finding left.
+OPEN_FINDINGS: set[str] = set()
+
+
+def public_callables():
+    """(module name, attribute name, object) of every public callable, PENDING excluded."""
+    found = []
+    for info in pkgutil.walk_packages(companion.__path__, "companion."):
+        if info.name.endswith("__main__") or info.name in PENDING:
+            continue
+        mod = importlib.import_module(info.name)
+        names = getattr(mod, "__all__", None)
+        if names is None:
+            names = [n for n, v in vars(mod).items() if not n.startswith("_")
+                     and getattr(v, "__module__", None) == info.name
+                     and (inspect.isfunction(v) or inspect.isclass(v))]
+        for n in names:
+            found.append((info.name, n, getattr(mod, n)))
+    return found
+
+
+# --------------------------------------------------------------------------- the values
+
+H = Fraction(1, 2)
+_WS = "companion.experiments.witness_suite"
+_OS = "companion.experiments.ood_scaling"
+
+
+def _ref(target):
+    return Lazy(target, call=False)
+
+
+def _arr(target, *args, **kwargs):
+    return Lazy(target, args, kwargs)
+
+
+TINY_E1 = _arr("dataclasses:replace", _ref(f"{_WS}:E1_SMOKE"), ranks=(1,), rank_groups=((1,),),
+               seeds=(0,), dense_seeds=(), steps=2, surrogate_steps=1, seed_block=None)
+E1_RESULTS = {"units": {"u": {"models": [
+    {"kind": "nka", "rank": 1, "seed": 0, "best_max_error": 0.3, "fraction_within_half": 1.0},
+    {"kind": "dense", "rank": 0, "seed": 0, "best_max_error": 0.7, "fraction_within_half": 0.5},
+]}}}
+TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), widths=(6,), pool_sizes=(40,),
+               n_train=20, n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
+SMALL_S = _arr("companion.codes:paley_subset", 11, 3, 11)
+FAMILY = _arr("companion.witness:witness_family", SMALL_S, 3, H)
+SEQS = _arr("companion.task:all_sequences", 3, 3)
+HEAD = _arr("companion.constructions:rank_one_head")
+POOL = _arr("companion.task:token_pool", 6, 16, 0)
+
+#: Valid nominal value of each argument name (None in the table: the argument keeps its
+#: default). Per-target overrides below.
+NOMINAL = {
+    "m": 3, "n": 3, "G": 4, "G_max": 6, "g": 3, "k": 1, "l": 1, "eps": H, "beta": 2.0,
+    "q": 11, "s": 2, "a": 3, "b": 2, "L": 1, "H": 1, "r": 2, "d": 2, "w": 1, "count": 4,
+    "size": 8, "pool_size": 16, "seed": 0, "seeds": (0,), "ranks": (1, 2), "widths": (12,),
+    "N": 4, "M": np.eye(3), "R": 3, "S": SMALL_S, "x": np.array([1, 1, 0]),
+    "z": np.array([0, 0, 1]), "z_prime": np.array([1, 1, 0]), "sequences": SEQS,
+    "head": HEAD, "family": FAMILY, "pool": POOL, "ratio": 2.0, "decay": Fraction(1, 4),
+    "num_heads": 2, "num_draws": 2, "num_tokens": 5, "bits": 2, "lo": 0.0, "hi": 1.0,
+    "values": np.array([0.0, 0.5, 1.0]), "codes": np.array([0, 1, 3]), "level": 1,
+    "name": "arg", "value": 3, "choices": (1, 2, 3), "cls": int, "token": np.array([1, 0, 1]),
+    "step": 3, "total": 10, "lr": 0.1, "final_lr_fraction": 0.5, "gaps": (2, 3),
+    "dist": {2: 3, 3: 1}, "d1": {1: 2}, "d2": {2: 1}, "gap_counts": {2: 3}, "c": H,
+    "rho_counts": {Fraction(1, 4): 3}, "counts": {Fraction(1, 4): 3},
+    "off_diagonal_bounds": [[0, H], [H, 0]], "eps_pure": Fraction(1, 4),
+    "eps_mixed": Fraction(1, 4), "m_max": 16, "rows": [{"a": 1, "b": 2.5}],
+    "predictions": np.array([[1.0, 0.0]]), "targets": np.array([[1.0, 0.0]]),
+    "prob": np.array([0.5, 0.5]), "log2_rho": np.array([0.0, 1.0]),
+    "accuracy": np.array([[0.1, 0.9]]), "threshold": 0.5, "rng": Lazy("numpy.random:default_rng",
+                                                                     (0,)),
+    "key_features": np.ones((3, 2)), "query_features": np.ones((2, 2)),
+    "readout_weights": np.ones((2, 1)), "readout_bias": np.zeros(2), "sigma": 0.1,
+    "base": HEAD, "x_": None, "train_fraction": 0.5, "idx": np.array([[0, 1, 2]]),
+    "transcript": (0,), "key_tokens": None, "outputs": np.array([[0.2, 0.9]]),
+    "ranks_": None, "group": (1,), "seed_block": 1, "r_star": 2, "overhead": 48.0,
+    "results": E1_RESULTS, "result": None, "config": TINY_E1, "cfg": TINY_E1, "path": None,
+    "obj": {"a": 1}, "device": "cpu", "key": "k", "mode": "lookup", "blocks": [(0, 1)],
+    "bases": None, "distribution": "test", "changes": {}, "out_dir": None,
+    "qk_std": 0.5, "models": None, "only_rank": None, "store": None, "unit": None,
+    "construction": _arr("companion.transcript:BlockConstruction", 2, 2),
+    "certificate": None, "convention": "bidirectional",
+    "model": _arr("companion.transcript:TightEncoder",
+                  _arr("companion.transcript:BlockConstruction", 2, 2)),
+    "flat": None, "left": None, "right": None,
+    "plan": None, "scores": None, "bias": None, "shift": None, "mask": None,
+    "inputs": None, "hidden": (8,), "tol": 1e-12, "min_gap": 2, "weight": 2,
+}
+
+CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
+OVERRIDES = {
+    "companion.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
+    "companion.codes:paley_hadamard_matrix": {"q": 11},
+    "companion.codes:paley_hadamard_code": {"q": 11},
+    "companion.transcript:answer_vector_count": {"q": 2},
+    "companion.transcript:bits_needed": {"q": 2},
+    "companion.transcript:BlockConstruction": {"q": 2},
+    "companion.transcript:satisfies_rank_inequality": {"q": 2},
+    "companion.transcript:smallest_feature_rank": {"q": 2},
+    "companion.transcript:sketch_bits": {},
+    "companion.dense_softmax:max_error_brute_force": {"m": 2},
+    "companion.constructions:balanced_link_head": {"z": np.array([1, 0, 0])},
+    "companion.gap_domination:pure_sequence": {"z": np.array([1, 1, 0])},
+    "companion.gap_domination:family_checks": {"m": 2},
+    "companion.random_heads:perturbed_head": {"base": _arr(
+        "companion.random_heads:random_kernel_head", 3, 3)},
+    "companion.random_heads:counterexample_search": {"num_heads": 2, "m": 3},
+    "companion.random_heads:error_floor_survey": {"num_heads": 2},
+    "companion.random_heads:perturbed_link_survey": {"num_heads": 2},
+    "companion.constructions:indicator_head": {"base": None},
+    "companion.constructions:query_indicator_head": {"base": None},
+    "companion.constructions:rank_one_length_three_error": {"w": 3, "a": 1, "b": 1},
+    "companion.witness:without_rows": {"rows": [0]},
+    "companion.witness:verify_certificate": {"certificate": CERT},
+    "companion.witness:certificate_error": {"certificate": CERT},
+    "companion.transcript:count_transcripts": {"key_tokens": np.array([[1, 0], [0, 1]])},
+    "companion.experiments.ood_scaling:e2_result": {"store": Lazy(
+        "companion.experiments.store:ResultStore", (None, TINY_E2))},
+    "companion.asymptotics:explicit_code_plan": {"bases": Lazy(
+        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.asymptotics:explicit_code_log2_bounds": {"bases": Lazy(
+        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.asymptotics:asymptotic_rows": {"bases": Lazy(
+        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.asymptotics:base_codes": {"widths": (12,), "max_size": 50},
+    "companion.asymptotics:random_code_log2_estimate": {"m": 12},
+    "companion.asymptotics:large_context_log2_limit": {"m": 12},
+    "companion.code_search:search_code": {"m": 8, "candidates": 200, "max_size": 30},
+    "companion.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
+    "companion.code_search:random_weight_w_words": {"m": 8, "w": 3},
+    "companion.quantised_sketch:QuantisedSketchModel": {},
+    "companion.experiments.ood_data:near_tie_triples": {"count": 4},
+    "companion.experiments.ood_data:make_e2_data": {"m": 6, "pool_size": 40, "n_train": 20,
+                                                   "n_test": 10},
+    "companion.experiments.ood_data:is_near_tie": {},
+    "companion.experiments.ood_data:pool_inputs": {},
+    "companion.experiments.ood_data:sample_index_triples": {},
+    "companion.experiments.ood_scaling:build_e2_models": {"cfg": TINY_E2, "m": 6},
+    "companion.experiments.ood_scaling:e2_width_result": {"cfg": TINY_E2, "m": 6,
+                                                         "pool_size": 40},
+    "companion.experiments.ood_scaling:e2_units": {"cfg": TINY_E2},
+    "companion.experiments.ood_scaling:run_e2_sweep": {"config": TINY_E2},
+    "companion.experiments.ood_scaling:transition_rank": {"ranks": (1, 2)},
+    "companion.experiments.ood_scaling:exact_sequence_accuracy": {},
+    "companion.experiments.ood_scaling:summarise_e2": {"result": Lazy(
+        f"{_OS}:run_e2_sweep", (TINY_E2,))},
+    "companion.experiments.ood_scaling:accuracy_table": {"result": Lazy(
+        f"{_OS}:run_e2_sweep", (TINY_E2,))},
+    "companion.experiments.ood_scaling:protocol_path": {"out_dir": "results/x", "name": "p"},
+    "companion.experiments.ood_scaling:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
+    "companion.experiments.ood_scaling:E2Config": {},
+    "companion.experiments.witness_suite:E1Config": {},
+    "companion.experiments.witness_suite:select_paley_witness": {"q": 11, "min_sequences": 10,
+                                                                 "max_sequences": 500},
+    "companion.experiments.witness_suite:build_unit": {"group": (1,)},
+    "companion.experiments.witness_suite:train_e1_unit": {"group": (1,)},
+    "companion.experiments.witness_suite:unit_records": {"group": (1,), "seeds": (0,)},
+    "companion.experiments.witness_suite:e1_units": {},
+    "companion.experiments.witness_suite:seed_blocks": {"seeds": (0, 1), "size": 1},
+    "companion.experiments.witness_suite:run_e1_sweep": {"family": FAMILY},
+    "companion.experiments.witness_suite:summarise_e1": {"results": E1_RESULTS},
+    "companion.experiments.witness_suite:find_trained_model": {"models": {}, "rank": 1},
+    "companion.experiments.witness_suite:load_e1_results": {"path": "/nonexistent.json"},
+    "companion.experiments.witness_suite:dense_init_statistics": {"seeds": (0,)},
+    "companion.experiments.witness_suite:link_checks": {},
+    "companion.experiments.witness_suite:consistency_violations": {},
+    "companion.experiments.witness_suite:all_records": {},
+    "companion.experiments.witness_suite:summary_table": {},
+    "companion.experiments.witness_suite:unit_key": {"group": (1, 2)},
+    "companion.experiments.table_heads:TableKernelHeads": {"ranks": (1, 2), "seeds": (0,)},
+    "companion.experiments.table_heads:TableSoftmaxHeads": {"seeds": (0,)},
+    "companion.experiments.mlp_heads:MLPKernelHeads": {"m": 6, "ranks": (1,)},
+    "companion.experiments.mlp_heads:MLPSoftmaxHeads": {"m": 6},
+    "companion.experiments.engine:max_errors": {"predictions": Lazy("torch:zeros", (2, 4)),
+                                                "targets": Lazy("torch:zeros", (4,))},
+    "companion.experiments.engine:train_batched": {
+        "model": Lazy("companion.experiments.table_heads:TableKernelHeads", ((1,), (0,), 5)),
+        "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),
+        "targets": Lazy("torch:zeros", (4,)), "steps": 2, "lr": 0.1},
+    "companion.experiments.engine:lr_at": {},
+    "companion.experiments.pair_readout:rank_blocks": {"ranks": (1, 2)},
+    "companion.experiments.store:config_dict": {"config": {"a": 1}},
+    "companion.experiments.store:config_hash": {"config": {"a": 1}},
+    "companion.experiments.store:canonical_json": {},
+    "companion.experiments.store:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
+    "companion.experiments.store:ResultStore": {"path": None, "config": {"a": 1}},
+    "companion.experiments.scheduler:parse_scheduler": {"value": "local:2"},
+    "companion.experiments.scheduler:run_unit": {"unit": Lazy(
+        "companion.experiments.scheduler:Unit", ("k", Lazy("builtins:dict", call=False)))},
+    "companion.experiments.scheduler:environment": {},
+    "companion.tables:Table": {},
+    "companion.reproducibility:seed_everything": {},
+    "companion.checks:check_instance": {"cls": int},
+}
+
+# --------------------------------------------------------------------------- extreme values
+
+_NAN, _INF = float("nan"), float("inf")
+SIZE_EXTREMES = [0, -1, 2, 40, 10**6, 10**9, 2**63, 10**30, -10**9, True, 2.5, _NAN, _INF,
+                 None, "3", np.int64(10**9), Fraction(7, 2)]
+REAL_EXTREMES = [0, -1, _NAN, _INF, -_INF, 1e308, 5e-324, 10**30, Fraction(1, 10**12), None,
+                 "0.5", True, np.float32(_NAN)]
+ARRAY_EXTREMES = [
+    np.zeros((0, 3, 3), dtype=np.int64), np.zeros((0,)), np.zeros((3, 0)),
+    Lazy("numpy:ones", ((10**5, 3, 3),), {"dtype": "int8"}),
+    Lazy("numpy:ones", ((3, 10**6),), {"dtype": "int8"}),
+    Lazy("numpy:ones", ((10**4, 3, 30),), {"dtype": "int8"}),
+    np.full((2, 3, 3), _NAN), np.full((2, 3, 3), 0.5), np.full((2, 3, 3), _INF),
+    np.array([[["a", "b", "c"]] * 3] * 2), np.array([None, 1], dtype=object),
+    np.ones((1, 1, 1, 1, 3), dtype=np.int64), np.ones(3, dtype=np.int64), np.int64(1),
+    np.ones((2, 3, 3), dtype=np.complex128), [[0, 1], [1]], "0101", None, 3, [],
+    np.full((2, 3, 3), 2, dtype=np.int64), np.full((2, 3, 3), -1, dtype=np.int64),
+]
+STR_EXTREMES = ["", "x" * 10**5, None, 3, "nonsense", b"bidirectional", "cuda", "cuda:99"]
+BOOL_EXTREMES = [None, 2, "yes", np.bool_(True), _NAN]
+SEQ_EXTREMES = [(), [10**9], (10**6,) * 3, [-1], [_NAN], None, "12", [[1]], (1, 1), (0,),
+                Lazy("builtins:range", (10**9,)), (2**63,), {1: 2}, np.array([1, 2])]
+DICT_EXTREMES = [{}, {10**9: 1}, {1: 10**9}, {-1: 1}, None, [], {"x": _NAN}, {2: -1},
+                 {Fraction(1, 10**9): 10**9}, {2: 1.5}]
+OBJ_EXTREMES = [None, "x", 3, np.zeros(3), {}]
+PATH_EXTREMES = ["/proc/companion-fuzz/x.json", "", 3, None, "/dev/null/x.json"]
+
+SIZE_NAMES = set("m n G G_max g k l q s a b L H r d w N R count size pool_size seed num_heads "
+                 "num_draws num_tokens bits level step total max_gap chunk candidates "
+                 "max_size max_sequences max_tokens max_vectors min_sequences m_max threads "
+                 "value_dim score_dim d query_position length steps surrogate_steps "
+                 "surrogate_power layers heads rank symbol_bits min_gap weight max_m max_n "
+                 "exact_every n_train n_test seed_block only_rank r_star pad_to "
+                 "eval_every batch_size history_steps data_seed rows cols num_inputs "
+                 "shift_period upper low high min_ndim".split())
+REAL_NAMES = set("eps beta ratio decay sigma lo hi lr final_lr_fraction train_fraction "
+                 "threshold tol c eps_pure eps_mixed eta tau zero_fraction qk_std overhead "
+                 "near_tie_fraction phi_std value_std score_std".split())
+ARRAY_NAMES = set("sequences S x z z_prime pool M values codes token predictions targets "
+                  "prob log2_rho accuracy key_features query_features readout_weights "
+                  "readout_bias idx outputs off_diagonal_bounds inputs".split())
+STR_NAMES = set("convention device mode feature encoding name distribution key kind "
+                "caption".split())
+BOOL_NAMES = set("exact integer complements progress restart keep_models allow_empty "
+                 "positional skip sparse low_open high_open".split())
+SEQ_NAMES = set("seeds ranks widths hidden pool_sizes gaps group rank_groups dense_seeds "
+                "transcript blocks choices".split())
+DICT_NAMES = set("dist d1 d2 gap_counts rho_counts counts changes".split())
+PATH_NAMES = set("out path out_dir".split())
+
+
+def extremes_for(name: str) -> list:
+    for names, values in ((SIZE_NAMES, SIZE_EXTREMES), (REAL_NAMES, REAL_EXTREMES),
+                          (ARRAY_NAMES, ARRAY_EXTREMES), (STR_NAMES, STR_EXTREMES),
+                          (BOOL_NAMES, BOOL_EXTREMES), (SEQ_NAMES, SEQ_EXTREMES),
+                          (DICT_NAMES, DICT_EXTREMES), (PATH_NAMES, PATH_EXTREMES)):
+        if name in names:
+            return values
+    return OBJ_EXTREMES
+
+
+#: Sizes whose every value inside the stated limit is a legitimately long computation (Adam
+#: steps: 10**5 steps take minutes by design): drawn only from the listed extremes.
+LONG_BY_DESIGN = {"steps", "surrogate_steps"}
+
+
+def random_value(name: str) -> st.SearchStrategy:
+    """Random (not only listed) bad or large values for the hypothesis part."""
+    base = st.sampled_from(extremes_for(name))
+    if name in LONG_BY_DESIGN:
+        return base
+    if name in SIZE_NAMES:
+        return st.one_of(base, st.integers(-3, 64), st.integers(-10**12, 10**12),
+                         st.integers(0, 2**70))
+    if name in REAL_NAMES:
+        return st.one_of(base, st.floats(allow_nan=True, allow_infinity=True),
+                         st.fractions(max_denominator=10**6))
+    if name in SEQ_NAMES:
+        return st.one_of(base, st.lists(st.integers(-2, 10**9), max_size=6).map(tuple))
+    if name in ARRAY_NAMES:
+        shapes = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
+        return st.one_of(base, shapes.flatmap(lambda s: st.sampled_from(
+            [np.zeros(s, dtype=np.int64), np.ones(s), np.full(s, 0.5), np.full(s, _NAN)])))
+    return base
+
+
+# --------------------------------------------------------------------------- the calls
+
+
+def target_of(module: str, name: str) -> str:
+    return f"{module}:{name}"
+
+
+def plan(module: str, name: str, obj):
+    """(nominal kwargs, parameter names, missing required names) of one callable."""
+    target = target_of(module, name)
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return {}, [], ["<no signature>"]
+    over = OVERRIDES.get(target, {})
+    kwargs, params, missing = {}, [], []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        params.append(p.name)
+        if p.name in over:
+            if over[p.name] is not None:
+                kwargs[p.name] = over[p.name]
+        elif p.default is not p.empty:
+            continue
+        elif NOMINAL.get(p.name) is not None:
+            kwargs[p.name] = NOMINAL[p.name]
+        else:
+            missing.append(p.name)
+    return kwargs, params, missing
+
+
+SURFACE = [c for c in public_callables() if target_of(c[0], c[1]) not in SKIP]
+TARGETS = [target_of(m, n) for m, n, _ in SURFACE]
+
+
+def test_every_public_callable_has_a_strategy():
+    uncovered = []
+    for module, name, obj in SURFACE:
+        if not callable(obj):
+            uncovered.append(f"{module}:{name} (not callable: add it to SKIP with a reason)")
+            continue
+        _, _, missing = plan(module, name, obj)
+        if missing:
+            uncovered.append(f"{module}:{name} needs a strategy for {missing}")
+    assert not uncovered, "\n".join(uncovered)
+    assert len(SURFACE) >= 150  # the surface is enumerated, not hand-listed
+
+
+_RUNNER = None
+
+
+@pytest.fixture(scope="module")
+def runner():
+    global _RUNNER
+    _RUNNER = Runner()
+    yield _RUNNER
+    _RUNNER.close()
+
+
+RESOURCE = ("hang", "memory", "crash")
+
+
+def verdict(target: str, params, kwargs, outcome) -> str | None:
+    """None if the outcome passes, else a one-line description of the failure, starting with
+    its kind: hang / memory / crash (resources) or raised (an unexpected exception or one
+    whose message names no argument)."""
+    kind, exc_type, message = outcome
+    call = f"{target}({', '.join(f'{k}={v!r:.60}' for k, v in kwargs.items())})"
+    call = " ".join(call.split())
+    if kind in ("ok", "unbuildable"):
+        return None
+    if kind == "raised" and exc_type in ("ValueError", "TypeError"):
+        words = list(params) + [v for k, v in kwargs.items() if k == "name"]
+        if names_argument(message, words):
+            return None
+        return f"raised {call}: {exc_type} does not name an argument: {message[:200]}"
+    return f"{kind} {call}: {exc_type}: {message[:200]}"
+
+
+def judge(target: str, failures: list[str]) -> None:
+    """Resource failures (hang, MemoryError, crash) fail everywhere. Exception findings fail
+    unless the target is on OPEN_FINDINGS, and a target there without findings fails too (the
+    list may only shrink)."""
+    resource = [f for f in failures if f.startswith(RESOURCE)]
+    assert not resource, "\n".join(resource)
+    if target in OPEN_FINDINGS:
+        return
+    assert not failures, "\n".join(failures)
+
+
+def one_extreme_calls(target, obj):
+    module, name = target.split(":")
+    nominal, params, _ = plan(module, name, obj)
+    yield dict(nominal)
+    for p in params:
+        for value in extremes_for(p):
+            yield {**nominal, p: value}
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_extreme_argument(runner, target):
+    """Each argument in turn at each of its extreme values, the others nominal."""
+    obj = dict(zip(TARGETS, [c[2] for c in SURFACE]))[target]
+    module, name = target.split(":")
+    _, params, _ = plan(module, name, obj)
+    failures = []
+    for kwargs in one_extreme_calls(target, obj):
+        problem = verdict(target, params, kwargs, runner.call(target, kwargs))
+        if problem:
+            failures.append(problem)
+    judge(target, failures)
+    if target in OPEN_FINDINGS:
+        assert failures, f"{target} has no open finding left: remove it from OPEN_FINDINGS"
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_arguments(runner, target):
+    """Hypothesis: several arguments extreme at once (no shrinking: a hang costs 10 s)."""
+    obj = dict(zip(TARGETS, [c[2] for c in SURFACE]))[target]
+    module, name = target.split(":")
+    nominal, params, _ = plan(module, name, obj)
+    if not params:
+        return
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data):
+        kwargs = dict(nominal)
+        for p in params:
+            if data.draw(st.booleans(), label=f"perturb {p}"):
+                kwargs[p] = data.draw(random_value(p), label=p)
+        problem = verdict(target, params, kwargs, runner.call(target, kwargs))
+        judge(target, [problem] if problem else [])
+
+    check()
+
+
+# --------------------------------------------------------------------------- the CLI
+
+CLI_BAD = [
+    ["e1", "--smoke", "--scheduler", "nonsense"], ["e2", "--smoke", "--scheduler", "local:0"],
+    ["e1", "--smoke", "--scheduler", "tcp://"], ["e1", "--smoke", "--device", "tpu"],
+    ["e2", "--smoke", "--device", "cuda:99"], ["e1", "--smoke", "--threads", "0"],
+    ["e1", "--smoke", "--threads", "-5"], ["e1", "--smoke", "--threads", str(10**9)],
+    ["e1", "--smoke", "--out", "/proc/companion-fuzz/x.json"],
+    ["e2", "--smoke", "--out", "/dev/null/x.json"], ["e1", "--smoke", "--out", ""],
+    ["e1", "--smoke", "--out", "/proc/companion-fuzz/x.json", "--restart"],
+]
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("argv", CLI_BAD, ids=lambda a: " ".join(a)[:60])
+def test_cli_bad_arguments(runner, argv):
+    """A CLI call with a bad option exits 2 with one line on stderr (no traceback)."""
+    outcome = runner.call("fuzz_harness:cli_one_line_error", {"argv": argv})
+    assert outcome[0] == "ok", outcome
