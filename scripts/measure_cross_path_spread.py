@@ -160,6 +160,10 @@ def main() -> int:
             "median_test_accuracy_uniform": _spread(*(_e2_medians(e2w[p], "uniform")
                                                       for p in PATHS)),
         },
+        "e2_quick_test_accuracy_uniform_by_width": {
+            m: _spread(*({k: v for k, v in _e2_values({m: e2w[p][m]}, "uniform").items()
+                          if ":s" in k} for p in PATHS))
+            for m in e2w["plain"]},
         "e2_quick_transition_ranks": {
             p: {m: e["transition_r"] for m, e in e2w[p].items()} for p in PATHS},
     }

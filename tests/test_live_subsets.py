@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from companion.experiments.ood_scaling import (
+    E2_LIVE,
     E2_QUICK,
     E2_SMOKE,
     e2_live_result,
@@ -17,6 +18,7 @@ from companion.experiments.ood_scaling import (
 )
 from companion.experiments.store import config_hash
 from companion.experiments.witness_suite import (
+    E1_LIVE_RANKS,
     E1_QUICK,
     E1_SMOKE,
     experiment_witness_24,
@@ -68,6 +70,8 @@ def test_e2_live_subset_rejects_bad_arguments():
         e2_live_result(E2_SMOKE, width=7)
     with pytest.raises(ValueError, match="ranks"):
         e2_live_result(E2_SMOKE, width=8, ranks=(3,))
+    with pytest.raises(ValueError, match="largest rank 4"):
+        e2_live_result(E2_SMOKE, width=8, ranks=(1,))
     with pytest.raises(ValueError, match="distribution"):
         e2_model_values({"ranks": [], "accuracy": {}, "dense": {}}, "train")
 
@@ -80,7 +84,12 @@ def test_committed_references_belong_to_the_chapters_configurations():
 def test_tolerances_are_at_least_three_times_the_measured_spread():
     spread = json.loads((RESULTS / "cross_path_spread.json").read_text())
     assert spread["paths"]["default"]["cpu_capability"] == "DEFAULT"
-    for quantity in (spread["e1_quick"]["best_max_error"], spread["e1_live"]):
-        assert quantity["models"] > 0 and 3 * quantity["max_abs_difference"] <= 0.25
-    for quantity in (spread["e2_quick"]["test_accuracy_uniform"], spread["e2_live"]):
-        assert quantity["models"] > 0 and 3 * quantity["max_abs_difference"] <= 0.25
+    # what the chapters' live checks must absorb: their models' moves between code paths,
+    # and the live subset against the sweep it is compared with (chapters 6 and 7 assert it)
+    e1 = ([spread["e1_quick_best_max_error_by_rank"][str(r)] for r in E1_LIVE_RANKS]
+          + [spread["e1_live"], *spread["e1_live_against_sweep"].values()])
+    e2 = ([spread["e2_quick_test_accuracy_uniform_by_width"][str(E2_LIVE["width"])]]
+          + [spread["e2_live"], *spread["e2_live_against_sweep"].values()])
+    for moves in (e1, e2):
+        assert all(move["models"] > 0 for move in moves)
+        assert 3 * max(move["max_abs_difference"] for move in moves) <= 0.25

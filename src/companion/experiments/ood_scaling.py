@@ -361,18 +361,21 @@ def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
 
 # --------------------------------------------------------------------------- the live subset
 
-#: What chapter 7 re-trains live (seconds): the smallest width, the quick mode's first rank
-#: group, seed 0, and the dense head of seed 0 — the same data and per-model initialisation as
-#: inside the quick sweep. Checked against the committed quick sweep, results/e2_quick.json
-#: (:mod:`companion.experiments.reference`), never printed.
-E2_LIVE = {"width": 8, "ranks": (1, 2, 4, 8, 16), "seeds": (0,)}
+#: What chapter 7 re-trains live (seconds): the smallest width (whose heads move least between
+#: CPU code paths: results/cross_path_spread.json), ranks 4 and 16 of the quick mode's first
+#: rank group (padded, as there, to 16), seed 0, and the dense head of seed 0 —
+#: the same data and per-model initialisation as inside the quick sweep. Checked against the
+#: committed quick sweep, results/e2_quick.json (:mod:`companion.experiments.reference`),
+#: never printed.
+E2_LIVE = {"width": 8, "ranks": (4, 16), "seeds": (0,)}
 
 
 def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
                    ranks: Sequence[int] = E2_LIVE["ranks"],
                    seeds: Sequence[int] = E2_LIVE["seeds"], device="cpu") -> dict:
-    """Train ``ranks`` x ``seeds`` (one rank group, padded to its largest rank) and the dense
-    heads of ``seeds`` at one width of ``config``; returns :func:`e2_width_result`'s dict."""
+    """Train ``ranks`` x ``seeds`` (ranks of one rank group of ``config``, including its
+    largest, so that the padding is the sweep's) and the dense heads of ``seeds`` at one width
+    of ``config``; returns :func:`e2_width_result`'s dict."""
     cfg = check_instance(config, "config", E2Config)
     width = check_int(width, "width", 1)
     if width not in cfg.widths:
@@ -382,6 +385,13 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
     if not set(ranks) <= set(cfg.ranks):
         raise ValueError(f"ranks must be among the configuration's ranks {cfg.ranks}, "
                          f"got {ranks}")
+    groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
+    if not groups:
+        raise ValueError(f"ranks must lie in one rank group of the configuration "
+                         f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
+    if max(ranks) != max(groups[0]):  # pad as inside the sweep: include the group's largest
+        raise ValueError(f"ranks must include their group's largest rank {max(groups[0])} "
+                         f"(the padding of the sweep), got {list(ranks)}")
     live = dataclasses.replace(cfg, widths=(width,),
                                pool_sizes=(cfg.pool_sizes[cfg.widths.index(width)],),
                                ranks=ranks, rank_groups=(ranks,),
