@@ -39,6 +39,15 @@
 # re-trains only a small **live subset**, checked against the committed run within a stated
 # tolerance (see {doc}`what "reproduces" means here <../book/reading>`).
 #
+# ```{admonition} Key result
+# :class: tip
+# No trained head below the certified rank $r^* = 20$ solves the witness family, in either
+# committed sweep — the consistency check that could have failed passes. Training first
+# solves at $r = |S| = 28$, on some seeds only, and which seeds is chaotic (it depends on the
+# CPU's rounding); $r = 32$ solves on every seed. The minimum rank of any solving head lies
+# between the certified 20 and the exact rank-27 construction.
+# ```
+#
 # **Code for this chapter:** `companion.experiments.witness_suite` (the E1 family, the
 # configuration `E1Config`, the sweep, summaries and the live Lemma B check),
 # `companion.experiments.table_heads` (the stacked table heads), `companion.experiments.engine`
@@ -229,7 +238,7 @@ print(f"measured moves of best max errors ({paths['plain']['cpu_capability']} vs
 moves = ([("quick sweep, all models", e1_spread)]
          + [(f"quick sweep, r = {r}", by_rank[str(r)]) for r in (*E1_LIVE_RANKS, 27, 28)]
          + [("live subset", spread["e1_live"])]
-         + [(f"live subset vs quick sweep, {path} path", move)
+         + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
             for path, move in spread["e1_live_against_sweep"].items()])
 display(Table([{"what moved": what, "models": move["models"],
                 "largest |difference|": move["max_abs_difference"],
@@ -599,3 +608,17 @@ print(f"r = 28 (full sweep): solved {r28['solved']}/{r28['seeds']} seeds; "
 # training protocol (features, initialisation, schedule, max-error surrogate), so failure
 # levels need not match; ours are the best checkpoints of full-batch Adam runs of 2,000
 # (quick) or 5,000 (full) steps per head.
+
+# %% [markdown]
+# ## Summary
+#
+# * The certificate survives gradient descent: no head of rank below $r^* = 20$ reaches max
+#   error $1/2$ in the committed quick and full sweeps or in the live re-runs (bidirectional
+#   and causal form).
+# * Training solves from $r = 28$ on some seeds and from $r = 32$ on all; the exact
+#   constructions solve at 27, so $20 \le r_{\min} \le 27$ for this family.
+# * Lemma B's gap domination holds, link by link, on the exact construction (printed) and on
+#   live trained heads (asserted).
+# * Every table and verdict is read from committed result files; the live subset is checked
+#   against them within $\pm 0.25$, at least three times the measured cross-path spread of its
+#   models.

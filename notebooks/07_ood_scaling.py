@@ -28,6 +28,16 @@
 # exact on every seed. We report what our own runs show, including the protocols that did
 # not give a clean picture.
 #
+# ```{admonition} Key result
+# :class: tip
+# On unseen tokens the kernel heads' exact-sequence accuracy rises with rank, but in the
+# committed quick sweep only the smallest width ($m = 8$) reaches the pre-registered
+# threshold 0.9, and where it does is sensitive to rounding (a second CPU code path moves it
+# from $r = 16$ to $r = 8$). Dense softmax heads are exact or within one test sequence of
+# exact on every seed. What limits the kernel heads is generalisation to unseen tokens, not
+# fitting: their training accuracy is close to 1 from moderate ranks on.
+# ```
+#
 # **Code for this chapter:** `companion.experiments.ood_data` (pools, uniform and near-tie
 # sequences), `companion.experiments.mlp_heads` (the stacked MLP heads),
 # `companion.experiments.ood_scaling` (the configuration `E2Config`, the sweep, summaries and
@@ -152,6 +162,7 @@ from companion.experiments.ood_scaling import (
     e2_live_result,
     e2_model_values,
     load_e2_result,
+    stored_config_hash,
     summarise_e2,
     transition_rank,
 )
@@ -159,7 +170,7 @@ from companion.experiments.reference import check_against_reference
 from companion.experiments.store import config_hash
 
 result = load_e2_result(RESULTS / "e2_quick.json")
-assert result["config_hash"] == config_hash(E2_QUICK), "results/e2_quick.json is not E2_QUICK's"
+assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"
 summary = summarise_e2(result)
 
 # %% [markdown]
@@ -191,11 +202,10 @@ moves = ([("quick sweep, single heads (uniform)", e2_spread["test_accuracy_unifo
          + [(f"quick sweep, single heads, m = {m}", by_width[m])
             for m in sorted(by_width, key=int)]
          + [("quick sweep, single heads (near-tie)", e2_spread["test_accuracy_near_tie"]),
-          ("quick sweep, single heads (near-tie)", e2_spread["test_accuracy_near_tie"]),
-          ("quick sweep, medians over seeds", e2_spread["median_test_accuracy_uniform"]),
-          ("quick sweep, dense heads", e2_spread["dense_test_accuracy"]),
-          ("live subset", spread["e2_live"])]
-         + [(f"live subset vs quick sweep, {path} path", move)
+            ("quick sweep, medians over seeds", e2_spread["median_test_accuracy_uniform"]),
+            ("quick sweep, dense heads", e2_spread["dense_test_accuracy"]),
+            ("live subset", spread["e2_live"])]
+         + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
             for path, move in spread["e2_live_against_sweep"].items()])
 display(Table([{"what moved": what, "models": move["models"],
                 "largest |difference|": move["max_abs_difference"],
@@ -428,3 +438,15 @@ Table([{"": key, "paper": paper[key], "ours": ours[key], "setting": setting[key]
 # softmax is exact on every seed on our ladder, as in the paper, but with the same budget
 # at $m = 16$ (protocols A, F, G) it is not: the paper's "always exact" depends on the data
 # and training budget as well.
+
+# %% [markdown]
+# ## Summary
+#
+# * Accuracy on unseen tokens rises with rank at every width, but a transition at the
+#   threshold 0.9 appears only at the smallest width, and its location moves with rounding.
+# * Dense softmax heads trained the same way are (nearly) exact on every seed; the kernel
+#   heads fit their training tokens far better than they generalise.
+# * The protocols we stored show that pool size and readout move the curves as much as width
+#   does; none has a transition at every width, let alone the paper's ladder.
+# * Every table is read from committed results; the live re-run (width 8, seed 0) is checked
+#   against them within $\pm 0.25$, at least three times the measured moves of its heads.

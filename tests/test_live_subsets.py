@@ -15,6 +15,7 @@ from companion.experiments.ood_scaling import (
     e2_model_values,
     load_e2_result,
     run_e2_sweep,
+    stored_config_hash,
 )
 from companion.experiments.store import config_hash
 from companion.experiments.witness_suite import (
@@ -78,7 +79,9 @@ def test_e2_live_subset_rejects_bad_arguments():
 
 def test_committed_references_belong_to_the_chapters_configurations():
     assert load_e1_results(RESULTS / "e1_quick.json")["config_hash"] == config_hash(E1_QUICK)
-    assert load_e2_result(RESULTS / "e2_quick.json")["config_hash"] == config_hash(E2_QUICK)
+    assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK)
+    assert set(load_e2_result(RESULTS / "e2_quick.json")["widths"]) == {
+        str(m) for m in E2_QUICK.widths}
 
 
 def test_tolerances_are_at_least_three_times_the_measured_spread():

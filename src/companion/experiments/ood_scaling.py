@@ -338,15 +338,19 @@ def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
 
 def load_e2_result(path) -> dict | None:
     """A stored E2 sweep (the JSON :func:`run_e2_sweep` writes, e.g. results/e2_quick.json)
-    as ``{"config", "config_hash", "widths"}``, or None while a width is missing."""
+    as :func:`run_e2_sweep` returns it, ``{"config", "widths"}``, or None while a width is
+    missing. (The file's ``config_hash`` is :func:`stored_config_hash`.)"""
     with open(path) as fh:
         data = json.load(fh)
     store = ResultStore(None, data["config"])
     store.units = data["units"]
-    res = e2_result(store)
-    if res is not None:
-        res["config_hash"] = data.get("config_hash")
-    return res
+    return e2_result(store)
+
+
+def stored_config_hash(path) -> str | None:
+    """The configuration hash a stored result file (E1 or E2) was written for."""
+    with open(path) as fh:
+        return json.load(fh).get("config_hash")
 
 
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
