@@ -28,6 +28,16 @@
 # exact on every seed. We report what our own runs show, including the protocols that did
 # not give a clean picture.
 #
+# ```{admonition} Key result
+# :class: tip
+# On unseen tokens the kernel heads' exact-sequence accuracy rises with rank, but in the
+# committed quick sweep only the smallest width ($m = 8$) reaches the pre-registered
+# threshold 0.9, and where it does is sensitive to rounding (a second CPU code path moves it
+# from $r = 16$ to $r = 8$). Dense softmax heads are exact or within one test sequence of
+# exact on every seed. What limits the kernel heads is generalisation to unseen tokens, not
+# fitting: their training accuracy is close to 1 from moderate ranks on.
+# ```
+#
 # **Code for this chapter:** `companion.experiments.ood_data` (pools, uniform and near-tie
 # sequences), `companion.experiments.mlp_heads` (the stacked MLP heads),
 # `companion.experiments.ood_scaling` (the configuration `E2Config`, the sweep, summaries and
@@ -69,14 +79,27 @@ if importlib.util.find_spec("companion") is None:
     print("Installed companion; if this runtime had already imported numpy, matplotlib or")
     print("torch, restart it (Colab: Runtime > Restart session) and run this cell again.")
 
-# %%
+# %% tags=["hide-input"]
+import json
+from pathlib import Path
+
 import numpy as np
 from IPython.display import display
 
+from companion.experiments.ood_scaling import E2_LIVE
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+RESULTS = Path("..") / "results" if (Path("..") / "results").is_dir() else Path("results")
+spread = json.loads((RESULTS / "cross_path_spread.json").read_text())
+# the moves the live check must absorb: single heads between code paths, and the live
+# subset against the sweep it is compared with (other batch companions round differently)
+by_width = spread["e2_quick_test_accuracy_uniform_by_width"]
+live_moves = ([by_width[str(E2_LIVE["width"])], spread["e2_live"]]
+              + list(spread["e2_live_against_sweep"].values()))
+TOLERANCE = 0.25  # test accuracy, per model: >= 3x every one of those moves
+assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 
 # %% [markdown]
 # ## The data
@@ -134,18 +157,74 @@ Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
 # its checkpoint with the smallest maximum training error.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-# Training shows a tqdm progress bar (timings and refresh points differ on every run); the
-# results are printed, rounded, in the next cell.
 from companion.experiments.ood_scaling import (
     accuracy_table,
-    run_e2_sweep,
+    e2_live_result,
+    e2_model_values,
+    load_e2_result,
+    stored_config_hash,
     summarise_e2,
     transition_rank,
 )
+from companion.experiments.reference import check_against_reference
+from companion.experiments.store import config_hash
 
-result = run_e2_sweep(E2_QUICK, progress=True)
+result = load_e2_result(RESULTS / "e2_quick.json")
+assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"
 summary = summarise_e2(result)
+
+# %% [markdown]
+# ## A live re-run, checked against the committed sweep
+#
+# The next cell re-trains a small subset of the quick sweep — width $m = 8$, ranks 4 and 16
+# (padded to 16, as inside the sweep), seed 0, and the dense head of seed 0, on the same data
+# and with the same per-model initialisation as in the sweep, some seconds — and compares each
+# head's test accuracy on uniform triples with the committed one. It passes when every head
+# is within $\pm 0.25$ of its committed accuracy. The table printed first
+# (`results/cross_path_spread.json`, written by `scripts/measure_cross_path_spread.py`) shows
+# how far accuracies moved between two CPU code paths of one machine, and between the subset
+# and the sweep it is compared with. Most heads move by less than a hundredth, but single
+# heads at the larger widths moved by more than a tenth, and medians over seeds by several
+# hundredths — which moved the transition rank at $m = 8$ (printed below the table). So the
+# live subset uses the width whose heads moved least, the tolerance is at least three times
+# every move measured there, and transition ranks are read only from the committed file. No
+# live head is farther than the tolerance from the threshold 0.9, so the check has no
+# verdicts to compare; the transition verdicts are the committed ones. Only the check's summary is printed; the
+# live accuracies appear as crosses in the figure below.
+
+# %%
+e2_spread = spread["e2_quick"]
+paths = spread["paths"]
+print(f"measured moves of test accuracies ({paths['plain']['cpu_capability']} vs "
+      f"{paths['default']['cpu_capability']} kernels, and a subset trained apart from its "
+      "sweep):")
+moves = ([("quick sweep, single heads (uniform)", e2_spread["test_accuracy_uniform"])]
+         + [(f"quick sweep, single heads, m = {m}", by_width[m])
+            for m in sorted(by_width, key=int)]
+         + [("quick sweep, single heads (near-tie)", e2_spread["test_accuracy_near_tie"]),
+            ("quick sweep, medians over seeds", e2_spread["median_test_accuracy_uniform"]),
+            ("quick sweep, dense heads", e2_spread["dense_test_accuracy"]),
+            ("live subset", spread["e2_live"])]
+         + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
+            for path, move in spread["e2_live_against_sweep"].items()])
+display(Table([{"what moved": what, "models": move["models"],
+                "largest |difference|": move["max_abs_difference"],
+                "median": move["median_abs_difference"]} for what, move in moves],
+              formats={"largest |difference|": ".3f", "median": ".3f"}))
+transitions = spread["e2_quick_transition_ranks"]
+print("transition ranks (uniform) of the quick sweep on the two paths: "
+      + "; ".join(f"{path}: " + ", ".join(f"m={m}: {by_m[m]['uniform']}"
+                                          for m in sorted(by_m, key=int))
+                  for path, by_m in transitions.items()))
+m_live = E2_LIVE["width"]
+live_width = e2_live_result(E2_QUICK)
+live = e2_model_values(live_width, "uniform", seeds=E2_LIVE["seeds"], width=m_live)
+stored_all = e2_model_values(result["widths"][str(m_live)], "uniform",
+                             seeds=E2_QUICK.seeds, width=m_live)
+check = check_against_reference(live, {key: stored_all[key] for key in live},
+                                quantity="test accuracy", tolerance=TOLERANCE)
+print(check.summary())
+assert check.passed, check.failure_message()
 
 # %%
 seeds = result["config"]["seeds"]
@@ -182,6 +261,9 @@ for ax, name in zip(axes, TEST_DISTRIBUTIONS):
         ax.plot(ranks, np.median(acc, axis=1), "o-", color=color, label=f"m = {m}")
         ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
         ax.axhline(np.median(e["dense"][name]), color=color, ls="--", lw=1)
+        if name == "uniform" and int(m) == m_live:
+            ax.plot(live_width["ranks"], [a[0] for a in live_width["accuracy"][name]], "x",
+                    color="tab:red", ms=7, label=f"live re-run, m = {m}, seed 0")
     ax.axhline(thr, color="grey", ls=":", lw=1)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("feature rank r")
@@ -193,10 +275,15 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# *Figure.* Test exact-sequence accuracy of the committed quick sweep against feature rank,
+# per width (band: min–max over seeds; dashed: dense softmax). Red crosses: this machine's live
+# re-run of width 8, seed 0; they may differ slightly on yours.
+
+# %% [markdown]
 # ### What the quick sweep shows
 #
-# * At the smallest width most of the rise happens between $r = 4$ and $r = 8$, and the
-#   curve is flat after that: more rank buys nothing once it has risen. This is the closest
+# * At the smallest width the largest rise is between $r = 4$ and $r = 8$, and the curve is
+#   flat from $r = 16$ on: more rank buys nothing once it has risen. This is the closest
 #   thing to a transition that we see.
 # * At the larger widths the curves rise over several doublings and stay *below* the
 #   threshold; the level they reach drops as $m$ grows, and at the largest width the curve
@@ -242,7 +329,11 @@ plt.show()
 #   training triples near-ties, widths 8, 12, 16.
 # * **G** — as F, but values and readout fixed to the overlap form used by the constructions
 #   ($v(z) = z$, $a(x) = x$, $b = 0$): the head only learns *where to attend*.
-# * **H** — as F with widths 8, 10, 12: the book's quick mode.
+# * **H** — as F with widths 8, 10, 12: the book's quick mode, stored before the current
+#   training engine (its file holds a single "sweep" unit). Its numbers differ from the
+#   committed quick sweep above in the second decimal, enough to move the transition at
+#   $m = 8$ between $r = 8$ and $r = 16$: a median near the threshold is as sensitive to
+#   rounding as the single heads are.
 # * **I** — as H, but pools of 512 tokens at $m = 10, 12$ (358 training tokens instead of
 #   179): the same heads with twice as many tokens to learn from. It takes about twice as
 #   long as H, too long for the book's build budget.
@@ -252,11 +343,9 @@ plt.show()
 # stored protocol but E trains for 1,500 steps.
 
 # %%
-from pathlib import Path
-
 from companion.experiments.ood_scaling import E2_PROTOCOLS, load_e2_protocols
 
-stored = load_e2_protocols(Path("..") / "results" / "e2_protocols")
+stored = load_e2_protocols(RESULTS / "e2_protocols")
 print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "
       f"transition at threshold {E2_QUICK.threshold}; dense: worst seed (uniform)")
 for name, res in stored.items():
@@ -293,8 +382,8 @@ plt.show()
 # %% [markdown]
 # ## Paper against ours
 #
-# "Paper" is what the paper reports (through the explainer we work from); "ours" is
-# computed from the quick-mode sweep of this chapter (uniform test triples), and "setting"
+# "Paper" is the paper's reported numbers (as relayed by the explainer); "ours" is computed
+# from the committed quick-mode sweep of this chapter (uniform test triples), and "setting"
 # names the difference that matters most for the comparison.
 
 # %%
@@ -349,3 +438,15 @@ Table([{"": key, "paper": paper[key], "ours": ours[key], "setting": setting[key]
 # softmax is exact on every seed on our ladder, as in the paper, but with the same budget
 # at $m = 16$ (protocols A, F, G) it is not: the paper's "always exact" depends on the data
 # and training budget as well.
+
+# %% [markdown]
+# ## Summary
+#
+# * Accuracy on unseen tokens rises with rank at every width, but a transition at the
+#   threshold 0.9 appears only at the smallest width, and its location moves with rounding.
+# * Dense softmax heads trained the same way are (nearly) exact on every seed; the kernel
+#   heads fit their training tokens far better than they generalise.
+# * The protocols we stored show that pool size and readout move the curves as much as width
+#   does; none has a transition at every width, let alone the paper's ladder.
+# * Every table is read from committed results; the live re-run (width 8, seed 0) is checked
+#   against them within $\pm 0.25$, at least three times the measured moves of its heads.

@@ -227,6 +227,13 @@ def test_cli_e2_fails_clearly_without_the_ood_module(monkeypatch, capsys):
 # ---------------------------------------------------------------- committed full results
 
 
+#: Ranks at the edge between failing and solving, where a seed's verdict depends on the CPU
+#: code path (the full sweep's r = 28: 2/5 solved with AVX2 kernels, 4/5 with the default
+#: ones; the quick sweep's r = 27 moved 0.146 between them, results/cross_path_spread.json):
+#: compared only in the environment that produced them.
+CHAOTIC_E1_RANKS = (27, 28)
+
+
 def test_committed_full_e1_results_reproduce_on_a_random_subset():
     """Re-train one random unit of the committed full sweep (a rank group x all seeds, or the
     dense heads: the batched program exactly as the CLI ran it) and compare every stored model.
@@ -260,7 +267,7 @@ def test_committed_full_e1_results_reproduce_on_a_random_subset():
         if same_env:
             for field in ("best_max_error", "fraction_within_half", "final_max_error"):
                 assert got[field] == pytest.approx(stored[field], abs=1e-4), (*where, field)
-        else:
+        elif got["rank"] not in CHAOTIC_E1_RANKS:
             assert got["best_max_error"] == pytest.approx(stored["best_max_error"], abs=0.25), where
             if abs(stored["best_max_error"] - 0.5) > 0.25:
                 assert (got["best_max_error"] < 0.5) == (stored["best_max_error"] < 0.5), where

@@ -336,15 +336,84 @@ def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
                         out=protocol_path(out_dir, name), scheduler=scheduler, threads=threads)
 
 
+def load_e2_result(path) -> dict | None:
+    """A stored E2 sweep (the JSON :func:`run_e2_sweep` writes, e.g. results/e2_quick.json)
+    as :func:`run_e2_sweep` returns it, ``{"config", "widths"}``, or None while a width is
+    missing. (The file's ``config_hash`` is :func:`stored_config_hash`.)"""
+    with open(path) as fh:
+        data = json.load(fh)
+    store = ResultStore(None, data["config"])
+    store.units = data["units"]
+    return e2_result(store)
+
+
+def stored_config_hash(path) -> str | None:
+    """The configuration hash a stored result file (E1 or E2) was written for."""
+    with open(path) as fh:
+        return json.load(fh).get("config_hash")
+
+
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
     """Every stored protocol result under `out_dir`: {name: run_e2_sweep result}, by name."""
     found = {}
     for path in sorted(Path(out_dir).glob("*.json")):
-        with open(path) as fh:
-            data = json.load(fh)
-        store = ResultStore(None, data["config"])
-        store.units = data["units"]
-        res = e2_result(store)
+        res = load_e2_result(path)
         if res is not None:  # complete protocols only
             found[path.stem] = res
     return found
+
+
+# --------------------------------------------------------------------------- the live subset
+
+#: What chapter 7 re-trains live (seconds): the smallest width (whose heads move least between
+#: CPU code paths: results/cross_path_spread.json), ranks 4 and 16 of the quick mode's first
+#: rank group (padded, as there, to 16), seed 0, and the dense head of seed 0 —
+#: the same data and per-model initialisation as inside the quick sweep. Checked against the
+#: committed quick sweep, results/e2_quick.json (:mod:`companion.experiments.reference`),
+#: never printed.
+E2_LIVE = {"width": 8, "ranks": (4, 16), "seeds": (0,)}
+
+
+def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
+                   ranks: Sequence[int] = E2_LIVE["ranks"],
+                   seeds: Sequence[int] = E2_LIVE["seeds"], device="cpu") -> dict:
+    """Train ``ranks`` x ``seeds`` (ranks of one rank group of ``config``, including its
+    largest, so that the padding is the sweep's) and the dense heads of ``seeds`` at one width
+    of ``config``; returns :func:`e2_width_result`'s dict."""
+    cfg = check_instance(config, "config", E2Config)
+    width = check_int(width, "width", 1)
+    if width not in cfg.widths:
+        raise ValueError(f"width must be one of the configuration's widths {cfg.widths}, "
+                         f"got {width}")
+    ranks = tuple(check_int_sequence(ranks, "ranks", 1))
+    if not set(ranks) <= set(cfg.ranks):
+        raise ValueError(f"ranks must be among the configuration's ranks {cfg.ranks}, "
+                         f"got {ranks}")
+    groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
+    if not groups:
+        raise ValueError(f"ranks must lie in one rank group of the configuration "
+                         f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
+    if max(ranks) != max(groups[0]):  # pad as inside the sweep: include the group's largest
+        raise ValueError(f"ranks must include their group's largest rank {max(groups[0])} "
+                         f"(the padding of the sweep), got {list(ranks)}")
+    live = dataclasses.replace(cfg, widths=(width,),
+                               pool_sizes=(cfg.pool_sizes[cfg.widths.index(width)],),
+                               ranks=ranks, rank_groups=(ranks,),
+                               seeds=tuple(check_int_sequence(seeds, "seeds", 0)))
+    return e2_width_result(live, width, live.pool_sizes[0], device=device)
+
+
+def e2_model_values(width_result: dict, distribution: str = "uniform",
+                    seeds: Sequence[int] | None = None, width=None) -> dict:
+    """{(m, rank or "dense", seed): test accuracy} of one width's result (the dict of
+    :func:`e2_width_result`, or of a sweep's ``widths[m]``)."""
+    check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
+    n_seeds = len(width_result["dense"][distribution])
+    seeds = list(range(n_seeds)) if seeds is None else list(seeds)
+    out = {}
+    for i, r in enumerate(width_result["ranks"]):
+        for j, s in enumerate(seeds):
+            out[(width, r, s)] = float(width_result["accuracy"][distribution][i][j])
+    for j, s in enumerate(seeds):
+        out[(width, "dense", s)] = float(width_result["dense"][distribution][j])
+    return out

@@ -403,3 +403,50 @@ def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
 def load_e1_results(path) -> dict:
     """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
     return json.loads(Path(path).read_text())
+
+
+# --------------------------------------------------------------------------- the live subset
+
+#: What chapter 6 re-trains live (seconds): one failing and one solving rank of the quick
+#: mode's large rank group (padded to its largest rank, 32, as inside the sweep), seed 0. Its
+#: numbers are checked against the committed quick sweep, results/e1_quick.json
+#: (:mod:`companion.experiments.reference`), never printed.
+E1_LIVE_RANKS = (16, 32)
+E1_LIVE_SEEDS = (0,)
+
+
+def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] = E1_LIVE_RANKS,
+                  seeds: Sequence[int] = E1_LIVE_SEEDS, device="cpu"):
+    """Train ``ranks`` x ``seeds`` of ``config`` as one program padded to the largest rank of
+    the configuration's rank group that holds them (the padding the sweep uses). Returns
+    (records, trained stacked module)."""
+    cfg = check_instance(config, "config", E1Config)
+    ranks = tuple(sorted(set(check_int_sequence(ranks, "ranks", 1))))
+    groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
+    if not groups:
+        raise ValueError(f"ranks must lie in one rank group of the configuration "
+                         f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
+    seeds = tuple(check_int_sequence(seeds, "seeds", 0))
+    labels = [("nka", r, s) for r in ranks for s in seeds]
+    model = TableKernelHeads([r for _, r, _ in labels], [s for _, _, s in labels],
+                             len(family.tokens), np.asarray(family.token_ids).shape[1],
+                             query_position=int(family.query_position), d=cfg.d,
+                             feature=cfg.feature, positional=cfg.positional,
+                             pad_to=max(groups[0]), phi_std=cfg.phi_std)
+    ids, y = _family_tensors(family, device)
+    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
+                        final_lr_fraction=cfg.final_lr_fraction,
+                        surrogate_steps=cfg.surrogate_steps,
+                        surrogate_power=cfg.surrogate_power, seed=0, device=device)
+    records = [{"kind": k, "rank": r, "seed": s,
+                "best_max_error": round(float(res.best_max_error[i]), 6),
+                "fraction_within_half": round(float(res.fraction_within_half[i]), 6)}
+               for i, (k, r, s) in enumerate(labels)]
+    return records, res.model
+
+
+def model_values(records, quantity: str = "best_max_error") -> dict:
+    """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
+    if isinstance(records, dict):
+        records = all_records(records)
+    return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
