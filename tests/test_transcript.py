@@ -324,6 +324,10 @@ def test_rank_table_values():
     assert smallest_feature_rank(1, 1, 1, 1, 3, 1) == 2
     assert smallest_feature_rank(12, 12, 64, 16, 10**6, 1) == math.ceil(10**6 / (144 * 65 * 16))
     assert bits_needed(3, 2) == 5 and bits_needed(1, 1) == 1 and bits_needed(2, 3) == 4
+    # s + 1 a power of two takes the shortcut; it agrees with the exact big-integer count
+    assert all(bits_needed(q, s) == (answer_vector_count(q, s) - 1).bit_length()
+               for q in range(1, 40) for s in (1, 3, 7, 15, 2, 5, 6))
+    assert bits_needed(10**7, 1) == 10**7  # beyond the big-integer limit, still exact
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -51,6 +51,9 @@ def answer_vector_count(q: int, s: int) -> int:
 
 def bits_needed(q: int, s: int) -> int:
     """ceil(q*log2(s+1)), computed exactly: the least k with 2**k >= (s+1)**q."""
+    q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    if (s + 1) & s == 0:  # s + 1 = 2**j: exactly q*j bits, no big integer needed
+        return q * s.bit_length()
     return (answer_vector_count(q, s) - 1).bit_length()
 
 
