@@ -2,7 +2,7 @@
 # Python 3.13 (Colab's Python) check: a fresh 3.13 venv with the companion (a wheel built from
 # this checkout) and its test extras at the lock's versions, except torch, which is the CPU
 # build of the oldest torch pyproject.toml admits (its range's floor: Colab's torch). Runs the
-# unit tests (not nbval, not the browser) and executes Chapter 1.
+# unit tests (not nbval, not the browser, not the fuzz suite) and executes Chapter 1.
 #
 # torch: only a CPU build is installed (`torch==X.Y.0+cpu`, which no CUDA build can match):
 # PyPI's Linux torch is the CUDA build (a 0.5 GB wheel that pulls ~2.5 GB of nvidia-* wheels).
@@ -100,7 +100,9 @@ if [ "$HAVE_TORCH" = 1 ]; then
   deselect=(--deselect tests/test_versions.py::test_the_installed_environment_is_the_locked_one)
 fi
 # shellcheck disable=SC2086
-"$PY" -m pytest $modules -m "not browser" -p no:cacheprovider -q -n "${PYTEST_WORKERS:-2}" \
+# the fuzz suite is left out here: it checks argument handling, which does not depend on the
+# Python version, and it is the slowest part of the unit run (it runs in run_tests.sh)
+"$PY" -m pytest $modules -m "not browser and not fuzz" -p no:cacheprovider -q -n "${PYTEST_WORKERS:-2}" \
   --rootdir "$ROOT" -c "$ROOT/pyproject.toml" "${deselect[@]}"
 
 echo "== execute Chapter 1 on Python 3.13"

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..checks import check_int
-from ..reproducibility import MAX_THREADS
+from ..reproducibility import MAX_THREADS, seed_everything
 
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
            "DaskMissingError", "SchedulerUnreachableError"]
@@ -95,8 +95,6 @@ def run_unit(unit: Unit, threads: int = 1) -> dict:
     """Run one unit where this is called (here or on a worker): seed everything, fix the torch
     thread count, time it. Returns the unit's result plus ``wall_time`` (seconds) and
     ``environment`` (see :func:`environment`)."""
-    from ..reproducibility import seed_everything
-
     seed_everything(0, threads=threads)
     start = time.perf_counter()
     result = unit.fn(*unit.args)
