@@ -137,12 +137,23 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
     return tokens[order[:k]], tokens[order[k:]]
 
 
+#: Largest count * n * m (int64 entries, 8 bytes each) :func:`sample_sequences` returns:
+#: 2**25 entries are 256 MB; E2's largest draw (10**5 sequences of length 3 at width 62)
+#: has 1.9e7.
+MAX_SAMPLED_ENTRIES = 2**25
+
+
 def sample_sequences(pool, n: int, count: int, seed: int) -> np.ndarray:
-    """`count` length-n sequences of tokens drawn uniformly with replacement from `pool`."""
+    """`count` length-n sequences of tokens drawn uniformly with replacement from `pool`.
+    Limit: count * n * m <= MAX_SAMPLED_ENTRIES = 2**25."""
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
     check_positive_int(n, "n")
     check_positive_int(count, "count")
+    if count * n * tokens.shape[1] > MAX_SAMPLED_ENTRIES:
+        raise ValueError(f"count * n * m = {count} * {n} * {tokens.shape[1]} token entries "
+                         f"exceed MAX_SAMPLED_ENTRIES = {MAX_SAMPLED_ENTRIES}; choose a smaller "
+                         "count or n")
     idx = np.random.default_rng(seed).integers(0, len(tokens), size=(count, n))
     return tokens[idx]
