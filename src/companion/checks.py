@@ -35,13 +35,13 @@ def _is_real(value) -> bool:
 def _check_spec(name, low=None, high=None, integer: bool = False) -> None:
     """The checks' own arguments: a non-empty name and ends that are numbers or None (a
     string end would otherwise fail later in a bare comparison that names nothing)."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty str (the checked argument's name), got "
-                        f"{name!r:.60}")
-    kind = "an int" if integer else "a real number"
+    if not isinstance(name, str) or not 0 < len(name) <= 200:
+        raise TypeError(f"name must be a str of 1 to 200 characters (the checked argument's "
+                        f"name), got {name!r:.60}")
     for which, bound in (("low", low), ("high", high)):
-        if bound is not None and not (_is_int(bound) if integer else _is_real(bound)):
-            raise TypeError(f"{which} must be {kind} or None, got {type(bound).__name__}")
+        if bound is not None and not _is_real(bound):
+            raise TypeError(f"{which} (a bound for {name}) must be a number or None, got "
+                            f"{type(bound).__name__}")
 
 
 def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
@@ -172,6 +172,8 @@ def check_instance(value, name: str, cls: type):
 
 def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
     """`x` as an int64 array after checking it holds 0/1 tokens of positive width."""
+    _check_spec(name)
+    min_ndim = check_int(min_ndim, "min_ndim", 1, 32)
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
     try:
@@ -242,6 +244,7 @@ def check_length(n) -> int:
 
 def check_gap(G, name: str = "G") -> int:
     """A total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
+    _check_spec(name)
     return check_int(G, f"{name} (total gap)", 1)
 
 

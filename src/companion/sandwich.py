@@ -215,7 +215,8 @@ def exact_rank(rows) -> int:
 
 
 def _fraction_factor(F, name: str, N: int | None) -> np.ndarray:
-    if isinstance(F, (str, bytes)) or F is None or np.ndim(F) == 0:
+    if (isinstance(F, (str, bytes, int, float, Fraction, np.generic)) or F is None
+            or (isinstance(F, np.ndarray) and F.ndim == 0)):
         raise TypeError(f"{name} must be a 2-d array of ints or Fractions, got "
                         f"{type(F).__name__}")
     try:

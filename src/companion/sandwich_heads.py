@@ -76,6 +76,14 @@ class ExactHead:
                                      self.self_features, self.self_value_scale, self.bias)
 
 
+def _safe_shape(table):
+    """np.shape, or None for ragged nested lists (where numpy raises)."""
+    try:
+        return np.shape(table)
+    except ValueError:
+        return None
+
+
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
@@ -89,14 +97,15 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
         raise ValueError(f"self_features must have the shape of query_features "
                          f"{query_features.shape}, got {self_features.shape}")
     for name, table in (("self_value_scale", self_value_scale), ("bias", bias)):
-        if np.shape(table) != (len(S),) or not all(
+        shape = _safe_shape(table)
+        if shape != (len(S),) or not all(
                 isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
                 for v in np.asarray(table, dtype=object)):
             raise ValueError(f"{name} must hold |S| = {len(S)} ints or Fractions, got "
-                             f"{type(table).__name__} of shape {np.shape(table)}")
+                             f"{type(table).__name__} of shape {shape}")
     if not isinstance(key_features, dict) or not all(
             isinstance(t, (int, np.integer)) and 0 <= t < len(family.tokens)
-            and np.shape(v) == (r,) for t, v in key_features.items()):
+            and _safe_shape(v) == (r,) for t, v in key_features.items()):
         raise ValueError(f"key_features must be a dict {{token id: {r} features}} over the "
                          f"family's {len(family.tokens)} tokens")
     qrow = {x.tobytes(): i for i, x in enumerate(S)}

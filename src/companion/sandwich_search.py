@@ -219,4 +219,5 @@ def exact_head_from_search(family: WitnessFamily, result: SearchResult,
             continue
         if not admissibility_violations(M, bounds):
             return build_exact_head(family, Q, K)
-    raise ValueError(f"no denominator in {tuple(denominators)} keeps the rounded M admissible")
+    raise ValueError(f"no denominator in denominators = {tuple(denominators)} keeps the rounded "
+                     "M admissible")
