@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 import companion
 
 LONG = os.environ.get("COMPANION_FUZZ_LONG", "") not in ("", "0")
-EXAMPLES = 150 if LONG else 4
+EXAMPLES = 150 if LONG else 6
 
 #: Modules another helper is rewriting in this round: fuzzed once their new versions land.
 PENDING: dict[str, str] = {}
