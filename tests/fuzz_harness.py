@@ -47,6 +47,7 @@ class Lazy:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     call: bool = True  # False: the attribute itself (a module constant such as E1_SMOKE)
+    cache: bool = False  # True: built once per child (immutable, costly: a witness family)
 
     def __repr__(self) -> str:
         inner = ", ".join([repr(a) for a in self.args]
@@ -62,10 +63,18 @@ def resolve(target: str):
     return obj
 
 
+_BUILT: dict[str, object] = {}
+
+
 def build(value):
     if isinstance(value, Lazy):
         if not value.call:
             return resolve(value.target)
+        if value.cache:
+            key = value.target + repr(value)
+            if key not in _BUILT:
+                _BUILT[key] = build(Lazy(value.target, value.args, value.kwargs))
+            return _BUILT[key]
         args = [build(a) for a in value.args]
         kwargs = {k: build(v) for k, v in value.kwargs.items()}
         return resolve(value.target)(*args, **kwargs)

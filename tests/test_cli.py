@@ -4,8 +4,8 @@ random subset of the committed full E1 results."""
 import json
 import sys
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,9 +14,10 @@ torch = pytest.importorskip("torch")
 
 import companion.experiments.witness_suite as e1  # noqa: E402
 from companion.__main__ import main  # noqa: E402
+from companion.codes import paley_subset  # noqa: E402
 from companion.experiments.store import ResultStore, atomic_write_json, config_hash  # noqa: E402
 from companion.reproducibility import seed_everything  # noqa: E402
-from companion.task import query_target, token_pool  # noqa: E402
+from companion.witness import witness_family  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ROOT / "results" / "e1_full.json"
@@ -27,12 +28,10 @@ def _one_thread():
     seed_everything(0, threads=1)
 
 
-def standin_family(num_tokens=12, count=150, seed=0):
-    tokens = token_pool(8, num_tokens, seed)
-    ids = np.random.default_rng(seed).integers(0, num_tokens, size=(count, 3))
-    return SimpleNamespace(
-        tokens=tokens, token_ids=ids, targets=query_target(tokens[ids]), query_position=0
-    )
+def small_family():
+    """A real witness family F(S), small enough to train on in a second: 14 queries of the
+    Paley code at q = 11 (rows 11..13 of the code, width 12), length 3, eps = 1/2."""
+    return witness_family(paley_subset(11, 3, 11), 3, Fraction(1, 2))
 
 
 TINY = replace(e1.E1_FULL, ranks=[1, 2, 4], rank_groups=[[1, 2], [4]], seeds=[0, 1],
@@ -75,7 +74,7 @@ def test_store_refuses_results_of_another_configuration(tmp_path):
 
 
 def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
-    fam = standin_family()
+    fam = small_family()
     out = tmp_path / "e1.json"
     reference = e1.run_e1_sweep(TINY, family=fam)  # uninterrupted, in memory
     trained = []
@@ -206,22 +205,31 @@ def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys)
     assert "r=1:" in capsys.readouterr().out
 
 
-def test_cli_rejects_bad_arguments():
-    with pytest.raises(SystemExit):
+def test_cli_rejects_bad_arguments(capsys):
+    # argparse's own errors (unknown experiment, exclusive modes) exit with status 2
+    with pytest.raises(SystemExit) as exc:
         main(["e3"])
-    with pytest.raises(SystemExit):
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
         main(["e1", "--quick", "--full"])
-    with pytest.raises(SystemExit, match="device"):
-        main(["e1", "--device", "tpu"])
-    with pytest.raises(SystemExit, match="threads"):
-        main(["e1", "--threads", "0"])
+    assert exc.value.code == 2
+    capsys.readouterr()
+    # the CLI's checks return 2 after one line on stderr naming the option (issue 16)
+    for argv, option in ((["e1", "--device", "tpu"], "--device"),
+                         (["e1", "--threads", "0"], "--threads")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and option in lines[0] and "Traceback" not in err, err
 
 
 def test_cli_e2_fails_clearly_without_the_ood_module(monkeypatch, capsys):
     # the import now raises ImportError
     monkeypatch.setitem(sys.modules, "companion.experiments.ood_scaling", None)
     assert main(["e2", "--quick", "--no-progress"]) == 2
-    assert "run_e2_sweep" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "companion.experiments.ood_scaling could not be imported" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 # ---------------------------------------------------------------- committed full results

@@ -61,7 +61,7 @@ def test_softmax_head_rejects_bad_beta(beta, exc):
 
 
 def test_exhaustive_check_refuses_huge_enumerations():
-    with pytest.raises(ValueError, match="n\\*m <= 26"):
+    with pytest.raises(ValueError, match="n\\*m <= 22"):
         exhaustive_check(rank_one_head(), 3, 9)
     with pytest.raises(ValueError, match="n must be"):
         exhaustive_check(rank_one_head(), 0, 2)

@@ -36,11 +36,7 @@ LONG = os.environ.get("COMPANION_FUZZ_LONG", "") not in ("", "0")
 EXAMPLES = 150 if LONG else 6
 
 #: Modules another helper is rewriting in this round: fuzzed once their new versions land.
-PENDING = {
-    "companion.sandwich": "pending: added after merge (being rewritten with notebooks 01-05)",
-    "companion.head_files": "pending: added after merge (being rewritten; verify-head CLI)",
-    "companion.large_context": "pending: added after merge (being rewritten)",
-}
+PENDING: dict[str, str] = {}
 
 _REC = "a record dataclass: its constructor stores fields and computes nothing; the " \
        "functions that build it are fuzzed"
@@ -84,6 +80,21 @@ SKIP = {
     "run_e1_sweep / run_e2_sweep and the CLI",
     "companion.experiments.ood_scaling:run_e2_protocol": "writes under results/; its "
     "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
+    "companion.experiments.reference:ReferenceCheck": _REC + " (check_against_reference)",
+    "companion.head_files:HeadReport": _REC + " (verify_head_file)",
+    "companion.sandwich:RatioBounds": _REC + " (ratio_bounds)",
+    "companion.sandwich_heads:ExactHead": _REC + " (build_exact_head, exact_head_from_search)",
+    "companion.sandwich_search:SearchResult": _REC + " (search_ratio_factors)",
+    "companion.experiments.scheduler:SchedulerUnreachableError": "an exception class",
+    "companion.experiments.store:ResultFileError": "an exception class",
+    "companion.experiments.engine:MAX_PARAMETERS": "a constant (the cap check_model_size "
+    "enforces; the model classes that hit it are fuzzed)",
+    "companion.experiments.engine:check_model_size": "an internal cap whose message names "
+    "the caller's arguments (passed in as `what`); fuzzed through TableKernelHeads, "
+    "MLPKernelHeads and build_unit, whose oversized arguments it rejects",
+    "companion.experiments.store:check_writable": "raises OSError (with the path) by "
+    "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
+    "turns it into one line (test_cli_bad_arguments, the --out cases)",
 }
 
 
@@ -91,8 +102,140 @@ SKIP = {
 #: other than ValueError/TypeError, or one whose message names no argument (never a hang, a
 #: MemoryError or a crash: those fail for every target). Found by this suite on its first
 #: run (issue 16); each entry is to be fixed and removed, and the suite fails when an entry
-#: has no finding left.
-OPEN_FINDINGS: set[str] = set()
+#: has no finding left. Each maps to the one-line reason it is still open.
+_R_OBJ = 'a wrong-type object argument (config, store, family, head, model) ends in AttributeError'
+_R_DEV = 'a bad device string reaches torch (RuntimeError); only the CLI checks --device so far'
+_R_FS = 'an unwritable out path raises OSError (the CLI turns it into one line, exit 2)'
+_R_RES = 'a malformed result dict or record list ends in KeyError/IndexError'
+_R_NUM = 'a non-numeric or ragged numeric argument fails inside numpy/torch, naming no argument'
+OPEN_FINDINGS: dict[str, str] = {
+    "companion.constructions:lookup_head":
+        _R_NUM,
+    "companion.constructions:spread_query_head":
+        _R_NUM,
+    "companion.experiments.engine:lr_at":
+        _R_NUM,
+    "companion.experiments.engine:max_errors":
+        _R_NUM,
+    "companion.experiments.engine:train_batched":
+        _R_NUM,
+    "companion.experiments.mlp_heads:MLPSoftmaxHeads":
+        _R_NUM,
+    "companion.experiments.ood_data:make_e2_data":
+        _R_NUM,
+    "companion.experiments.ood_data:pool_inputs":
+        _R_DEV,
+    "companion.experiments.ood_scaling:E2Config":
+        _R_NUM,
+    "companion.experiments.ood_scaling:build_e2_models":
+        _R_OBJ,
+    "companion.experiments.ood_scaling:e2_model_values":
+        _R_RES,
+    "companion.experiments.ood_scaling:e2_result":
+        _R_OBJ,
+    "companion.experiments.ood_scaling:e2_units":
+        _R_OBJ,
+    "companion.experiments.ood_scaling:e2_width_result":
+        _R_DEV,
+    "companion.experiments.ood_scaling:exact_sequence_accuracy":
+        _R_NUM,
+    "companion.experiments.ood_scaling:load_e2_protocols":
+        'out_dir=None reaches pathlib',
+    "companion.experiments.ood_scaling:protocol_path":
+        'out_dir=None reaches pathlib',
+    "companion.experiments.ood_scaling:run_e2_sweep":
+        _R_FS,
+    "companion.experiments.ood_scaling:summarise_e2":
+        _R_RES,
+    "companion.experiments.ood_scaling:transition_rank":
+        _R_NUM,
+    "companion.experiments.scheduler:parse_scheduler":
+        "messages say 'scheduler', the argument is called value",
+    "companion.experiments.scheduler:run_unit":
+        _R_OBJ,
+    "companion.experiments.store:ResultStore":
+        _R_FS,
+    "companion.experiments.store:atomic_write_json":
+        _R_FS,
+    "companion.experiments.store:canonical_json":
+        "a non-JSON object's TypeError comes from json and names no argument",
+    "companion.experiments.table_heads:TableKernelHeads":
+        _R_NUM,
+    "companion.experiments.table_heads:TableSoftmaxHeads":
+        _R_NUM,
+    "companion.experiments.witness_suite:E1Config":
+        _R_NUM,
+    "companion.experiments.witness_suite:build_unit":
+        'a bool in ranks is refused with a message naming ranks[0], not group',
+    "companion.experiments.witness_suite:consistency_violations":
+        _R_RES,
+    "companion.experiments.witness_suite:dense_init_statistics":
+        _R_NUM,
+    "companion.experiments.witness_suite:e1_family":
+        _R_OBJ,
+    "companion.experiments.witness_suite:e1_units":
+        _R_OBJ,
+    "companion.experiments.witness_suite:family_digest":
+        _R_OBJ,
+    "companion.experiments.witness_suite:find_trained_model":
+        _R_RES,
+    "companion.experiments.witness_suite:link_checks":
+        _R_OBJ,
+    "companion.experiments.witness_suite:run_e1_sweep":
+        _R_FS,
+    "companion.experiments.witness_suite:select_paley_witness":
+        _R_NUM,
+    "companion.experiments.witness_suite:summary_table":
+        _R_RES,
+    "companion.experiments.witness_suite:train_e1_unit":
+        _R_DEV,
+    "companion.experiments.witness_suite:unit_records":
+        _R_DEV,
+    "companion.head_files:write_head_file":
+        'a family_spec that is not JSON (Fraction keys) fails in json',
+    "companion.quantised_sketch:dequantise":
+        _R_NUM,
+    "companion.quantised_sketch:quantise":
+        _R_NUM,
+    "companion.random_heads:perturbed_head":
+        "a huge n reaches the base head's position check, whose message names p",
+    "companion.random_heads:perturbed_link_survey":
+        _R_NUM,
+    "companion.rank_bounds:nonnegative_rank_bound":
+        _R_NUM,
+    "companion.rank_bounds:rank_bound_from_gap_counts":
+        _R_RES,
+    "companion.rank_bounds:rank_bound_from_rhos":
+        _R_RES,
+    "companion.rank_bounds:sharpened_value":
+        _R_RES,
+    "companion.rank_bounds:trace_rank_bound":
+        _R_NUM,
+    "companion.tables:Table":
+        _R_RES,
+    "companion.task:all_sequences":
+        _R_NUM,
+    "companion.transcript:count_transcripts":
+        _R_OBJ,
+    "companion.transcript:enumerate_answer_vectors":
+        _R_OBJ,
+    "companion.transcript:find_collision":
+        _R_OBJ,
+    "companion.transcript:find_forced_error":
+        _R_OBJ,
+    "companion.transcript:rounded_answers":
+        _R_NUM,
+    "companion.transcript:verify_exhaustively":
+        _R_OBJ,
+    "companion.witness:chain_key":
+        _R_NUM,
+    "companion.witness:kernel_ratio_matrix":
+        _R_OBJ,
+    "companion.witness:max_error_exact":
+        _R_OBJ,
+    "companion.witness:without_rows":
+        _R_NUM,
+}
 
 
 def public_callables():
@@ -136,10 +279,21 @@ E1_RESULTS = {"units": {"u": {"models": [
 TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), widths=(6,), pool_sizes=(40,),
                n_train=20, n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
 SMALL_S = _arr("companion.codes:paley_subset", 11, 3, 11)
-FAMILY = _arr("companion.witness:witness_family", SMALL_S, 3, H)
+FAMILY = Lazy("companion.witness:witness_family", (SMALL_S, 3, H), cache=True)
 SEQS = _arr("companion.task:all_sequences", 3, 3)
-HEAD = _arr("companion.constructions:rank_one_head")
+HEAD = Lazy("companion.constructions:rank_one_head", cache=True)
 POOL = _arr("companion.task:token_pool", 6, 16, 0)
+BOUNDS = Lazy("companion.sandwich:ratio_bounds", (FAMILY,), cache=True)
+_IND = _arr("companion.sandwich:indicator_factors", BOUNDS)
+QF = _arr("operator:getitem", _IND, 0)
+KF = _arr("operator:getitem", _IND, 1)
+EXACT = Lazy("companion.sandwich_heads:build_exact_head", (FAMILY, QF, KF), cache=True)
+SPEC = {"code": "paley_subset", "a": 11, "b": 3, "q": 11, "n": 3, "eps": "1/2",
+        "convention": "bidirectional"}
+HEAD_FILE = _arr("companion.head_files:write_head_file", "/tmp/companion-fuzz/head.json",
+                 EXACT, SPEC, "signed", "query indicators")
+SEARCH = Lazy("companion.sandwich_search:search_ratio_factors", (BOUNDS, 14, 0, True),
+              cache=True)
 
 #: Valid nominal value of each argument name (None in the table: the argument keeps its
 #: default). Per-target overrides below.
@@ -178,6 +332,13 @@ NOMINAL = {
     "flat": None, "left": None, "right": None,
     "plan": None, "scores": None, "bias": None, "shift": None, "mask": None,
     "inputs": None, "hidden": (8,), "tol": 1e-12, "min_gap": 2, "weight": 2,
+    "residue": 0, "arr": np.array([[0, 1], [1, 0]]), "records": E1_RESULTS,
+    "live": {("nka", 1, 0): 0.3}, "stored": {("nka", 1, 0): 0.4},
+    "quantity": "best_max_error", "tolerance": 0.25, "text": "1/2", "spec": SPEC,
+    "family_spec": SPEC, "variant": "signed", "bounds": BOUNDS, "query_factor": QF,
+    "key_factor": KF, "factor": np.array([[0.5, 0.25]]), "denominator": 1024,
+    "width_result": {"ranks": [1], "accuracy": {"uniform": [[0.5]]},
+                     "dense": {"uniform": [0.7]}},
 }
 
 CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
@@ -284,6 +445,23 @@ OVERRIDES = {
     "companion.tables:Table": {},
     "companion.reproducibility:seed_everything": {},
     "companion.checks:check_instance": {"cls": int},
+    "companion.checks:check_tokens": {"name": "arg"},
+    "companion.experiments.store:read_json_file": {"path": "results/e2_quick.json"},
+    "companion.experiments.ood_scaling:load_e2_result": {"path": "results/e2_quick.json"},
+    "companion.experiments.ood_scaling:stored_config_hash": {"path": "results/e2_quick.json"},
+    "companion.head_files:head_to_dict": {"head": EXACT, "construction": "query indicators"},
+    "companion.head_files:write_head_file": {"head": EXACT, "construction": "query indicators",
+                                             "path": "/tmp/companion-fuzz/head.json"},
+    "companion.head_files:load_head_file": {"path": HEAD_FILE},
+    "companion.head_files:verify_head_file": {"path": HEAD_FILE},
+    "companion.head_files:read_head_claims": {"path": HEAD_FILE},
+    "companion.sandwich:admissibility_violations": {"M": _arr(
+        "companion.sandwich:ratio_matrix_of_factors", QF, KF)},
+    "companion.sandwich_heads:tables_to_kernel_head": {
+        name: Lazy("builtins:getattr", (EXACT, name)) for name in (
+            "query_features", "key_features", "self_features", "self_value_scale", "bias")},
+    "companion.sandwich_search:search_ratio_factors": {"rank": 14, "nonnegative": True},
+    "companion.sandwich_search:exact_head_from_search": {"result": SEARCH},
 }
 
 # --------------------------------------------------------------------------- extreme values
@@ -320,20 +498,23 @@ SIZE_NAMES = set("m n G G_max g k l q s a b L H r d w N R count size pool_size s
                  "surrogate_power layers heads rank symbol_bits min_gap weight max_m max_n "
                  "exact_every n_train n_test seed_block only_rank r_star pad_to "
                  "eval_every batch_size history_steps data_seed rows cols num_inputs "
-                 "shift_period upper low high min_ndim".split())
+                 "shift_period upper low high min_ndim residue restarts rounds denominator".split())
 REAL_NAMES = set("eps beta ratio decay sigma lo hi lr final_lr_fraction train_fraction "
                  "threshold tol c eps_pure eps_mixed eta tau zero_fraction qk_std overhead "
-                 "near_tie_fraction phi_std value_std score_std".split())
+                 "near_tie_fraction phi_std value_std score_std tolerance fill margin floor "
+              "self_weight".split())
 ARRAY_NAMES = set("sequences S x z z_prime pool M values codes token predictions targets "
                   "prob log2_rho accuracy key_features query_features readout_weights "
-                  "readout_bias idx outputs off_diagonal_bounds inputs".split())
+                  "readout_bias idx outputs off_diagonal_bounds inputs arr query_factor key_factor "
+                  "factor self_features self_value_scale bias".split())
 STR_NAMES = set("convention device mode feature encoding name distribution key kind "
-                "caption".split())
+                "caption text variant quantity construction".split())
 BOOL_NAMES = set("exact integer complements progress restart keep_models allow_empty "
-                 "positional skip sparse low_open high_open".split())
+                 "positional skip sparse low_open high_open strict nonnegative".split())
 SEQ_NAMES = set("seeds ranks widths hidden pool_sizes gaps group rank_groups dense_seeds "
-                "transcript blocks choices".split())
-DICT_NAMES = set("dist d1 d2 gap_counts rho_counts counts changes".split())
+                "transcript blocks choices denominators".split())
+DICT_NAMES = set("dist d1 d2 gap_counts rho_counts counts changes live stored spec "
+                 "family_spec width_result".split())
 PATH_NAMES = set("out path out_dir".split())
 
 

@@ -137,7 +137,9 @@ def _main(args) -> int:
         raise _UsageError(f"--scheduler: {exc}") from exc
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
-    out = args.out or f"results/{args.experiment}_{args.mode}.json"
+    out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
+    if not out.strip():
+        raise _UsageError("--out must name a file, got an empty path")
     if args.experiment == "e2":
         try:
             import companion.experiments.ood_scaling  # noqa: F401

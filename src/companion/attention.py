@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .checks import check_int, check_tokens
+from .checks import check_instance, check_int, check_tokens
 from .task import check_convention, query_index
 
 TokenMap = Callable[[np.ndarray], np.ndarray]
@@ -91,6 +91,7 @@ def _as_array(value, exact: bool, name: str, shape_prefix: tuple, last: int | No
 
 def _features(head: KernelAttentionHead, x, query, exact: bool):
     """Query features (..., r), key features (..., n, r), values (..., n, d), a, b."""
+    check_instance(head, "head", KernelAttentionHead)
     batch, n = x.shape[:-2], x.shape[-2]
     phi_q = _as_array(head.query_features(query), exact, "query_features", batch, head.rank)
     phi_k = np.stack(
@@ -185,6 +186,13 @@ def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="b
 
 def key_sketch(key_features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """S = sum_p phi_K(x_p) v(x_p)^T of shape (..., r, d) and u = sum_p phi_K(x_p), (..., r)."""
+    for name, arr in (("key_features", key_features), ("values", values)):
+        if not isinstance(arr, np.ndarray) or arr.ndim < 2 or arr.dtype.kind not in "iufO":
+            raise TypeError(f"{name} must be a numeric array of shape (..., n, r or d), got "
+                            f"{type(arr).__name__} {getattr(arr, 'shape', '')}")
+    if key_features.shape[:-1] != values.shape[:-1]:
+        raise ValueError(f"key_features {key_features.shape} and values {values.shape} must "
+                         "agree on (..., n)")
     sketch_s = (key_features[..., :, :, None] * values[..., :, None, :]).sum(axis=-3)
     return sketch_s, key_features.sum(axis=-2)
 
@@ -193,6 +201,7 @@ def softmax_attention(
     head: SoftmaxAttentionHead, sequences, convention="bidirectional"
 ) -> np.ndarray:
     """Dense softmax head in float64 (max-subtracted, so large temperatures do not overflow)."""
+    check_instance(head, "head", SoftmaxAttentionHead)
     x, query = _prepare(sequences, convention)
     batch = x.shape[:-2]
     q = np.asarray(head.query_map(query), dtype=np.float64)
@@ -221,6 +230,7 @@ def softmax_attention(
 
 def softmax_weights(head: SoftmaxAttentionHead, sequences, convention="bidirectional"):
     """Unnormalised softmax weights exp(<q(x), k(x_p)>) for every position: shape (..., n)."""
+    check_instance(head, "head", SoftmaxAttentionHead)
     x, query = _prepare(sequences, convention)
     q = np.asarray(head.query_map(query), dtype=np.float64)
     k = np.asarray(head.key_map(x), dtype=np.float64)
@@ -247,6 +257,11 @@ def kernel_attention_torch(query_features, key_features, values, readout_weights
     """
     import torch
 
+    for name, t in (("query_features", query_features), ("key_features", key_features),
+                    ("values", values), ("readout_weights", readout_weights),
+                    ("readout_bias", readout_bias)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     alpha = torch.einsum("...r,...nr->...n", query_features, key_features)
     scores = torch.einsum("...nd,...d->...n", values, readout_weights)
     return (alpha * scores).sum(-1) / alpha.sum(-1) + readout_bias

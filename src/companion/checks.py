@@ -32,8 +32,21 @@ def _is_real(value) -> bool:
             and not isinstance(value, (bool, np.bool_)))
 
 
+def _check_spec(name, low=None, high=None, integer: bool = False) -> None:
+    """The checks' own arguments: a non-empty name and ends that are numbers or None (a
+    string end would otherwise fail later in a bare comparison that names nothing)."""
+    if not isinstance(name, str) or not 0 < len(name) <= 200:
+        raise TypeError(f"name must be a str of 1 to 200 characters (the checked argument's "
+                        f"name), got {name!r:.60}")
+    for which, bound in (("low", low), ("high", high)):
+        if bound is not None and not _is_real(bound):
+            raise TypeError(f"{which} (a bound for {name}) must be a number or None, got "
+                            f"{type(bound).__name__}")
+
+
 def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
     """`value` as an int in [low, high] (either end may be open-ended: None); bool refused."""
+    _check_spec(name, low, high, integer=True)
     if not _is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if (low is not None and value < low) or (high is not None and value > high):
@@ -61,6 +74,7 @@ def check_int_sequence(values, name: str, low: int | None = None, high: int | No
                        allow_empty: bool = False) -> list[int]:
     """A sequence of ints, each in [low, high], as a list (entries named name[i]); non-empty
     unless `allow_empty`; at most 10**6 entries (:data:`MAX_SEQUENCE_LENGTH`)."""
+    _check_spec(name, low, high, integer=True)
     if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence)
             or (len(values) == 0 and not allow_empty)):
         kind = "a sequence" if allow_empty else "a non-empty sequence"
@@ -91,6 +105,7 @@ def _in_range(v, low, high, low_open: bool, high_open: bool) -> bool:
 def check_float(value, name: str, low: float | None = None, high: float | None = None, *,
                 low_open: bool = False, high_open: bool = False) -> float:
     """A finite real number (int, float, Fraction; bool refused) in the given range, as a float."""
+    _check_spec(name, low, high)
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
@@ -102,6 +117,10 @@ def check_float(value, name: str, low: float | None = None, high: float | None =
 def check_fraction(value, name: str, low=None, high=None, *, low_open: bool = False,
                    high_open: bool = False) -> Fraction:
     """An exact rational (int, Fraction, or a finite float read exactly) in the range."""
+    _check_spec(name, low, high)
+    for which, bound in (("low", low), ("high", high)):
+        if isinstance(bound, (float, np.floating)) and not math.isfinite(bound):
+            raise ValueError(f"{which} must be a finite number or None, got {bound}")
     if not _is_real(value):
         raise TypeError(
             f"{name} must be a real number (int, Fraction or float), got {type(value).__name__}")
@@ -114,6 +133,7 @@ def check_fraction(value, name: str, low=None, high=None, *, low_open: bool = Fa
 
 
 def check_bool(value, name: str) -> bool:
+    _check_spec(name)
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return bool(value)
@@ -121,15 +141,29 @@ def check_bool(value, name: str) -> bool:
 
 def check_choice(value, name: str, choices: Sequence):
     """`value` if it is one of `choices` (compared with ==)."""
-    if isinstance(value, (list, dict, set)) or value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    _check_spec(name)
+    if not isinstance(choices, (Sequence, set, frozenset)) or isinstance(choices, (str, bytes)):
+        raise TypeError(f"choices must be a sequence or set of the accepted values, got "
+                        f"{type(choices).__name__}")
+    try:
+        found = not isinstance(value, (list, dict, set)) and value in choices
+    except (TypeError, ValueError):  # an unhashable value and a set, an array's ==
+        found = False
+    if not found:
+        shown = tuple(choices) if len(choices) <= 100 else f"{len(choices)} values"
+        raise ValueError(f"{name} must be one of {shown}, got {value!r:.200}")
     return value
 
 
 def check_instance(value, name: str, cls: type):
     """`value` if it is an instance of `cls`."""
+    _check_spec(name)
+    if not (isinstance(cls, type) or (isinstance(cls, tuple) and cls
+                                      and all(isinstance(c, type) for c in cls))):
+        raise TypeError(f"cls must be a class (or a tuple of classes), got {cls!r:.60}")
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        kind = " or ".join(c.__name__ for c in cls) if isinstance(cls, tuple) else cls.__name__
+        raise TypeError(f"{name} must be a {kind}, got {type(value).__name__}")
     return value
 
 
@@ -138,6 +172,8 @@ def check_instance(value, name: str, cls: type):
 
 def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
     """`x` as an int64 array after checking it holds 0/1 tokens of positive width."""
+    _check_spec(name)
+    min_ndim = check_int(min_ndim, "min_ndim", 1, 32)
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
     try:
@@ -168,7 +204,10 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
 def has_repeated_row(arr: np.ndarray) -> bool:
     """Whether a 2-d 0/1 array repeats a row. Rows packed to bytes go into a set: linear in the
     array's size (``np.unique(arr, axis=0)`` takes ~30 s on 3 rows of width 10**6)."""
-    packed = np.packbits(np.asarray(arr, dtype=np.uint8), axis=1)
+    arr = check_tokens(arr, "arr", min_ndim=2)
+    if arr.ndim != 2:
+        raise ValueError(f"arr must be a 2-d array of rows (tokens), got shape {arr.shape}")
+    packed = np.packbits(arr.astype(np.uint8), axis=1)
     return len({row.tobytes() for row in packed}) != len(packed)
 
 
@@ -205,6 +244,7 @@ def check_length(n) -> int:
 
 def check_gap(G, name: str = "G") -> int:
     """A total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
+    _check_spec(name)
     return check_int(G, f"{name} (total gap)", 1)
 
 

@@ -30,6 +30,10 @@ from .task import check_convention, iter_sequences, query_index, query_target
 
 #: Largest number of overlap profiles C(m+n, n) enumerated at once.
 MAX_PROFILES = 2_000_000
+#: Largest C(m+n, n) * n (profiles x entries, each a Python int while the rows are built):
+#: n = 204, m = 3 has only 1.5e6 profiles but 3e8 entries (over 10 GB). The book's largest,
+#: n = m = 8, has 102960; the slow test's n = 8, m = 10 has 350064.
+MAX_PROFILE_ENTRIES = 2**24
 
 #: Largest C(m+n, n) * n * m (profiles x entries) that :func:`exact_threshold` bisects over:
 #: ~40 evaluations of every profile; n = m = 8 (the book's largest, 823680) takes ~3 s and
@@ -62,13 +66,19 @@ def overlap_profiles(n: int, m: int) -> np.ndarray:
     invariant under permuting the keys, so the output (and the target min_p <x, x_p>) is a
     function of |x| and the multiset of key overlaps. For |x| = w every overlap in [0, w] is
     achieved by some key, independently per key, so the profiles are exactly the pairs
-    (w, multiset of n-1 values in [0, w]).
+    (w, multiset of n-1 values in [0, w]). Limits: C(m+n, n) <= MAX_PROFILES and
+    C(m+n, n) * n <= MAX_PROFILE_ENTRIES.
     """
     total = count_profiles(n, m)
     if total > MAX_PROFILES:
         raise ValueError(
             f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles, above MAX_PROFILES="
             f"{MAX_PROFILES}; choose a smaller m or n"
+        )
+    if total * n > MAX_PROFILE_ENTRIES:
+        raise ValueError(
+            f"n={n}, m={m} give C(m+n, n) * n = {total * n} profile entries, above "
+            f"MAX_PROFILE_ENTRIES={MAX_PROFILE_ENTRIES}; choose a smaller n or m"
         )
     rows = [(w,) + keys for w in range(m + 1)
             for keys in combinations_with_replacement(range(w + 1), n - 1)]

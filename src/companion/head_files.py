@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .attention import kernel_attention, kernel_weights
-from .checks import check_int
+from .checks import check_instance, check_int
 from .codes import paley_subset
 from .sandwich import exact_rank
 from .sandwich_heads import ExactHead, tables_to_kernel_head
@@ -30,6 +30,28 @@ from .witness import WitnessFamily, witness_family
 
 FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
+#: Longest rational string read (Python refuses ints of more than 4300 digits by default).
+MAX_RATIONAL_CHARS = 4000
+#: Largest feature rank a head file may claim (the tables are |S| x rank; the book's
+#: largest rank is 45).
+MAX_FILE_RANK = 4096
+
+
+def _check_path(path) -> Path:
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    return Path(path)
+
+
+def _read_json(path: Path):
+    if not path.is_file():
+        raise ValueError(f"path must be an existing head file, got {str(path)!r}")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path {str(path)!r} is not valid JSON: {exc}") from exc
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be read: {exc}") from exc
 
 
 def _rational_str(v: Fraction) -> str:
@@ -39,7 +61,9 @@ def _rational_str(v: Fraction) -> str:
 
 def parse_rational(text, name: str) -> Fraction:
     """An exact rational from "p" or "p/q" (q > 0); ValueError naming the field otherwise."""
-    if not isinstance(text, str) or not _RATIONAL.match(text):
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str (the field's name), got {name!r:.60}")
+    if not isinstance(text, str) or len(text) > MAX_RATIONAL_CHARS or not _RATIONAL.match(text):
         raise ValueError(f"{name} must be an exact rational string 'p' or 'p/q', got {text!r}")
     return Fraction(text)
 
@@ -56,9 +80,17 @@ def _token(text, name: str, m: int) -> np.ndarray:
 
 def family_from_spec(spec) -> WitnessFamily:
     """Rebuild a witness family from its definition: {"code": "paley_subset", "q", "a", "b"}
-    or {"code": "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention"."""
+    or {"code": "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention".
+    Errors name the field (family.q, ...) after "spec"."""
     if not isinstance(spec, dict):
-        raise ValueError(f"family must be a JSON object, got {type(spec).__name__}")
+        raise ValueError(f"spec (the family) must be a JSON object, got {type(spec).__name__}")
+    try:
+        return _family_from_spec(spec)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"spec (the family): {exc}") from exc
+
+
+def _family_from_spec(spec: dict) -> WitnessFamily:
     code = spec.get("code")
     if code == "paley_subset":
         S = paley_subset(*(check_int(spec.get(k), f"family.{k}", 0) for k in ("a", "b", "q")))
@@ -77,7 +109,12 @@ def family_from_spec(spec) -> WitnessFamily:
 
 def head_to_dict(head: ExactHead, family_spec: dict, variant: str, construction: str) -> dict:
     """The JSON form of an :class:`ExactHead` (see the module docstring)."""
-    if variant not in ("signed", "nonnegative"):
+    check_instance(head, "head", ExactHead)
+    if not isinstance(family_spec, dict):
+        raise TypeError(f"family_spec must be a dict, got {type(family_spec).__name__}")
+    if not isinstance(construction, str):
+        raise TypeError(f"construction must be a str, got {type(construction).__name__}")
+    if not isinstance(variant, str) or variant not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {variant!r}")
     if variant == "nonnegative" and not head.nonnegative:
         raise ValueError("variant 'nonnegative' claimed, but the head has a negative feature")
@@ -123,9 +160,15 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
         lines.append(",\n".join(rows))
         lines.append("  ]," if name == "queries" else "  ]")
     lines.append("}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    path = _check_path(path)
+    if str(path) in ("", ".") or path.is_dir():
+        raise ValueError(f"path must name a file, got the folder {str(path)!r}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r}: cannot write the head file there "
+                         f"({exc.strerror or exc})") from exc
     return path
 
 
@@ -164,23 +207,18 @@ def _vector(values, name: str, r: int) -> list[Fraction]:
 
 def load_head_file(path):
     """Parse a head file: (data, family, tables). Raises ValueError on malformed content."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be an existing head file, got {str(path)!r}")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+    path = _check_path(path)
+    data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path} must be a JSON object with format {FORMAT!r}")
+        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
     for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
         if key not in data:
-            raise ValueError(f"{path} lacks the field {key!r}")
+            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
     if data["variant"] not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
     r = data["rank"]
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-        raise ValueError(f"rank must be an int >= 1, got {r!r}")
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_FILE_RANK:
+        raise ValueError(f"rank must be an int >= 1 (at most {MAX_FILE_RANK}), got {r!r}")
     parse_rational(data["max_error"], "max_error")
     family = family_from_spec(data["family"])
     m = family.S.shape[1]
@@ -284,12 +322,14 @@ def read_head_claims(path) -> dict:
     """The claims of a head file without re-verifying it (for tables and figures; the tests
     and :func:`verify_head_file` do the checking): family spec, variant, rank, exact max
     error and how the head was made."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be an existing head file, got {str(path)!r}")
-    data = json.loads(path.read_text())
+    path = _check_path(path)
+    data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path} must be a JSON object with format {FORMAT!r}")
+        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
+    missing = [k for k in ("family", "variant", "rank", "max_error") if k not in data]
+    if missing or isinstance(data["rank"], bool) or not isinstance(data["rank"], int):
+        raise ValueError(f"path {str(path)!r}: a head file needs the fields family, variant, "
+                         f"rank (an int) and max_error; missing {missing}")
     return {"path": str(path), "family": data["family"], "variant": data["variant"],
             "rank": int(data["rank"]), "max_error": parse_rational(data["max_error"],
                                                                    "max_error"),
@@ -299,6 +339,9 @@ def read_head_claims(path) -> dict:
 def main(argv=None) -> int:
     """Verify each head file given: one line per file with its rank and exact max error;
     exit status 0 if all pass, 2 (one line per failing file on stderr) otherwise."""
+    if argv is not None and (not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be a list of str (file paths), got {argv!r:.60}")
     paths = sys.argv[1:] if argv is None else list(argv)
     if not paths:
         print("usage: python -m companion verify-head FILE [FILE ...]", file=sys.stderr)

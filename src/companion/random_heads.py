@@ -59,7 +59,7 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
                          f"MAX_HEAD_TABLE = {MAX_HEAD_TABLE}; choose smaller n, m, rank or d")
     seed = check_int(seed, "seed", 0)
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     size = 2**m
     if integer:
         qf = rng.integers(0, 10, size=(size, rank))
@@ -93,7 +93,7 @@ def perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     n = check_int(n, "n", 1)
     sigma = check_float(sigma, "sigma", 0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     size = 2**m
     tokens = all_tokens(m)
     qf = np.asarray(base.query_features(tokens), dtype=np.float64)  # (size, r)
@@ -142,7 +142,7 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
     exact_every = check_int(exact_every, "exact_every", 1)
     max_m = check_int(max_m, "max_m", 1, MAX_TABLE_WIDTH)
     max_n = check_int(max_n, "max_n", 3, 16)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     cases = []
     for i in range(num_heads):
         m, n, k, x, z, z_prime = _random_link(rng, max_m, max_n)
@@ -193,6 +193,7 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
     ratio around max(c_{n,1/2}(g), 1); even heads the softmax kernel. Returns (n, LinkCheck)."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SEARCH_HEADS)
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
+    seed = check_int(seed, "seed", 0)
     records = []
     for i in range(num_heads):
         rng = np.random.default_rng(seed + i)

@@ -21,7 +21,7 @@ from numbers import Rational
 import numpy as np
 
 from .amplification import best_chain_factor
-from .checks import check_eps, check_fraction, check_int, check_length
+from .checks import check_eps, check_fraction, check_instance, check_int, check_length
 from .codes import check_code
 
 
@@ -145,6 +145,7 @@ def random_matrix_survey(num_draws: int, rng: np.random.Generator) -> list[Matri
     """Lemmas D and D' on random unit-diagonal Gram matrices: per draw, N in [8, 48), a rank
     k <= N, a spread in {1, 2, 4, 8}, and one signed and one nonnegative matrix."""
     num_draws = check_int(num_draws, "num_draws", 1, 2_000)
+    check_instance(rng, "rng", np.random.Generator)
     cases = []
     for _ in range(num_draws):
         N = int(rng.integers(8, 48))

@@ -25,7 +25,16 @@ from fractions import Fraction
 
 import numpy as np
 
+from .checks import check_fraction
 from .witness import WitnessFamily
+
+#: Most entries of one exact factor (|S| x r Fractions; the book's largest, |S| = 46 at
+#: r = 46, has 2116).
+MAX_FACTOR_ENTRIES = 2**16
+#: Most Fraction products |S|**2 * r of :func:`ratio_matrix_of_factors` and of
+#: :func:`exact_rank` (rows x columns x min(rows, columns)); the book's largest is
+#: 46 * 130 * 46 = 275080 (the kernel table of the |S| = 46 head).
+MAX_EXACT_WORK = 2**22
 
 # --------------------------------------------------------------------------- the bounds
 
@@ -55,6 +64,13 @@ class RatioBounds:
 
     def upper_float(self) -> np.ndarray:
         return np.vectorize(float, otypes=[np.float64])(self.upper)
+
+
+def _check_bounds(bounds) -> RatioBounds:
+    if not isinstance(bounds, RatioBounds):
+        raise TypeError(f"bounds must be RatioBounds (see ratio_bounds), got "
+                        f"{type(bounds).__name__}")
+    return bounds
 
 
 def _check_family(family) -> WitnessFamily:
@@ -127,9 +143,7 @@ def _as_fraction_matrix(M, N: int, name: str = "M") -> np.ndarray:
 
 def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     """Every reason M is not admissible (empty list: admissible). Exact arithmetic."""
-    if not isinstance(bounds, RatioBounds):
-        raise TypeError(f"bounds must be RatioBounds, got {type(bounds).__name__}")
-    N = bounds.size
+    N = _check_bounds(bounds).size
     M = _as_fraction_matrix(M, N)
     problems = []
     for x in range(N):
@@ -153,10 +167,28 @@ def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
 
 def exact_rank(rows) -> int:
     """Rank over Q of a matrix of ints/Fractions (Bareiss fraction-free elimination: every
-    division is exact and entries stay minors of the integer matrix)."""
+    division is exact and entries stay minors of the integer matrix). Limit: rows x columns
+    x min(rows, columns) <= MAX_EXACT_WORK = 2**22."""
+    if not isinstance(rows, (list, tuple, np.ndarray)):
+        raise TypeError(f"rows must be a matrix (list of rows or array), got "
+                        f"{type(rows).__name__}")
+    try:
+        arr = np.asarray(rows, dtype=object)
+    except ValueError as exc:
+        raise ValueError(f"rows must be a rectangular matrix ({exc})") from exc
+    if arr.size == 0:
+        return 0
+    if arr.ndim != 2:
+        raise ValueError(f"rows must be a 2-d matrix, got shape {arr.shape}")
+    if arr.shape[0] * arr.shape[1] * min(arr.shape) > MAX_EXACT_WORK:
+        raise ValueError(f"rows has shape {arr.shape}: rows x columns x min(rows, columns) "
+                         f"exceeds MAX_EXACT_WORK = {MAX_EXACT_WORK}")
     mat = []
-    for row in rows:
-        row = [Fraction(v) for v in row]
+    for row in arr:
+        if not all(isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
+                   for v in row):
+            raise TypeError("rows must hold ints or Fractions (exact)")
+        row = [Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v) for v in row]
         den = math.lcm(*(v.denominator for v in row)) if row else 1
         mat.append([int(v * den) for v in row])
     if not mat or not mat[0]:
@@ -182,10 +214,22 @@ def exact_rank(rows) -> int:
     return rank
 
 
-def _fraction_factor(F, name: str, N: int) -> np.ndarray:
-    arr = np.asarray(F, dtype=object)
+def _fraction_factor(F, name: str, N: int | None) -> np.ndarray:
+    if (isinstance(F, (str, bytes, int, float, Fraction, np.generic)) or F is None
+            or (isinstance(F, np.ndarray) and F.ndim == 0)):
+        raise TypeError(f"{name} must be a 2-d array of ints or Fractions, got "
+                        f"{type(F).__name__}")
+    try:
+        arr = np.asarray(F, dtype=object)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a rectangular 2-d array ({exc})") from exc
+    if N is None:
+        N = arr.shape[0]
     if arr.ndim != 2 or arr.shape[0] != N or arr.shape[1] < 1:
         raise ValueError(f"{name} must have shape (|S| = {N}, r >= 1), got {arr.shape}")
+    if arr.size > MAX_FACTOR_ENTRIES:
+        raise ValueError(f"{name} has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
+                         f"{MAX_FACTOR_ENTRIES}")
     out = np.empty(arr.shape, dtype=object)
     for idx, v in np.ndenumerate(arr):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)):
@@ -199,13 +243,17 @@ def _dot(a, b) -> Fraction:
 
 
 def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
-    """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x phi_Q(S[x]), K_y phi_K(complement S[y])."""
-    N = len(query_factor)
-    Q, K = _fraction_factor(query_factor, "query_factor", N), _fraction_factor(
-        key_factor, "key_factor", N)
+    """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x phi_Q(S[x]), K_y phi_K(complement S[y]).
+    Limit: |S|**2 * r <= MAX_EXACT_WORK = 2**22."""
+    Q = _fraction_factor(query_factor, "query_factor", None)
+    N = len(Q)
+    K = _fraction_factor(key_factor, "key_factor", N)
     if Q.shape != K.shape:
         raise ValueError(f"query_factor and key_factor must have the same shape, got {Q.shape} "
                          f"and {K.shape}")
+    if N * N * Q.shape[1] > MAX_EXACT_WORK:
+        raise ValueError(f"query_factor of shape {Q.shape} needs |S|**2 * r = "
+                         f"{N * N * Q.shape[1]} products, above MAX_EXACT_WORK = {MAX_EXACT_WORK}")
     M = np.empty((N, N), dtype=object)
     for x in range(N):
         d = _dot(Q[x], K[x])
@@ -222,10 +270,8 @@ def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
 def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
     """Rank |S|, nonnegative: Q = I, K_y[x] = M[x,y] with M = I + fill * (1/rho) off the
     diagonal (the query-indicator head's kernel table, any fill in (0, 1))."""
-    fill = Fraction(fill)
-    if not 0 < fill < 1:
-        raise ValueError(f"fill must lie in (0, 1), got {fill}")
-    N = bounds.size
+    fill = check_fraction(fill, "fill", 0, 1, low_open=True, high_open=True)
+    N = _check_bounds(bounds).size
     Q = np.array([[Fraction(int(i == j)) for j in range(N)] for i in range(N)], dtype=object)
     K = np.array([[Fraction(1) if x == y else fill * bounds.upper[x, y] for x in range(N)]
                   for y in range(N)], dtype=object)
@@ -235,7 +281,7 @@ def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
 def spread_products(bounds: RatioBounds) -> list[Fraction]:
     """P_s = sum_{k != s} u_sk u_ks (u = 1/rho): a one-query spread of query s exists iff
     P_s > 1 (see :func:`spread_factors`)."""
-    N = bounds.size
+    N = _check_bounds(bounds).size
     return [sum((bounds.upper[s, k] * bounds.upper[k, s] for k in range(N) if k != s),
                 Fraction(0)) for s in range(N)]
 
@@ -249,7 +295,7 @@ def spread_factors(bounds: RatioBounds, s: int | None = None):
     so 1 = M[s,s] < sum u_sk u_ks = P_s: the construction exists iff P_s > 1.
     Default s: the largest P_s. Returns (Q, K) with r = |S| - 1.
     """
-    N = bounds.size
+    N = _check_bounds(bounds).size
     P = spread_products(bounds)
     if s is None:
         s = max(range(N), key=lambda k: (P[k], k))

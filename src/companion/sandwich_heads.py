@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from .attention import KernelAttentionHead
+from .checks import check_fraction, check_instance
 from .gap_domination import gap_domination_factor
 from .sandwich import (
     RatioBounds,
@@ -75,12 +76,38 @@ class ExactHead:
                                      self.self_features, self.self_value_scale, self.bias)
 
 
+def _safe_shape(table):
+    """np.shape, or None for ragged nested lists (where numpy raises)."""
+    try:
+        return np.shape(table)
+    except ValueError:
+        return None
+
+
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
     from lookup tables keyed by token (see :class:`ExactHead`)."""
+    family = check_instance(family, "family", WitnessFamily)
     S = np.asarray(family.S, dtype=np.int64)
-    r, q = len(query_features[0]), family.query_position
+    query_features = _fraction_factor(query_features, "query_features", len(S))
+    self_features = _fraction_factor(self_features, "self_features", len(S))
+    r, q = query_features.shape[1], family.query_position
+    if self_features.shape != query_features.shape:
+        raise ValueError(f"self_features must have the shape of query_features "
+                         f"{query_features.shape}, got {self_features.shape}")
+    for name, table in (("self_value_scale", self_value_scale), ("bias", bias)):
+        shape = _safe_shape(table)
+        if shape != (len(S),) or not all(
+                isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
+                for v in np.asarray(table, dtype=object)):
+            raise ValueError(f"{name} must hold |S| = {len(S)} ints or Fractions, got "
+                             f"{type(table).__name__} of shape {shape}")
+    if not isinstance(key_features, dict) or not all(
+            isinstance(t, (int, np.integer)) and 0 <= t < len(family.tokens)
+            and _safe_shape(v) == (r,) for t, v in key_features.items()):
+        raise ValueError(f"key_features must be a dict {{token id: {r} features}} over the "
+                         f"family's {len(family.tokens)} tokens")
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
@@ -259,8 +286,10 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
     readout <x, o> + b(x) with b(x) centring the errors of x's sequences. Rows of M with
     zeros also get a small self-weight at the query's position with score G_0 (the zeros'
     common gap). With strict=True, raises ValueError unless M is admissible.
+    self_weight in (0, 1] (shrunk further while a sequence is not exact).
     """
     bounds = ratio_bounds(family)
+    self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
     Q = _fraction_factor(query_factor, "query_factor", N)
     K = _fraction_factor(key_factor, "key_factor", N)
@@ -358,7 +387,7 @@ def _raw_errors(family, Q, key_features, self_features, self_scale):
 def simplest_between(lo, hi) -> Fraction:
     """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
     (continued fractions; keeps the head files short)."""
-    lo, hi = Fraction(lo), Fraction(hi)
+    lo, hi = check_fraction(lo, "lo"), check_fraction(hi, "hi")
     if not lo < hi:
         raise ValueError(f"need lo < hi, got {lo} and {hi}")
     if lo < 0 < hi:

@@ -11,12 +11,24 @@ from fractions import Fraction
 
 import numpy as np
 
-from .sandwich import RatioBounds, admissibility_violations, ratio_bounds, ratio_matrix_of_factors
+from .checks import check_float, check_int_sequence
+from .sandwich import (
+    MAX_FACTOR_ENTRIES,
+    RatioBounds,
+    admissibility_violations,
+    ratio_bounds,
+    ratio_matrix_of_factors,
+)
 from .sandwich_heads import ExactHead, build_exact_head
 from .witness import WitnessFamily
 
 #: Denominators tried, in order, when rounding float factors to rationals.
 ROUNDING_DENOMINATORS = (2**10, 2**14, 2**20, 2**30)
+#: Most restarts x rounds of one search (each round is one L-BFGS run or HALS sweep of an
+#: |S| x |S| matrix; the searches behind results/heads use 4 x 30).
+MAX_SEARCH_ROUNDS = 10_000
+#: Most denominators :func:`exact_head_from_search` tries (each try is an exact check).
+MAX_DENOMINATORS = 16
 
 
 # --------------------------------------------------------------------------- numerical search
@@ -133,8 +145,14 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
     for name, v in (("restarts", restarts), ("rounds", rounds), ("seed", seed)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    if not (0 < margin < 1 and 0 < floor < 1):
-        raise ValueError(f"margin and floor must lie in (0, 1), got {margin}, {floor}")
+    if restarts * rounds > MAX_SEARCH_ROUNDS:
+        raise ValueError(f"restarts x rounds = {restarts * rounds} exceeds MAX_SEARCH_ROUNDS = "
+                         f"{MAX_SEARCH_ROUNDS}")
+    margin = check_float(margin, "margin", 0, 1, low_open=True, high_open=True)
+    floor = check_float(floor, "floor", 0, 1, low_open=True, high_open=True)
+    if start is not None and np.shape(start) != (N, N):
+        raise ValueError(f"start must be an |S| x |S| = {N} x {N} matrix, got shape "
+                         f"{np.shape(start)}")
     upper = bounds.upper_float()
     rng = np.random.default_rng(seed)
     worst = np.inf
@@ -156,13 +174,21 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
 
 def rationalise(factor: np.ndarray, denominator: int) -> np.ndarray:
     """Round every entry to the nearest multiple of 1/denominator (exact Fractions); a
-    nonnegative entry stays nonnegative."""
+    nonnegative entry stays nonnegative. Limit: MAX_FACTOR_ENTRIES = 2**16 entries."""
     if isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer)) or (
             denominator < 1):
         raise ValueError(f"denominator must be an int >= 1, got {denominator!r}")
-    arr = np.asarray(factor, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("factor must hold finite floats")
+    if isinstance(factor, (str, bytes)) or factor is None:
+        raise TypeError(f"factor must be an array of floats, got {type(factor).__name__}")
+    try:
+        arr = np.asarray(factor, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"factor must be a rectangular array of real numbers ({exc})") from exc
+    if arr.size > MAX_FACTOR_ENTRIES:
+        raise ValueError(f"factor has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
+                         f"{MAX_FACTOR_ENTRIES}")
+    if not np.all(np.isfinite(arr)) or not np.all(np.isfinite(arr * float(denominator))):
+        raise ValueError("factor must hold finite floats (also after scaling by denominator)")
     out = np.empty(arr.shape, dtype=object)
     for idx, v in np.ndenumerate(arr):
         out[idx] = Fraction(int(round(v * denominator)), int(denominator))
@@ -175,7 +201,14 @@ def exact_head_from_search(family: WitnessFamily, result: SearchResult,
     smallest denominator that leaves M admissible, then build and check the head exactly."""
     if not isinstance(result, SearchResult) or result.query_factor is None:
         raise ValueError("result must be a successful SearchResult (query_factor not None)")
+    denominators = check_int_sequence(denominators, "denominators", 1)
+    if len(denominators) > MAX_DENOMINATORS:
+        raise ValueError(f"denominators must hold at most {MAX_DENOMINATORS} values, got "
+                         f"{len(denominators)}")
     bounds = ratio_bounds(family)
+    if np.shape(result.query_factor)[0] != bounds.size:
+        raise ValueError(f"result must come from a search on this family (|S| = "
+                         f"{bounds.size}), got factors of shape {np.shape(result.query_factor)}")
     Qf, Kf = result.query_factor, result.key_factor
     Qf = Qf / np.einsum("ij,ij->i", Qf, Kf)[:, None]
     for den in denominators:
@@ -186,4 +219,5 @@ def exact_head_from_search(family: WitnessFamily, result: SearchResult,
             continue
         if not admissibility_violations(M, bounds):
             return build_exact_head(family, Q, K)
-    raise ValueError(f"no denominator in {tuple(denominators)} keeps the rounded M admissible")
+    raise ValueError(f"no denominator in denominators = {tuple(denominators)} keeps the rounded "
+                     "M admissible")

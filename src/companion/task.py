@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .checks import check_choice, check_positive_int, check_tokens, has_repeated_row
+from .checks import check_choice, check_int, check_positive_int, check_tokens, has_repeated_row
 
 CONVENTIONS = ("bidirectional", "causal")
 
@@ -101,7 +101,7 @@ def token_pool(m: int, size: int, seed: int) -> np.ndarray:
     """`size` distinct tokens of {0,1}^m drawn uniformly without replacement (seeded)."""
     check_positive_int(m, "m", upper=62)
     check_positive_int(size, "size", upper=2**m)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     if m <= 20:
         codes = rng.choice(2**m, size=size, replace=False)
     else:  # rejection sampling: the space is too large to permute
@@ -133,16 +133,28 @@ def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.n
         raise ValueError(
             f"train_fraction={train_fraction} leaves an empty split of a pool of {len(tokens)}"
         )
-    order = np.random.default_rng(seed).permutation(len(tokens))
+    order = np.random.default_rng(check_int(seed, "seed", 0)).permutation(len(tokens))
     return tokens[order[:k]], tokens[order[k:]]
 
 
+#: Largest count * n * m (int64 entries, 8 bytes each) :func:`sample_sequences` returns:
+#: 2**25 entries are 256 MB; E2's largest draw (10**5 sequences of length 3 at width 62)
+#: has 1.9e7.
+MAX_SAMPLED_ENTRIES = 2**25
+
+
 def sample_sequences(pool, n: int, count: int, seed: int) -> np.ndarray:
-    """`count` length-n sequences of tokens drawn uniformly with replacement from `pool`."""
+    """`count` length-n sequences of tokens drawn uniformly with replacement from `pool`.
+    Limit: count * n * m <= MAX_SAMPLED_ENTRIES = 2**25."""
     tokens = check_tokens(pool, "pool")
     if tokens.ndim != 2:
         raise ValueError(f"pool must have shape (size, m), got {tokens.shape}")
     check_positive_int(n, "n")
     check_positive_int(count, "count")
-    idx = np.random.default_rng(seed).integers(0, len(tokens), size=(count, n))
+    if count * n * tokens.shape[1] > MAX_SAMPLED_ENTRIES:
+        raise ValueError(f"count * n * m = {count} * {n} * {tokens.shape[1]} token entries "
+                         f"exceed MAX_SAMPLED_ENTRIES = {MAX_SAMPLED_ENTRIES}; choose a smaller "
+                         "count or n")
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
+    idx = rng.integers(0, len(tokens), size=(count, n))
     return tokens[idx]

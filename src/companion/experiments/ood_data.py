@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checks import check_float, check_positive_int, check_tokens
+from ..checks import check_float, check_int, check_positive_int, check_tokens
 from ..task import min_ip_targets, split_pool, token_pool
 
 #: Most sampled sequences per call (count, n_train, n_test); the E2 configurations use a few
@@ -30,11 +30,11 @@ def sample_index_triples(pool_size: int, count: int, seed: int) -> np.ndarray:
 
     `pool[sample_index_triples(len(pool), count, seed)]` equals
     `companion.task.sample_sequences(pool, 3, count, seed)`. Limit: count <= 10**5
-    (:data:`MAX_SAMPLES`).
+    (:data:`MAX_SAMPLES`), pool_size <= 2**62 (numpy draws int64 indices).
     """
-    check_positive_int(pool_size, "pool_size")
+    check_positive_int(pool_size, "pool_size", upper=2**62)
     check_positive_int(count, "count", upper=MAX_SAMPLES)
-    return np.random.default_rng(seed).integers(0, pool_size, size=(count, 3))
+    return np.random.default_rng(check_int(seed, "seed", 0)).integers(0, pool_size, size=(count, 3))
 
 
 def near_tie_triples(pool, count: int, seed: int, gap: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +53,7 @@ def near_tie_triples(pool, count: int, seed: int, gap: int = 1) -> tuple[np.ndar
     if size < 3:
         raise ValueError(f"pool must hold at least 3 tokens for near-tie triples, got {size}")
     gram = tokens @ tokens.T
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     out = np.empty((count, 3), dtype=np.int64)
     qpos = np.empty(count, dtype=np.int64)
     filled, attempts = 0, 0

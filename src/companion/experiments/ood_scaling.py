@@ -13,7 +13,6 @@ every protocol we ran is kept in :data:`E2_PROTOCOLS` and stored under results/e
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from .engine import ModelStack, train_batched
 from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
 from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
 from .scheduler import Unit, run_units
-from .store import FrozenConfig, ResultStore
+from .store import FrozenConfig, ResultStore, read_json_file
 
 
 def _tuple(value):
@@ -340,8 +339,10 @@ def load_e2_result(path) -> dict | None:
     """A stored E2 sweep (the JSON :func:`run_e2_sweep` writes, e.g. results/e2_quick.json)
     as :func:`run_e2_sweep` returns it, ``{"config", "widths"}``, or None while a width is
     missing. (The file's ``config_hash`` is :func:`stored_config_hash`.)"""
-    with open(path) as fh:
-        data = json.load(fh)
+    data = read_json_file(path, "E2 results file")
+    if not isinstance(data, dict) or not isinstance(data.get("units"), dict) or not isinstance(
+            data.get("config"), dict):
+        raise ValueError(f"path {str(path)!r} is not an E2 results file (needs config, units)")
     store = ResultStore(None, data["config"])
     store.units = data["units"]
     return e2_result(store)
@@ -349,8 +350,10 @@ def load_e2_result(path) -> dict | None:
 
 def stored_config_hash(path) -> str | None:
     """The configuration hash a stored result file (E1 or E2) was written for."""
-    with open(path) as fh:
-        return json.load(fh).get("config_hash")
+    data = read_json_file(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"path {str(path)!r} is not a results file (a JSON object)")
+    return data.get("config_hash")
 
 
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
@@ -408,8 +411,15 @@ def e2_model_values(width_result: dict, distribution: str = "uniform",
     """{(m, rank or "dense", seed): test accuracy} of one width's result (the dict of
     :func:`e2_width_result`, or of a sweep's ``widths[m]``)."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
-    n_seeds = len(width_result["dense"][distribution])
-    seeds = list(range(n_seeds)) if seeds is None else list(seeds)
+    try:
+        n_seeds = len(width_result["dense"][distribution])
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"width_result must be a width's result with 'dense' and 'accuracy' "
+                         f"per distribution ({exc!r:.80})") from exc
+    seeds = (list(range(n_seeds)) if seeds is None
+             else check_int_sequence(seeds, "seeds", 0))
+    if len(seeds) != n_seeds:
+        raise ValueError(f"seeds must name the result's {n_seeds} seeds, got {len(seeds)}")
     out = {}
     for i, r in enumerate(width_result["ranks"]):
         for j, s in enumerate(seeds):

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..checks import check_float
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "atomic_write_json", "ResultStore",
-           "canonical_json", "ResultFileError", "check_writable"]
+           "canonical_json", "ResultFileError", "check_writable", "read_json_file"]
 
 
 class ResultFileError(ValueError):
@@ -97,6 +97,22 @@ def atomic_write_json(path, obj) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def read_json_file(path, what: str = "results file"):
+    """The JSON content of an existing file at `path`; ValueError/TypeError naming path
+    when it is missing, unreadable or not JSON."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be an existing {what}, got {str(path)!r}")
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path {str(path)!r} is not a JSON {what}: {exc}") from exc
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})") from exc
 
 
 def check_writable(path) -> Path:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,7 +42,7 @@ from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
 from .engine import check_model_size, train_batched
 from .scheduler import Unit, environment, run_units
-from .store import FrozenConfig, ResultStore
+from .store import FrozenConfig, ResultStore, read_json_file
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
 
 # --------------------------------------------------------------------------- the E1 family
@@ -315,7 +313,12 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
 
 
 def all_records(results: dict) -> list[dict]:
-    return [rec for unit in results["units"].values() for rec in unit["models"]]
+    """Every model record of an E1 sweep result ({"units": {key: {"models": [...]}}})."""
+    try:
+        return [rec for unit in results["units"].values() for rec in unit["models"]]
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise ValueError(f"results must be an E1 sweep result {{'units': {{key: {{'models': "
+                         f"[...]}}}}}}, got {type(results).__name__} ({exc!r:.80})") from exc
 
 
 def summarise_e1(results: dict) -> list[dict]:
@@ -402,7 +405,7 @@ def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
 
 def load_e1_results(path) -> dict:
     """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
-    return json.loads(Path(path).read_text())
+    return read_json_file(path, "E1 results file")
 
 
 # --------------------------------------------------------------------------- the live subset
@@ -448,5 +451,12 @@ def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] 
 def model_values(records, quantity: str = "best_max_error") -> dict:
     """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
     if isinstance(records, dict):
-        records = all_records(records)
-    return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
+        try:
+            records = all_records(records)
+        except ValueError as exc:
+            raise ValueError(f"records: {exc}") from exc
+    try:
+        return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"records must be E1 model records holding kind, rank, seed and the "
+                         f"quantity {quantity!r:.60} ({exc!r:.80})") from exc
