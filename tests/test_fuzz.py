@@ -70,6 +70,10 @@ SKIP = {
     "companion.experiments.engine:ModelStack": "wraps torch modules; fuzzed through the "
     "head classes and train_batched",
     "companion.experiments.pair_readout:MODES": "a constant",
+    "companion.sandwich:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
+    "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
+    "companion.sandwich:exact_dot": "a two-line exact inner product; fuzzed through "
+    "ratio_matrix_of_factors and build_exact_head",
     "companion.experiments.table_heads:FEATURES": "a constant",
     **{f"companion.experiments.pair_readout:{f}": "an internal tensor kernel of the head "
        "classes (hot path, no argument checks by design); fed only by TableKernelHeads / "

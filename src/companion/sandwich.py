@@ -214,7 +214,7 @@ def exact_rank(rows) -> int:
     return rank
 
 
-def _fraction_factor(F, name: str, N: int | None) -> np.ndarray:
+def exact_factor(F, name: str, N: int | None) -> np.ndarray:
     if (isinstance(F, (str, bytes, int, float, Fraction, np.generic)) or F is None
             or (isinstance(F, np.ndarray) and F.ndim == 0)):
         raise TypeError(f"{name} must be a 2-d array of ints or Fractions, got "
@@ -238,16 +238,17 @@ def _fraction_factor(F, name: str, N: int | None) -> np.ndarray:
     return out
 
 
-def _dot(a, b) -> Fraction:
+def exact_dot(a, b) -> Fraction:
+    """<a, b> in exact arithmetic."""
     return sum((u * v for u, v in zip(a, b, strict=True)), Fraction(0))
 
 
 def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
     """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x phi_Q(S[x]), K_y phi_K(complement S[y]).
     Limit: |S|**2 * r <= MAX_EXACT_WORK = 2**22."""
-    Q = _fraction_factor(query_factor, "query_factor", None)
+    Q = exact_factor(query_factor, "query_factor", None)
     N = len(Q)
-    K = _fraction_factor(key_factor, "key_factor", N)
+    K = exact_factor(key_factor, "key_factor", N)
     if Q.shape != K.shape:
         raise ValueError(f"query_factor and key_factor must have the same shape, got {Q.shape} "
                          f"and {K.shape}")
@@ -256,11 +257,11 @@ def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
                          f"{N * N * Q.shape[1]} products, above MAX_EXACT_WORK = {MAX_EXACT_WORK}")
     M = np.empty((N, N), dtype=object)
     for x in range(N):
-        d = _dot(Q[x], K[x])
+        d = exact_dot(Q[x], K[x])
         if d <= 0:
             raise ValueError(f"<Q_x, K_x> = {d} <= 0 for x = {x}: K(x, complement x) must be > 0")
         for y in range(N):
-            M[x, y] = _dot(Q[x], K[y]) / d
+            M[x, y] = exact_dot(Q[x], K[y]) / d
     return M
 
 

@@ -20,9 +20,9 @@ from .checks import check_fraction, check_instance
 from .gap_domination import gap_domination_factor
 from .sandwich import (
     RatioBounds,
-    _dot,
-    _fraction_factor,
     admissibility_violations,
+    exact_dot,
+    exact_factor,
     ratio_bounds,
     ratio_matrix_of_factors,
 )
@@ -90,8 +90,8 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
     from lookup tables keyed by token (see :class:`ExactHead`)."""
     family = check_instance(family, "family", WitnessFamily)
     S = np.asarray(family.S, dtype=np.int64)
-    query_features = _fraction_factor(query_features, "query_features", len(S))
-    self_features = _fraction_factor(self_features, "self_features", len(S))
+    query_features = exact_factor(query_features, "query_features", len(S))
+    self_features = exact_factor(self_features, "self_features", len(S))
     r, q = query_features.shape[1], family.query_position
     if self_features.shape != query_features.shape:
         raise ValueError(f"self_features must have the shape of query_features "
@@ -291,8 +291,8 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
-    Q = _fraction_factor(query_factor, "query_factor", N)
-    K = _fraction_factor(key_factor, "key_factor", N)
+    Q = exact_factor(query_factor, "query_factor", N)
+    K = exact_factor(key_factor, "key_factor", N)
     M = ratio_matrix_of_factors(Q, K)
     problems = admissibility_violations(M, bounds)
     if strict and problems:
@@ -343,12 +343,12 @@ def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
         qx = Q[x]
         # alpha_q(x, x) = <Q_x, phi> is free: the token S[x] is only ever at the query
         # position. A multiple of a unit vector keeps nonnegative features nonnegative.
-        target = weight * smallest * _dot(qx, K[x])
+        target = weight * smallest * exact_dot(qx, K[x])
         i = max(range(r), key=lambda k: qx[k])
         if all(v >= 0 for v in qx):
             self_features[x, i] = target / qx[i]
         else:
-            norm = _dot(qx, qx)
+            norm = exact_dot(qx, qx)
             self_features[x] = [target * v / norm for v in qx]
     return self_features, self_scale
 
@@ -365,13 +365,13 @@ def _raw_errors(family, Q, key_features, self_features, self_scale):
         num = den = Fraction(0)
         for p, t in enumerate(family.token_ids[row].tolist()):
             if p == q:
-                a = _dot(Q[x], self_features[x])
+                a = exact_dot(Q[x], self_features[x])
                 s = self_scale[x] * int(S[x].sum())
             else:
                 if (x, t) not in cache:
                     if t not in key_features:
                         raise ValueError(f"no key features for token {t} (row {row})")
-                    cache[(x, t)] = _dot(Q[x], key_features[t])
+                    cache[(x, t)] = exact_dot(Q[x], key_features[t])
                 a = cache[(x, t)]
                 s = int(family.tokens[t] @ S[x])
             if a < 0:
