@@ -35,7 +35,12 @@ grep -viE '^torch==' constraints.txt >"$work/lock-without-torch.txt"
 import re, sys, tomllib
 from pathlib import Path
 project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
-reqs = project["dependencies"] + project["optional-dependencies"]["test"]
+extras = project["optional-dependencies"]
+def expand(reqs):  # "companion[dask]" inside an extra means that extra's requirements
+    for r in reqs:
+        own = re.fullmatch(r"companion\[(.+)\]", r.strip())
+        yield from (x for e in own[1].split(",") for x in expand(extras[e])) if own else [r]
+reqs = list(expand(project["dependencies"] + extras["test"]))
 Path(sys.argv[1], "requirements.txt").write_text(
     "\n".join(r for r in reqs if not re.match(r"torch\b", r)) + "\nnbclient\n")
 floor = re.search(r">=\s*(\d+\.\d+)", next(r for r in reqs if re.match(r"torch\b", r)))[1]

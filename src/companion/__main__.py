@@ -91,16 +91,20 @@ class _UsageError(Exception):
 
 
 def _device(name: str) -> str:
-    import torch
-
     if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
         raise _UsageError(f"--device must be cpu or cuda[:i], got {name!r}")
+    if name.startswith("cuda:") and not name[5:].isdigit():
+        raise _UsageError(f"--device {name}: the device index must be a number (cuda:0 ...)")
+    try:
+        import torch
+    except ImportError as exc:  # torch is a core dependency, but a broken install happens
+        raise _UsageError("the sweeps need torch, which cannot be imported here "
+                          f"({exc}); install it: pip install 'torch>=2.11,<3'") from exc
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
                           "use --device cpu")
     if name.startswith("cuda:"):
-        index = name[5:]
-        if not index.isdigit() or int(index) >= torch.cuda.device_count():
+        if int(name[5:]) >= torch.cuda.device_count():
             raise _UsageError(f"--device {name}: this machine has "
                               f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
     return name
