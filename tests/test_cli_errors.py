@@ -125,6 +125,7 @@ def test_bad_scheduler_syntax(tmp_path, capsys, scheduler):
 
 
 def test_unreachable_scheduler(tmp_path, capsys):
+    needs_torch()
     dask = pytest.importorskip("dask")
     pytest.importorskip("dask.distributed")
     out = tmp_path / "e1.json"

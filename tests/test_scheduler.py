@@ -11,7 +11,7 @@ import time
 import pytest
 
 from companion.__main__ import main
-from companion.experiments.scheduler import Unit, parse_scheduler, run_units
+from companion.experiments.scheduler import Unit, environment, parse_scheduler, run_units
 from companion.experiments.store import ResultStore
 
 
@@ -42,6 +42,7 @@ def test_bad_scheduler_values_give_a_clear_error(bad, capsys, tmp_path):
 
 
 def test_a_missing_dask_gives_a_one_line_error(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("torch")  # the CLI checks the device (torch) first
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import now raises ImportError
     out = tmp_path / "r.json"
     args = ["e1", "--smoke", "--no-progress", "--scheduler", "local:2", "--out", str(out)]
@@ -69,11 +70,18 @@ def test_in_process_run_skips_stored_units():
     assert calls == [1, 2] and store.get("u2")["i"] == 2
 
 
+def test_environment_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import now raises ImportError
+    assert environment("cpu") == {"torch": None, "cpu_capability": None, "threads": None,
+                                  "device": "cpu"}
+
+
 dask = pytest.importorskip("dask.distributed")
 
 
 @pytest.mark.parametrize("experiment", ["e1", "e2"])
 def test_smoke_records_are_identical_in_process_and_on_local_2(experiment, tmp_path):
+    pytest.importorskip("torch")
     here, there = tmp_path / "here.json", tmp_path / "there.json"
     assert main([experiment, "--smoke", "--no-progress", "--out", str(here)]) == 0
     assert main([experiment, "--smoke", "--no-progress", "--scheduler", "local:2",

@@ -59,9 +59,12 @@ def environment(device="cpu") -> dict:
     """What a unit's float results depend on beyond its configuration: training is chaotic in
     rounding (the max-error surrogate amplifies it), so bit-for-bit reruns need the same torch
     version, CPU vector capability (AVX2 / AVX512 kernels round differently), thread count and
-    device. Stored beside every unit's results."""
-    import torch
-
+    device. Stored beside every unit's results (torch None: a unit that needs no torch, run
+    where torch is not installed)."""
+    try:
+        import torch
+    except ImportError:
+        return {"torch": None, "cpu_capability": None, "threads": None, "device": str(device)}
     return {
         "torch": torch.__version__.split("+")[0],
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
