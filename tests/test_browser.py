@@ -368,6 +368,34 @@ def test_no_block_scrolls_sideways_at_1280_px(visits, docname):
     assert not cut, f"{docname}: {len(cut)} blocks scroll sideways:\n" + "\n".join(cut)
 
 
+import paper_names  # noqa: E402  (book/_ext, on sys.path above)
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_proof_boxes_and_references_carry_one_set_of_names(visits, docname):
+    """Every proof box shows the paper's letter (Theorem A ... Theorem G) or the companion's
+    chapter number (Lemma 3.2), and no link says sphinx-proof's book-wide "Lemma 2"."""
+    page = visits(docname).page
+    captions = page.eval_on_selector_all(
+        "div.proof[id] > p.admonition-title > span.caption-number",
+        "spans => spans.map(s => [s.parentElement.parentElement.id, s.textContent.trim()])",
+    )
+    names = paper_names.box_names(ROOT)
+    for label, caption in captions:
+        if label in names:
+            assert caption == names[label], (docname, label, caption, names[label])
+    shown = dict(captions)
+    for label, name in paper_names.PAPER_NAMES.items():
+        if label in shown:
+            assert shown[label] == name, (docname, label, shown[label], name)
+    bare = page.eval_on_selector_all(
+        "a.reference.internal",
+        r"links => links.map(a => a.textContent.trim()).filter(t => "
+        r"/^(Theorem|Lemma|Proposition|Corollary|Observation|Definition) \d+$/.test(t))",
+    )
+    assert not bare, f"{docname}: references with sphinx-proof's numbers: {bare}"
+
+
 # ------------------------------------------------------------------ chapter pages
 
 
@@ -467,6 +495,18 @@ def test_ledger_page_shows_the_data(visits):
         want = claims_ledger.shown_verdict(
             claim, chapters, lambda t: claims_ledger.node_exists_statically(ROOT, t)
         )
-        assert " ".join(row[1].split()) == want, (claim["id"], row[1], want)
+        # the page typesets quotes (MyST smartquotes): compare with straight ones
+        shown = " ".join(row[1].split()).replace("\u2019", "'")
+        note = f" Note: {' '.join(claim['note'].split())}" if claim.get("note") else ""
+        assert shown == want + note, (claim["id"], row[1], want + note)
+    links = page.eval_on_selector_all(
+        ".claims-ledger table tbody tr",
+        "rows => rows.map(r => [...r.querySelectorAll('td:first-child a[href]')]"
+        ".map(a => a.getAttribute('href')))",
+    )
+    for hrefs, claim in zip(links, claims, strict=True):
+        if claim.get("proof"):
+            assert any(h.endswith("#" + claim["proof"]) for h in hrefs), (
+                f"{claim['id']}: no link to its proof box {claim['proof']}", hrefs)
         for test in claim.get("tests") or []:
             assert test in "".join(row[4].split()), (claim["id"], test, row[4])
