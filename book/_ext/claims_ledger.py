@@ -173,7 +173,7 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
         tests_cell = "<br>".join(f"`{t}`" for t in tests) if tests else "—"
         verdict = shown_verdict(claim, chapters, existing_tests)
         # the note qualifies the verdict, so it is printed under it
-        verdict_cell = cell(verdict)
+        verdict_cell = f"**{cell(verdict)}**"
         if claim.get("note"):
             verdict_cell += f"<br>*Note:* {cell(claim['note'])}"
         # the proof box that states the claim in this book (a prf label in a chapter)
