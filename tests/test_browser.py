@@ -499,6 +499,8 @@ def test_ledger_page_shows_the_data(visits):
         shown = " ".join(row[1].split()).replace("\u2019", "'")
         note = f" Note: {' '.join(claim['note'].split())}" if claim.get("note") else ""
         assert shown == want + note, (claim["id"], row[1], want + note)
+        for test in claim.get("tests") or []:
+            assert test in "".join(row[4].split()), (claim["id"], test, row[4])
     links = page.eval_on_selector_all(
         ".claims-ledger table tbody tr",
         "rows => rows.map(r => [...r.querySelectorAll('td:first-child a[href]')]"
@@ -508,5 +510,3 @@ def test_ledger_page_shows_the_data(visits):
         if claim.get("proof"):
             assert any(h.endswith("#" + claim["proof"]) for h in hrefs), (
                 f"{claim['id']}: no link to its proof box {claim['proof']}", hrefs)
-        for test in claim.get("tests") or []:
-            assert test in "".join(row[4].split()), (claim["id"], test, row[4])
