@@ -218,12 +218,14 @@ except ValueError as err:
 # ## A concrete channel: quantised kernel-attention sketches
 #
 # For kernel attention the natural message is the sketch. In each layer and each head,
-# Alice's token contributes $\mathcal S_A = \varphi_K(h_z) v(h_z)^\top \in \mathbb R^{r \times d}$ and
+# Alice's token contributes
+# $\mathcal S_A = \varphi_K(h_z) v(h_z)^\top \in \mathbb R^{r \times d}$ and
 # $u_A = \varphi_K(h_z) \in \mathbb R^r$ to the sums every query reads. Our
 # `QuantisedSketchModel` rounds each of these $r(d+1)$ numbers to one of $2^b$ evenly spaced
 # levels, and that code is all Bob learns from Alice in that head; Bob adds the exact
 # sketch of his own tokens, so query $x$ reads
-# $o = \varphi_Q(x)^\top (\mathcal S_B + \tilde{\mathcal S}_A) / \varphi_Q(x)^\top (u_B + \tilde u_A)$.
+# $o = \varphi_Q(x)^\top (\mathcal S_B + \tilde{\mathcal S}_A) /
+# \varphi_Q(x)^\top (u_B + \tilde u_A)$.
 # The states are updated residually, head outputs mixed by a matrix, and the outputs read
 # off by an affine map. Over $L$ layers of $H$ heads the transcript has
 # $T = L H r (d+1)$ symbols from an alphabet of size $2^b$.
@@ -316,7 +318,8 @@ print("max error on each input:", [round(e, 6) for e in collision.errors],
 # ($L = H = r = d = b = 1$): one head, all features equal to 1, Alice's value the quantisation
 # level of her count in block $B_1$ (clamped to $2^b - 1$), Bob's values 0, and a
 # query-dependent affine readout that turns the level back into a count for query 1 and
-# outputs 0 for the others. Its $b$-bit code of $\mathcal S_A$ carries the count losslessly; its code
+# outputs 0 for the others. Its $b$-bit code of $\mathcal S_A$ carries the count
+# losslessly; its code
 # of $u_A = 1$ is the same on every input (this model wastes those bits). It is right exactly
 # on the answer vectors $(c_1, 0, \dots, 0)$ with $c_1 \le 2^b - 1$, one per transcript it
 # uses, so {prf:ref}`cor-forced-error` applies, and `find_forced_error` returns a collision in
@@ -465,10 +468,12 @@ Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.item
 # * The channel matters. We quantise Alice's contribution once per head and layer, and every
 #   query receives that same code. Quantising *after* a query-specific step widens the
 #   channel, in either form. If each causal query quantised its own prefix sum
-#   $\mathcal S_{<i} + \mathcal S_A$, the $q$ queries would receive $q$ different roundings of the same number,
+#   $\mathcal S_{<i} + \mathcal S_A$, the $q$ queries would receive $q$ different
+#   roundings of the same number,
 #   which together can locate it more finely than any single $b$-bit code. The bidirectional
 #   form is no different: if each query quantised its own projection
-#   $\varphi_Q(x_i)^\top (\mathcal S_B + \mathcal S_A)$ (or its attention output), $q$ different linear readings
+#   $\varphi_Q(x_i)^\top (\mathcal S_B + \mathcal S_A)$ (or its attention output), $q$
+#   different linear readings
 #   of Alice's sketch, each offset by Bob's exact part, are rounded separately. Tests in
 #   `tests/test_transcript.py` and `tests/test_forced_error.py` show one scalar of Alice's
 #   reaching $q + 1$ distinct 1-bit patterns in each form, against 2 for one shared code. The

@@ -407,14 +407,44 @@ Table([{"": key, "paper": paper[key], "ours": ours[key], "setting": setting[key]
 #
 # Several differences in setting could account for the gap; our runs cannot rank them.
 #
-# | factor | evidence | effect |
-# |---|---|---|
-# | problem size | we grow the token width $m$ with a fixed budget of 179 training tokens; the reported notion of problem size and its pool sizes are not available to us | the two ladders of sizes need not correspond |
-# | pool size | protocol I changes only the number of training tokens at $m = 10, 12$: with twice the tokens the $m = 10$ heads cross the threshold at a moderate rank and the $m = 12$ plateau rises, though not to the threshold | where our transition sits depends on the data budget at least as much as on $m$; read any match or mismatch with the reported 8, 16, 64 with that in mind |
-# | what limits accuracy | in every stored protocol the kernel heads fit their training sequences far better than they generalise, and the gap widens with $m$ | a sharp step in rank needs a regime where rank, not generalisation from a few hundred tokens, binds; larger pools and longer training (`E2_FULL`, `python -m companion e2 --full`) are the next step, beyond a two-core build |
-# | readout | with learned values and readout (quick mode) even rank 1 gets a sizeable fraction right; with the readout fixed to overlaps (protocol G) rank 1 fails completely and accuracy rises steadily up to $r = 128$ | the low end of the curve flattens or steepens with the readout, but no protocol shows a step |
-# | theory | the lower bound is a worst-case statement about special families; uniformly random triples from a pool need not contain that structure | the theorem does not predict a sharp transition for this statistical task |
-# | dense reference | dense softmax is exact, or within 0.001, on every seed of our ladder, but with the same budget at $m = 16$ (protocols A, F, G) it is not | the reported "always exact" depends on the data and the training budget too |
+# ```{list-table}
+# :header-rows: 1
+# :widths: 16 42 42
+#
+# * - factor
+#   - evidence
+#   - effect
+# * - problem size
+#   - we grow the token width $m$ with a fixed budget of 179 training tokens; the
+#     reported notion of problem size and its pool sizes are not available to us
+#   - the two ladders of sizes need not correspond
+# * - pool size
+#   - protocol I changes only the number of training tokens at $m = 10, 12$: with
+#     twice the tokens the $m = 10$ heads cross the threshold at a moderate rank and
+#     the $m = 12$ plateau rises, though not to the threshold
+#   - where our transition sits depends on the data budget at least as much as on $m$;
+#     read any match or mismatch with the reported 8, 16, 64 with that in mind
+# * - what limits accuracy
+#   - in every stored protocol the kernel heads fit their training sequences far
+#     better than they generalise, and the gap widens with $m$
+#   - a sharp step in rank needs a regime where rank, not generalisation from a few
+#     hundred tokens, binds; larger pools and longer training (`E2_FULL`, `python -m
+#     companion e2 --full`) are the next step, beyond a two-core build
+# * - readout
+#   - with learned values and readout (quick mode) even rank 1 gets a sizeable
+#     fraction right; with the readout fixed to overlaps (protocol G) rank 1 fails
+#     completely and accuracy rises steadily up to $r = 128$
+#   - the low end of the curve flattens or steepens with the readout, but no protocol
+#     shows a step
+# * - theory
+#   - the lower bound is a worst-case statement about special families; uniformly
+#     random triples from a pool need not contain that structure
+#   - the theorem does not predict a sharp transition for this statistical task
+# * - dense reference
+#   - dense softmax is exact, or within 0.001, on every seed of our ladder, but with
+#     the same budget at $m = 16$ (protocols A, F, G) it is not
+#   - the reported "always exact" depends on the data and the training budget too
+# ```
 
 # %% [markdown]
 # ## Summary
