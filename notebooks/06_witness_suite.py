@@ -567,7 +567,7 @@ plt.show()
 # The paper's reported numbers (as relayed by the explainer) are printed beside ours; none of
 # ours is tuned towards them. Ours come from the committed full sweep.
 
-# %%
+# %% tags=["hide-input"]
 below = [full_by_r[r] for r in full_cfg.ranks if r < 8]
 upto16 = [full_by_r[r] for r in full_cfg.ranks if r <= 16]
 paper_vs_ours = [

@@ -376,7 +376,7 @@ plt.show()
 # from the committed quick-mode sweep of this chapter (uniform test triples), and "setting"
 # names the difference that matters most for the comparison.
 
-# %%
+# %% tags=["hide-input"]
 paper = {
     "shape of the curve": "sharp transition in r",
     "transition r as the problem grows": "8 -> 16 -> 64",
