@@ -325,6 +325,77 @@ def test_the_book_has_pages_and_chapters():
     assert CHAPTERS, "no notebook chapter in _toc.yml"
 
 
+# Every block that shows code, output or a table; a block whose content is wider than its box
+# scrolls sideways, and a reader at 1280 px sees it cut off. Folded cells (hide-input) are
+# opened first: a reader who clicks "show code" must see the whole line too.
+_SIDEWAYS = r"""() => {
+    document.querySelectorAll('main details').forEach(d => { d.open = true; });
+    const main = document.querySelector('main') || document.body;
+    const blocks = main.querySelectorAll(
+        'div.highlight pre, div.cell_output pre, div.output pre, pre, div.cell_output, '
+        + 'div.output, div.pst-scrollable-table-container, table');
+    const seen = new Set();
+    const cut = [];
+    for (const b of blocks) {
+        if (seen.has(b) || b.clientWidth === 0) continue;
+        seen.add(b);
+        if (b.scrollWidth > b.clientWidth + 1) {
+            const where = b.closest('div.cell_output') ? 'output'
+                : b.closest('div.cell_input, div.highlight') ? 'code' : b.tagName.toLowerCase();
+            cut.push(`${where} <${b.tagName.toLowerCase()} class="${b.className}">: `
+                + `${b.scrollWidth} px of content in a ${b.clientWidth} px box: `
+                + JSON.stringify((b.innerText || '').split('\n')
+                    .reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 100)));
+        }
+    }
+    return cut;
+}"""
+
+
+def sideways_blocks(page) -> list[str]:
+    """Code, output and table blocks on an open page that scroll sideways (empty: none)."""
+    return page.evaluate(_SIDEWAYS)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_block_scrolls_sideways_at_1280_px(visits, docname):
+    """Nothing is cut off: at a 1280-px window no code cell, output or table on any page is
+    wider than its box (issue 17). Code lines are at most 88 characters, long results are
+    HTML tables, and plain-text output wraps (book/_static/companion.css)."""
+    page = visits(docname).page
+    assert page.viewport_size["width"] == 1280
+    cut = sideways_blocks(page)
+    assert not cut, f"{docname}: {len(cut)} blocks scroll sideways:\n" + "\n".join(cut)
+
+
+import paper_names  # noqa: E402  (book/_ext, on sys.path above)
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_proof_boxes_and_references_carry_one_set_of_names(visits, docname):
+    """Every proof box shows the paper's letter (Theorem A ... Theorem G) or the companion's
+    chapter number (Lemma 3.2), and no link says sphinx-proof's book-wide "Lemma 2"."""
+    page = visits(docname).page
+    captions = page.eval_on_selector_all(
+        "div.proof[id] > p.admonition-title > span.caption-number",
+        "spans => spans.map(s => [s.parentElement.parentElement.id, s.textContent.trim()])",
+    )
+    names = paper_names.box_names(ROOT)
+    for label, caption in captions:
+        if label in names:
+            assert caption == names[label], (docname, label, caption, names[label])
+    shown = dict(captions)
+    for label, name in paper_names.PAPER_NAMES.items():
+        if label in shown:
+            assert shown[label] == name, (docname, label, shown[label], name)
+    bare = page.eval_on_selector_all(
+        "a.reference.internal",
+        r"links => links.map(a => a.textContent.trim()).filter(t => "
+        r"/^(Theorem|Lemma|Proposition|Corollary|Observation|Definition) \d+$/.test(t))",
+    )
+    assert not bare, f"{docname}: references with sphinx-proof's numbers: {bare}"
+
+
 # ------------------------------------------------------------------ chapter pages
 
 
@@ -424,6 +495,18 @@ def test_ledger_page_shows_the_data(visits):
         want = claims_ledger.shown_verdict(
             claim, chapters, lambda t: claims_ledger.node_exists_statically(ROOT, t)
         )
-        assert " ".join(row[1].split()) == want, (claim["id"], row[1], want)
+        # the page typesets quotes (MyST smartquotes): compare with straight ones
+        shown = " ".join(row[1].split()).replace("\u2019", "'")
+        note = f" Note: {' '.join(claim['note'].split())}" if claim.get("note") else ""
+        assert shown == want + note, (claim["id"], row[1], want + note)
         for test in claim.get("tests") or []:
             assert test in "".join(row[4].split()), (claim["id"], test, row[4])
+    links = page.eval_on_selector_all(
+        ".claims-ledger table tbody tr",
+        "rows => rows.map(r => [...r.querySelectorAll('td:first-child a[href]')]"
+        ".map(a => a.getAttribute('href')))",
+    )
+    for hrefs, claim in zip(links, claims, strict=True):
+        if claim.get("proof"):
+            assert any(h.endswith("#" + claim["proof"]) for h in hrefs), (
+                f"{claim['id']}: no link to its proof box {claim['proof']}", hrefs)

@@ -63,17 +63,36 @@ def test_every_code_cell_was_executed_top_to_bottom(twin):
     assert not any(o.get("output_type") == "error" for c in cells for o in c.get("outputs", []))
 
 
+#: Cells whose output nbval does not compare, over the whole book: it must not grow (issue 9;
+#: STYLE.md). Today one: Chapter 2's largest float64 rounding error, platform-dependent by
+#: nature.
+MAX_IGNORED_CELLS = 1
+
+
+def _ignored(cell) -> bool:
+    return "nbval-ignore-output" in cell.get("metadata", {}).get("tags", [])
+
+
 @pytest.mark.parametrize("twin", TWINS, ids=lambda p: p.name)
-def test_ignored_outputs_say_why(twin):
+def test_ignored_outputs_are_tagged_and_say_why(twin):
+    """An ignored output is a cell tag (nbval-ignore-output), not a visible NBVAL comment,
+    and the cell's first line is a comment that says why."""
     for cell in load_ipynb(twin)["cells"]:
         src = "".join(cell["source"])
-        if "NBVAL_IGNORE_OUTPUT" in src:
-            lines = src.splitlines()
-            i = next(k for k, line in enumerate(lines) if "NBVAL_IGNORE_OUTPUT" in line)
-            reason = lines[i].split("NBVAL_IGNORE_OUTPUT", 1)[1].strip(" :-—")
-            if not reason:
-                reason = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            assert reason.startswith("#") or reason, f"{twin.name}: NBVAL_IGNORE_OUTPUT without why"
+        assert "NBVAL_IGNORE_OUTPUT" not in src, (
+            f"{twin.name}: NBVAL_IGNORE_OUTPUT as a comment; use the cell tag "
+            '(# %% tags=["nbval-ignore-output"])'
+        )
+        if _ignored(cell):
+            first = src.lstrip().splitlines()[0] if src.strip() else ""
+            assert first.startswith("#") and len(first) > 10, (
+                f"{twin.name}: an ignored cell must open with a comment saying why"
+            )
+
+
+def test_the_number_of_ignored_cells_does_not_grow():
+    ignored = sum(_ignored(c) for twin in TWINS for c in load_ipynb(twin)["cells"])
+    assert ignored <= MAX_IGNORED_CELLS, f"{ignored} ignored cells, at most {MAX_IGNORED_CELLS}"
 
 
 def test_toc_lists_every_executed_twin_and_no_source():

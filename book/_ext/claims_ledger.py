@@ -25,7 +25,7 @@ DATA_FILE = "book/claims.yml"
 VERDICTS = ("reproduced", "reproduced with our constant", "differs", "pending")
 NEEDS_OURS = ("reproduced with our constant", "differs")
 REQUIRED_KEYS = ("id", "claim", "paper", "verdict")
-OPTIONAL_KEYS = ("chapter", "tests", "ours", "note")
+OPTIONAL_KEYS = ("chapter", "tests", "ours", "note", "proof")
 
 
 # ---------------------------------------------------------------- data
@@ -112,6 +112,10 @@ def schema_problems(claims: list[dict]) -> list[str]:
             problems.append(f"{where}: verdict {claim.get('verdict')!r} not one of {VERDICTS}")
         if claim.get("verdict") in NEEDS_OURS and not claim.get("ours"):
             problems.append(f"{where}: verdict {claim['verdict']!r} needs 'ours' (our number)")
+        if claim.get("proof") is not None and not re.fullmatch(
+            r"[a-z][a-z0-9-]*", str(claim["proof"])
+        ):
+            problems.append(f"{where}: 'proof' must be a prf label such as thm-rank-one")
         if not isinstance(claim.get("tests", []) or [], list):
             problems.append(f"{where}: 'tests' must be a list of pytest node ids")
         if claim.get("id") in seen:
@@ -159,7 +163,7 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
         return re.sub(r"([\\`*_\[\]<>|$])", r"\\\1", " ".join(str(text).split()))
 
     lines = [
-        "| Claim | Verdict | The paper says | Chapter | Checked by |",
+        "| Claim | Verdict | The paper says (reported) | Chapter | Checked by |",
         "|---|---|---|---|---|",
     ]
     for claim in claims:
@@ -168,8 +172,14 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
         tests = claim.get("tests") or []
         tests_cell = "<br>".join(f"`{t}`" for t in tests) if tests else "—"
         verdict = shown_verdict(claim, chapters, existing_tests)
+        # the note qualifies the verdict, so it is printed under it
+        verdict_cell = f"**{cell(verdict)}**"
+        if claim.get("note"):
+            verdict_cell += f"<br>*Note:* {cell(claim['note'])}"
+        # the proof box that states the claim in this book (a prf label in a chapter)
+        proof_cell = f"<br>{{prf:ref}}`{claim['proof']}`" if claim.get("proof") else ""
         lines.append(
-            f"| **{cell(claim['claim'])}** (`{claim['id']}`) | {cell(verdict)} "
+            f"| **{cell(claim['claim'])}** (`{claim['id']}`){proof_cell} | {verdict_cell} "
             f"| {cell(claim['paper'])} | {chapter_cell} | {tests_cell} |"
         )
     return "\n".join(lines) + "\n"
@@ -219,6 +229,26 @@ def setup(app):
             self.state.nested_parse(StringList(text.splitlines()), self.content_offset, container)
             return [container]
 
+    def claim_verdict_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        """``{claim-verdict}`thm-a``` -> the verdict the ledger shows for that claim (its
+        first words: reproduced / reproduced with our constant / differs / pending)."""
+        env = inliner.document.settings.env
+        root = Path(env.srcdir)
+        env.note_dependency(str(root / DATA_FILE))
+        claims = {c.get("id"): c for c in load_claims(root)}
+        claim = claims.get(text.strip())
+        if claim is None:
+            message = inliner.reporter.error(
+                f"claim-verdict: no claim {text!r} in {DATA_FILE}", line=lineno
+            )
+            return [inliner.problematic(rawtext, rawtext, message)], [message]
+        shown = shown_verdict(
+            claim, toc_docnames(root), lambda t: node_exists_statically(root, t)
+        )
+        short = "pending" if shown.startswith("pending") else shown.split(":")[0]
+        return [nodes.strong(rawtext, f"verdict: {short}", classes=["claim-verdict"])], []
+
+    app.add_role("claim-verdict", claim_verdict_role)
     app.add_directive("claims-ledger", ClaimsLedger)
     app.add_css_file("companion.css")  # book/_static: column widths of the ledger table
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

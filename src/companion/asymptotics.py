@@ -4,7 +4,8 @@ and the asymptotics of ``thm-exponential-rank``).
 Gap distributions of codes and their concatenation (gaps add, so distributions convolve),
 Theorem E's bound from a distribution, an explicit concatenated code per width (a knapsack
 over base codes: Paley codes and the seeded search's codes), a random-code ESTIMATE and the
-large-context limit, pinned to an interval ({prf:ref}`prop-large-context-limit`).
+large-context limit, pinned to an interval ({prf:ref}`prop-large-context-limit`), and the
+bound for every width from one base code ({prf:ref}`cor-every-width`).
 
 The large-context limit: for a code S with all gaps >= 2, rho_{n,1/2}(G) >= c(G) = (n-2)(G-1)
 >= n-2, so Theorem E's bound lies between |S|^2 / (|S| + |S|(|S|-1)/(n-2)^2) and |S|, and the
@@ -421,3 +422,18 @@ def max_code_size_gap_two(m: int, w: int) -> int:
 
     expand(0, (1 << N) - 1)
     return best
+
+
+def every_width_rank_bound(S, m: int, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """Corollary ``cor-every-width`` (chapter 3): a head that solves F(S') at width m has
+    r >= B(S) ** (m // m0), where S is a base code of width m0 and B(S) its Theorem E bound.
+
+    S' is S concatenated m // m0 times, padded with zero columns (they change no overlap);
+    by ``lem-concatenation`` its bound is at least B(S) ** (m // m0). Exact (a Fraction);
+    since m // m0 >= (m - m0 + 1) / m0, this is >= 2^{(log2 B(S) / m0)(m - m0 + 1)}.
+    Limit: m in [1, 10000] (:data:`MAX_WIDTH`).
+    """
+    arr, _ = check_code(S)
+    m = check_int(m, "m", 1, MAX_WIDTH)
+    base = trace_bound_from_distribution(gap_distribution(arr), n, eps)
+    return base ** (m // arr.shape[1])

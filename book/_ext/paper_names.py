@@ -1,0 +1,92 @@
+"""Proof boxes and every reference to them carry one set of names (issue 17).
+
+sphinx-proof numbers boxes per kind across the whole book (Theorem 1, Lemma 2, ...), which
+clashes with the paper's lettered results (Theorem A, Lemma B, ...). On every page this
+renames each box's caption and the text of every ``{prf:ref}`` link to it:
+
+* a result of the paper gets the paper's name (``PAPER_NAMES``: Theorem A to Theorem G);
+* a result of the companion gets its chapter and its place among the chapter's own boxes
+  (Lemma 3.2: the companion's second box in Chapter 3).
+
+So a letter always means the paper and a number always means this book (book/notation.md).
+The boxes are read from the chapter sources (``notebooks/NN_topic.py``, jupytext percent
+format: a line ``# ```{prf:kind} title`` followed by ``# :label: name``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+#: prf label -> the paper's name for the result (THEORY.md's lettering, our labels).
+PAPER_NAMES = {
+    "thm-rank-one": "Theorem A",
+    "obs-no-zero-error": "Observation A′",
+    "lem-gap-domination": "Lemma B",
+    "lem-amplification": "Lemma C",
+    "lem-trace-rank": "Lemma D",
+    "lem-nonneg-sharpening": "Lemma D′",
+    "thm-exponential-rank": "Theorem E",
+    "prop-dense-softmax": "Proposition F",
+    "thm-transcript": "Theorem G",
+}
+
+_BOX = re.compile(r"^# ```\{prf:(\w+)\}.*\n# :label: ([\w-]+)\s*$", re.MULTILINE)
+_KINDS = "Theorem|Lemma|Proposition|Corollary|Observation|Definition|Remark|Conjecture|Example"
+
+
+def box_names(root: Path) -> dict[str, str]:
+    """prf label -> displayed name, for every labelled box of every chapter source."""
+    names: dict[str, str] = {}
+    for source in sorted((Path(root) / "notebooks").glob("[0-9][0-9]_*.py")):
+        chapter = int(source.name[:2])
+        own = 0
+        for kind, label in _BOX.findall(source.read_text(encoding="utf-8")):
+            if kind == "proof":
+                continue
+            if label in PAPER_NAMES:
+                names[label] = PAPER_NAMES[label]
+            else:
+                own += 1
+                names[label] = f"{kind.capitalize()} {chapter}.{own}"
+    return names
+
+
+def rename(html: str, names: dict[str, str]) -> str:
+    """Box captions and reference texts of one page's body, renamed by ``names``."""
+
+    def caption(match):
+        name = names.get(match.group(2))
+        return f"{match.group(1)}{name} {match.group(3)}" if name else match.group(0)
+
+    def link(match):
+        name = names.get(match.group(2))
+        return f"{match.group(1)}{name}{match.group(3)}" if name else match.group(0)
+
+    html = re.sub(
+        r'(id="([\w-]+)">\s*<p class="admonition-title"><span class="caption-number">)'
+        r"[^<]*(</span>)",
+        caption,
+        html,
+    )
+    return re.sub(
+        rf'(<a class="reference internal" href="[^"]*#([\w-]+)">)(?:{_KINDS}) [0-9.]+(</a>)',
+        link,
+        html,
+    )
+
+
+def setup(app):
+    state: dict[str, dict[str, str]] = {}
+
+    def names() -> dict[str, str]:
+        if "names" not in state:
+            state["names"] = box_names(Path(app.srcdir))
+        return state["names"]
+
+    def on_page(app, pagename, templatename, context, doctree):
+        if "body" in context:
+            context["body"] = rename(context["body"], names())
+
+    app.connect("html-page-context", on_page)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
