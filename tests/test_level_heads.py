@@ -76,3 +76,22 @@ def test_level_bad_input():
     assert level_feature_rank(5, 1) == 7 and level_feature_rank(8, 2) == 38
     with pytest.raises(ValueError, match="m must"):
         level_feature_rank(0, 1)
+
+
+def test_committed_exact_tables_match_a_recomputation():
+    import json
+    from pathlib import Path
+
+    from companion.level_heads import exact_probe_tables
+
+    stored = json.loads((Path(__file__).resolve().parents[1] / "results"
+                         / "probes_exact.json").read_text())
+    live = exact_probe_tables(4)
+    for key in ("level", "overlap_heads"):
+        rows = [r for r in stored[key] if r["w"] <= 4]
+        assert rows == live[key], key
+    # the statements the chapter makes from the stored rows (w <= 8)
+    nka = {r["w"]: r["k"] for r in stored["level"] if r["kind"] == "nka"}
+    assert nka == {1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 2, 8: 2}
+    assert nka == {r["w"]: r["k"] for r in stored["level"] if r["kind"] == "positive"}
+    assert [r["heads"] for r in stored["overlap_heads"]] == [1, 2, 2, 2, 2, 2, 2, 3]

@@ -11,10 +11,10 @@ so rerunning the same command after an interruption resumes without redoing fini
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
 Shows a tqdm progress bar on stderr.
 
-    python -m companion probes [--full|--quick|--smoke] [--out results/probes_full.json]
-                               [--device cpu|cuda]
+    python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
 
-runs chapter 8's witness sweep (signed heads, several heads), resumable in the same way.
+runs chapter 8's witness sweep (signed heads, several heads), resumable in the same way;
+``--exact`` writes its exact LP tables instead (results/probes_exact.json).
 
     python -m companion verify-head FILE [FILE ...]
 
@@ -61,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
             help="a tiny configuration (seconds): checks an installation or a cluster",
         )
         s.set_defaults(mode="full")
-        if name == "probes":  # three short units: always in this process
+        if name == "probes":  # a few short units: always in this process
+            mode.add_argument(
+                "--exact", dest="mode", action="store_const", const="exact",
+                help="the exact LP tables (level heads, overlap heads; no training)")
             s.set_defaults(scheduler=None)
         else:
             s.add_argument(
@@ -209,6 +212,21 @@ def _run_e2(args, device: str, out: str) -> None:
 
 
 def _run_probes(args, device: str, out: str) -> None:
+    if args.mode == "exact":
+        import time
+
+        from .experiments.store import atomic_write_json
+        from .level_heads import exact_probe_tables
+
+        start = time.perf_counter()
+        tables = exact_probe_tables(8)
+        tables["produced_by"] = "python -m companion probes --exact"
+        tables["wall_time"] = round(time.perf_counter() - start, 1)
+        atomic_write_json(out, tables)
+        for row in tables["level"]:
+            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+                  f"impossible {row['proved_impossible']}")
+        return
     from .experiments.probes import (
         PROBES_FULL,
         PROBES_QUICK,

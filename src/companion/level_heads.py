@@ -35,6 +35,7 @@ import numpy as np
 from .attention import KernelAttentionHead
 from .checks import check_bool, check_choice, check_fraction, check_instance, check_int
 from .exact_lp import FarkasCertificate, feasible_point
+from .multihead import overlap_scores_lp
 from .signed_heads import newton_coefficients
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "min_level_degree",
     "level_feature_rank",
     "level_degree_table",
+    "exact_probe_tables",
 ]
 
 KINDS = ("nka", "positive", "pattern")
@@ -335,3 +337,23 @@ def level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
                          "max_error": None if sol is None else str(level_max_error(sol)),
                          "feature_rank": None if k is None else level_feature_rank(w, k)})
     return rows
+
+
+def exact_probe_tables(max_w: int = 8) -> dict:
+    """Everything chapter 8 states about all length-3 inputs at small m, from exact LPs:
+    ``level`` (:func:`level_degree_table` for NKA and positive-denominator signed heads) and
+    ``overlap_heads``: per query weight w, the least number H of heads with kernels
+    <x,z> + h + 1/2 whose score LP is feasible at error 0.499, and the H < that proved
+    impossible (LP infeasible at error 1/2). Written by ``python -m companion probes --exact``."""
+    max_w = check_int(max_w, "max_w", 1, 8)
+    overlap = []
+    for w in range(1, max_w + 1):
+        proved, heads = [], None
+        for h in range(1, 2 * w + 2):
+            if overlap_scores_lp(w, h, Fraction(499, 1000)) is not None:
+                heads = h
+                break
+            if overlap_scores_lp(w, h, Fraction(1, 2)) is None:
+                proved.append(h)
+        overlap.append({"w": w, "heads": heads, "proved_impossible": proved})
+    return {"level": level_degree_table(max_w), "overlap_heads": overlap}

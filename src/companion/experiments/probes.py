@@ -43,7 +43,7 @@ from .engine import check_model_size, train_batched
 from .probe_heads import TableMultiHeads, TableSignedHeads
 from .scheduler import environment
 from .store import FrozenConfig, ResultStore
-from .witness_suite import experiment_witness_24
+from .witness_suite import experiment_witness_24, family_digest
 
 __all__ = ["ProbeConfig", "PROBES_FULL", "PROBES_QUICK", "PROBES_SMOKE", "probe_unit_keys",
            "run_probe_sweep", "summarise_probes", "probe_table", "signed_bound_violations",
@@ -51,6 +51,8 @@ __all__ = ["ProbeConfig", "PROBES_FULL", "PROBES_QUICK", "PROBES_SMOKE", "probe_
 
 #: Most models one unit may stack (ranks x seeds): the sweeps use <= 24.
 MAX_UNIT_MODELS = 256
+#: family_digest(experiment_witness_24()): a family passed to run_probe_sweep must match it.
+EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,11 @@ class ProbeConfig(FrozenConfig):
 #: budget; reduced from the issue's E1 full schedule to fit 15 minutes on one core.
 PROBES_FULL = ProbeConfig()
 
-#: What the chapter re-trains live: four heads of rank 1 (total 4) and of rank 2 (total 8),
-#: seed 0, checked against the committed full run.
+#: What the chapter re-trains live (seconds): four heads of rank 1, seeds 0-1, a short
+#: schedule (300 + 200 steps); checked against its committed run, results/probes_quick.json.
 PROBES_QUICK = dataclasses.replace(PROBES_FULL, signed_ranks=(), shared_ranks=(),
-                                   columns_ranks=(), multi_heads=(4,), multi_totals=(4, 8),
-                                   seeds=(0,))
+                                   columns_ranks=(), multi_heads=(4,), multi_totals=(4,),
+                                   seeds=(0, 1), steps=300, surrogate_steps=200)
 
 #: Installation check (``--smoke``, the tests): every unit kind, tiny grids, 30 steps.
 PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=(2,),
@@ -217,17 +219,24 @@ def _train_unit(cfg: ProbeConfig, family, key: str, device: str, progress: bool)
 
 
 def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = False,
-                    out=None, restart: bool = False, keep_models: bool = False) -> dict:
+                    out=None, restart: bool = False, keep_models: bool = False,
+                    family: WitnessFamily | None = None) -> dict:
     """Run (or resume) a sweep. Returns {"config", "config_hash", "units", "models"}: units
     maps a unit key (:func:`probe_unit_keys`) to {"models": [records], "wall_time",
-    "environment"}; models (with ``keep_models``) the stacked modules trained in this call."""
+    "environment"}; models (with ``keep_models``) the stacked modules trained in this call.
+    ``family``: E1's witness family if the caller has built it already (checked by digest;
+    building it takes seconds)."""
     cfg = check_instance(config, "config", ProbeConfig)
     check_bool(progress, "progress")
     check_bool(restart, "restart")
     check_bool(keep_models, "keep_models")
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r:.60}")
-    family = experiment_witness_24()
+    if family is None:
+        family = experiment_witness_24()
+    elif family_digest(check_instance(family, "family", WitnessFamily)) \
+            != EXPERIMENT_FAMILY_DIGEST:
+        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
     store = ResultStore(out, cfg, restart=restart)
     keys, models = probe_unit_keys(cfg), {}
     bar = None
