@@ -23,7 +23,7 @@ import numpy as np
 
 from .checks import check_bool, check_instance, check_int
 
-__all__ = ["HeadTables", "exact_table_outputs", "exact_table_max_error", "MAX_EXACT_ROWS"]
+__all__ = ["HeadTables", "exact_table_outputs", "exact_table_max_error"]
 
 #: Most inputs one exact evaluation accepts (Python integers: ~10 us per input and head).
 MAX_EXACT_ROWS = 2**20
@@ -153,7 +153,10 @@ def exact_table_max_error(tables: HeadTables, token_ids, targets) -> Fraction:
     ids = _check_ids(tables, token_ids)
     if isinstance(targets, (str, bytes)) or targets is None:
         raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
-    targets = np.asarray(targets)
+    try:
+        targets = np.asarray(targets)
+    except ValueError as exc:  # ragged
+        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
     if targets.shape != (len(ids),) or not np.issubdtype(targets.dtype, np.integer):
         raise ValueError(f"targets must be ints of shape ({len(ids)},), got {targets.shape} "
                          f"{targets.dtype}")

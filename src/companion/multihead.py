@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from .attention import KernelAttentionHead, kernel_attention
-from .checks import check_fraction, check_instance, check_int
+from .checks import check_bool, check_fraction, check_instance, check_int, check_tokens
 from .exact_lp import FarkasCertificate, feasible_point
 from .task import all_sequences, check_convention, query_target
 from .witness import WitnessFamily
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: Most sequences an exact multi-head evaluation accepts (Python Fractions).
-MAX_EXACT_SEQUENCES = 2**15
+MAX_EXACT_SEQUENCES = 2**12
 
 
 def _check_heads(heads) -> tuple[KernelAttentionHead, ...]:
@@ -68,7 +68,10 @@ def multihead_attention(heads, sequences, convention="bidirectional", exact: boo
     """y = sum over heads of each head's readout y_h (its own affine readout included)."""
     heads = _check_heads(heads)
     check_convention(convention)
-    if exact and np.size(sequences) > 9 * 64 * MAX_EXACT_SEQUENCES:
+    exact = check_bool(exact, "exact")
+    check_tokens(sequences)
+    if exact and np.ndim(sequences) >= 2 and np.size(sequences) // max(
+            np.shape(sequences)[-1] * np.shape(sequences)[-2], 1) > MAX_EXACT_SEQUENCES:
         raise ValueError(f"sequences: exact evaluation takes at most {MAX_EXACT_SEQUENCES} "
                          "sequences")
     total = None
@@ -80,6 +83,8 @@ def multihead_attention(heads, sequences, convention="bidirectional", exact: boo
 
 def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> Fraction:
     """max |y - t| over the given sequences, in exact arithmetic."""
+    if np.size(check_tokens(sequences)) == 0:
+        raise ValueError("sequences must hold at least one sequence")
     y = multihead_attention(heads, sequences, convention, exact=True)
     t = query_target(sequences, convention)
     return max(abs(Fraction(v) - int(tt)) for v, tt in zip(np.ravel(y), np.ravel(t)))
@@ -375,7 +380,7 @@ def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
     """Max error of :func:`cauchy_overlap_heads` over every input class (|x|, <x,z>, <x,z'>),
     exactly. Every length-3 input falls in one class and the heads' maps depend on the
     input only through its class, so this is the exhaustive max error for every m."""
-    m = _check_m(m, upper=12)
+    m = _check_m(m, upper=8)
     shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
     return overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
 

@@ -44,6 +44,7 @@ from .checks import (
     check_fraction,
     check_instance,
     check_int,
+    check_token,
     check_tokens,
 )
 from .rank_bounds import RankLowerBound
@@ -51,8 +52,6 @@ from .task import check_convention, query_index
 from .witness import WitnessFamily
 
 __all__ = [
-    "DENOMINATOR_CONVENTIONS",
-    "SIGNED_SETTINGS",
     "signed_denominators",
     "signed_attention",
     "signed_max_error_exact",
@@ -69,8 +68,9 @@ __all__ = [
 DENOMINATOR_CONVENTIONS = ("nonzero", "positive")
 #: Settings of :func:`signed_rank_lower_bound`.
 SIGNED_SETTINGS = ("nka", "positive", "shared_keys", "position_dependent")
-#: Most sequences one evaluation accepts (exact mode: Python Fractions, ~50 us each).
-MAX_SIGNED_SEQUENCES = 2**16
+#: Most sequences one evaluation accepts (float / exact: Python Fractions, ~0.5 ms each).
+MAX_SIGNED_SEQUENCES = 2**20
+MAX_EXACT_SEQUENCES = 2**12
 #: Most entries of a matrix :func:`exact_rank` accepts (Gauss-Jordan over Fractions).
 MAX_EXACT_ENTRIES = 2**14
 
@@ -87,9 +87,10 @@ def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
     """alpha (..., n) and scores f_p = <a(x), v_p(x_p)> (..., n), and the bias (...)."""
     x = check_tokens(sequences)
     check_convention(convention)
-    if x.size // x.shape[-1] // x.shape[-2] > MAX_SIGNED_SEQUENCES or x.shape[-1] > 4096:
-        raise ValueError(f"sequences: at most {MAX_SIGNED_SEQUENCES} sequences of width "
-                         f"<= 4096, got shape {x.shape}")
+    limit = MAX_EXACT_SEQUENCES if exact else MAX_SIGNED_SEQUENCES
+    if x.size // x.shape[-1] // x.shape[-2] > limit or x.shape[-1] > 4096:
+        raise ValueError(f"sequences: at most {limit} sequences of width <= 4096 "
+                         f"({'exact' if exact else 'float'} evaluation), got shape {x.shape}")
     n = x.shape[-2]
     q = query_index(n, convention)
     query = x[..., q, :]
@@ -128,6 +129,7 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
     """
     head = _check_head(head)
     _check_denominators(denominators)
+    exact = check_bool(exact, "exact")
     alpha, scores, b = _maps(head, sequences, convention, exact)
     den = alpha.sum(axis=-1)
     num = (alpha * scores).sum(axis=-1)
@@ -158,7 +160,10 @@ def signed_max_error_exact(head, sequences, targets, convention="bidirectional",
     y = signed_attention(head, sequences, convention, exact=True, denominators=denominators)
     if isinstance(targets, (str, bytes)) or targets is None:
         raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
-    t = np.asarray(targets)
+    try:
+        t = np.asarray(targets)
+    except ValueError as exc:  # ragged
+        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
     if t.shape != np.shape(y) or not np.issubdtype(t.dtype, np.integer):
         raise ValueError(f"targets must have shape {np.shape(y)}, got {t.shape}")
     return max(abs(Fraction(v) - int(tt)) for v, tt in zip(np.ravel(y), np.ravel(t)))
@@ -188,8 +193,11 @@ def signed_mediant(head, x, z, z_prime, convention="bidirectional"):
     over sum of denominators —, the closed form (D_z y_z + D_z' y_z') / (D_z + D_z') from the
     pure sequences, and the two arrangements' (output, denominator)), all exact."""
     head = _check_head(head)
-    toks = [check_tokens(t, name, min_ndim=1) for t, name in
-            ((x, "x"), (z, "z"), (z_prime, "z_prime"))]
+    x = check_token(x, "x")
+    if x.shape[0] > 4096:
+        raise ValueError(f"x must have width m <= 4096, got {x.shape[0]}")
+    toks = [x] + [check_token(t, name, x.shape[0]) for t, name in
+                  ((z, "z"), (z_prime, "z_prime"))]
     q = query_index(3, convention)
 
     def seq(keys):
@@ -318,7 +326,11 @@ def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _values(values, limit: int) -> list[Fraction]:
-    if isinstance(values, (str, bytes, dict)) or values is None or np.ndim(values) != 1:
+    try:
+        ndim = np.ndim(values)
+    except ValueError:  # ragged nested lists
+        ndim = -1
+    if isinstance(values, (str, bytes, dict)) or values is None or ndim != 1:
         raise TypeError(f"values must be a 1-d sequence of numbers, got {type(values).__name__}")
     if not 0 < len(values) <= limit:
         raise ValueError(f"values must hold 1 to {limit} numbers, got {len(values)}")

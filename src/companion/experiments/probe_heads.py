@@ -33,7 +33,7 @@ from ..checks import check_bool, check_choice, check_float, check_int, check_int
 from ..exact_tables import HeadTables
 from .engine import check_model_size
 
-__all__ = ["TableSignedHeads", "TableMultiHeads", "SIGNED_PARAMETRISATIONS", "SIGN_INITS"]
+__all__ = ["TableSignedHeads", "TableMultiHeads"]
 
 SIGNED_PARAMETRISATIONS = ("gexp", "raw")
 #: How signed features start: 'positive' (the NKA head of the same seed), 'columns'
@@ -60,7 +60,7 @@ class _StackedTables(torch.nn.Module):
         self.query_position = check_int(query_position, "query_position", 0, self.length - 1)
         self.d = check_int(d, "d", 1)
         self.positional = check_bool(positional, "positional")
-        if dtype not in (torch.float32, torch.float64):
+        if not any(dtype is t for t in (torch.float32, torch.float64)):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
         self.num_positions = self.length if positional else 1

@@ -45,8 +45,8 @@ from .scheduler import environment
 from .store import FrozenConfig, ResultStore
 from .witness_suite import experiment_witness_24, family_digest
 
-__all__ = ["ProbeConfig", "PROBES_FULL", "PROBES_QUICK", "PROBES_SMOKE", "probe_unit_keys",
-           "run_probe_sweep", "summarise_probes", "probe_table", "signed_bound_violations",
+__all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
+           "signed_bound_violations",
            "denominator_structure", "e1_probe_rows", "probe_figure"]
 
 #: Most models one unit may stack (ranks x seeds): the sweeps use <= 24.
@@ -79,7 +79,7 @@ class ProbeConfig(FrozenConfig):
 
     def __post_init__(self):
         put = self._put
-        if self.family != "experiment_witness_24":
+        if not isinstance(self.family, str) or self.family != "experiment_witness_24":
             raise ValueError(f"family must be 'experiment_witness_24', got {self.family!r}")
         for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
             put(name, tuple(sorted(set(check_int_sequence(getattr(self, name), name, 1,
@@ -261,12 +261,28 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
     return result
 
 
-def _records(results) -> list[dict]:
+def _records(results, name: str = "results") -> list[dict]:
     try:
-        return [rec for unit in results["units"].values() for rec in unit["models"]]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"results must be a sweep result {{'units': {{key: {{'models': "
+        if not isinstance(results, dict):
+            raise TypeError(type(results).__name__)
+        recs = [rec for unit in results["units"].values() for rec in unit["models"]]
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{name} must be a sweep result {{'units': {{key: {{'models': "
                          f"[...]}}}}}}, got {type(results).__name__}") from exc
+    if not all(isinstance(rec, dict) for rec in recs):
+        raise ValueError(f"{name}: every model record must be a dict")
+    return recs
+
+
+_ROW_KEYS = ("kind", "heads", "total_rank", "median_max_error", "min_max_error",
+             "max_max_error", "solved", "seeds", "exact", "checked")
+
+
+def _check_rows(rows) -> list[dict]:
+    if not isinstance(rows, (list, tuple)) or not all(
+            isinstance(r, dict) and all(k in r for k in _ROW_KEYS) for r in rows):
+        raise ValueError(f"rows must be a list of summarise_probes rows (keys {_ROW_KEYS})")
+    return list(rows)
 
 
 def summarise_probes(results: dict) -> list[dict]:
@@ -275,9 +291,12 @@ def summarise_probes(results: dict) -> list[dict]:
     groups: dict = {}
     for rec in _records(results):
         try:
-            groups.setdefault((rec["kind"], rec["heads"], rec["total_rank"]), []).append(rec)
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"results: a record lacks kind/heads/total_rank ({exc!r})") from exc
+            key = (str(rec["kind"]), int(rec["heads"]), int(rec["total_rank"]))
+            float(rec["best_max_error"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"results: a record lacks kind/heads/total_rank/best_max_error "
+                             f"({exc!r:.80})") from exc
+        groups.setdefault(key, []).append(rec)
     rows = []
     for (kind, h, total), recs in sorted(groups.items()):
         err = np.array([r["best_max_error"] for r in recs], dtype=float)
@@ -292,6 +311,7 @@ def summarise_probes(results: dict) -> list[dict]:
 
 def probe_table(rows: list[dict], caption: str | None = None) -> Table:
     """Rows of :func:`summarise_probes` as a table (max error median [min, max], solved)."""
+    rows = _check_rows(rows)
     return Table([{"model": row["kind"] if row["kind"] != "multi" else f"{row['heads']} heads",
                    "H r": row["total_rank"], "max error": row["median_max_error"],
                    "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
@@ -315,6 +335,8 @@ def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
             need = signed_rank_lower_bound(bound, "shared_keys")
         else:
             continue
+        if not isinstance(rec.get("rank"), int):
+            raise ValueError("results: a signed record lacks its int rank")
         if rec["rank"] < need:
             bad.append(rec)
     return bad
@@ -322,8 +344,11 @@ def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
 
 def e1_probe_rows(e1_results: dict) -> list[dict]:
     """E1's committed NKA records as rows of :func:`summarise_probes` (kind 'nka', H = 1)."""
-    recs = [{**r, "heads": 1, "total_rank": r["rank"]} for r in _records(e1_results)
-            if r.get("kind") == "nka"]
+    try:
+        recs = [{**r, "heads": 1, "total_rank": r["rank"]}
+                for r in _records(e1_results, "e1_results") if r.get("kind") == "nka"]
+    except KeyError as exc:
+        raise ValueError(f"e1_results: an NKA record lacks {exc}") from exc
     return summarise_probes({"units": {"e1": {"models": recs}}})
 
 
@@ -341,6 +366,7 @@ def probe_figure(rows: list[dict], bound: RankLowerBound, ax=None):
     import matplotlib.pyplot as plt
 
     check_instance(bound, "bound", RankLowerBound)
+    rows = _check_rows(rows)
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 4.4))
     floor = 1e-5  # plotted floor of (near-)zero errors
