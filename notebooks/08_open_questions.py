@@ -17,10 +17,10 @@
 # {prf:ref}`thm-exponential-rank` has two hypotheses that its proof uses in an essential way.
 # The kernel is **nonnegative**, so the output on a mixed sequence is a convex combination of
 # per-token scores; and there is **one head**, so there is exactly one such combination to
-# steer. The paper {cite}`opazo2026threetokens` marks both as open: a signed kernel might
-# cancel terms, several heads might specialise. This chapter probes the two loopholes with
-# proofs where we have them, exact searches where the question is finite, and training runs
-# where it is not. Every statement below is labelled **Proved** (a proof here, checked by a
+# steer. As the explainer relays it, the paper {cite}`opazo2026threetokens` leaves both open:
+# a signed kernel might cancel terms, several heads might specialise. This chapter probes the
+# two loopholes with proofs where we have them, exact searches where the question is finite,
+# and training runs where it is not. Every statement below is labelled **Proved** (a proof here, checked by a
 # test that can fail), **Measured** (an exact search over a stated class, or a training run)
 # or **Open**.
 #
@@ -83,7 +83,8 @@ rng = seed_everything(0)  # seeds python, numpy and torch
 # the book's figure style: fits the text column (<= 7.2 in at dpi 100), legends >= 9 pt
 mpl.rcParams.update({"figure.dpi": 100, "font.size": 10, "legend.fontsize": 9,
                      "axes.titlesize": 10})
-RESULTS = Path("..") / "results" if (Path("..") / "results").is_dir() else Path("results")
+RESULTS = Path("..") / "results"
+RESULTS = RESULTS if RESULTS.is_dir() else Path("results")
 probes = json.loads((RESULTS / "probes_full.json").read_text())
 e1_quick = json.loads((RESULTS / "e1_quick.json").read_text())
 exact_tables = json.loads((RESULTS / "probes_exact.json").read_text())
@@ -206,12 +207,13 @@ for seq, target in zip(ids, family.targets, strict=True):
     i = query_row[tuple(tokens[seq[q]])]
     keys = [seq[p] for p in range(len(seq)) if p != q]
     w = [K[i][k] for k in keys]
-    y = sum(wk * int(S[i] @ tokens[k]) for wk, k in zip(w, keys)) / sum(w) - Fraction(9, 20)
+    scores = [int(S[i] @ tokens[k]) for k in keys]
+    y = sum(wk * sk for wk, sk in zip(w, scores)) / sum(w) - Fraction(9, 20)
     worst = max(worst, abs(y - int(target)))
 display(Table([{"feature rank": r, "negative feature entries": int(negative),
                 "exact max error on F(S)": str(worst), "solves": worst < Fraction(1, 2),
                 "certified bound": bound.rank}],
-              caption="signed features, nonnegative kernel: an NKA head for the theorem"))
+              caption="signed features, nonnegative kernel: an NKA head"))
 
 # %% [markdown]
 # It solves $F(S)$ with rank 28, above the certified 20, as {prf:ref}`thm-exponential-rank`
@@ -310,7 +312,7 @@ dens = signed_denominators(head, seqs, exact=True)
 link_targets = [0, 4, 0, 0]
 Table([{"sequence": name, "denominator": str(d), "output": str(y), "target": t,
         "error": str(abs(y - t))}
-       for name, d, y, t in zip(["(x, z, z)", "(x, z', z')", "(x, z, z')", "(x, z', z)"],
+       for name, d, y, t in zip(["(x,z,z)", "(x,z',z')", "(x,z,z')", "(x,z',z)"],
                                 dens, outputs, link_targets, strict=True)],
       caption=f"D(z)/D(z') = {dens[0] / dens[1]}, gap domination needs >= "
               f"{gap_domination_factor(4, 3, Fraction(2, 5))}")
@@ -345,8 +347,9 @@ from companion.experiments.probes import (
 rows = summarise_probes(probes)
 nka_rows = [r for r in e1_probe_rows(e1_quick) if r["total_rank"] >= 8]
 signed = [r for r in rows if r["kind"].startswith("signed")]
-display(probe_table(nka_rows + signed, caption="best max error on F(S) (median over seeds "
-                    "[min, max]); exact: solved heads re-verified in rational arithmetic"))
+display(probe_table(nka_rows + signed,
+                    caption="best max error on F(S), median over seeds [min, max]; "
+                    "exact: solved heads re-verified in rational arithmetic"))
 records = [rec for unit in probes["units"].values() for rec in unit["models"]]
 sign_rows = []
 for kind in ("signed_pos", "signed_shared", "signed_columns"):
@@ -402,7 +405,7 @@ print("trained heads contradicting the signed certificate:",
 from companion.level_heads import level_feature_rank, min_level_degree
 
 level = exact_tables["level"]
-for w in range(1, 5):  # live re-derivation of the first rows (exact, so compared exactly)
+for w in range(1, 5):  # live re-derivation of the first rows (exact: compared exactly)
     k, _, proved = min_level_degree(w, "nka")
     stored = next(row for row in level if row["kind"] == "nka" and row["w"] == w)
     assert (k, proved) == (stored["k"], stored["proved_impossible"]), w
@@ -540,8 +543,9 @@ Table(rows_all, caption="NKA feature rank on every length-3 input in {0,1}^m "
 # are few.
 
 # %%
-Table([{"m": m, "answer tables": answer_function_count(m),
-        "bits needed": (answer_function_count(m) - 1).bit_length()} for m in range(1, 8)],
+counts = {m: answer_function_count(m) for m in range(1, 8)}
+Table([{"m": m, "answer tables": c, "bits needed": (c - 1).bit_length()}
+       for m, c in counts.items()],
       caption="distinct answer tables over all key pairs (z, z')")
 
 # %% [markdown]
@@ -563,8 +567,10 @@ for h in [1] + sorted({r["heads"] for r in multi}):
     source = nka_rows + [r for r in e1_probe_rows(e1_quick) if r["total_rank"] < 8] \
         if h == 1 else [r for r in multi if r["heads"] == h]
     solving = [r["total_rank"] for r in source if r["solved"] > 0]
-    exact_ok = all(r["exact"] == r["checked"] for r in source if r["total_rank"] < bound.rank)
-    smallest.append({"H": h, "smallest solving total rank": min(solving) if solving else "-",
+    exact_ok = all(r["exact"] == r["checked"] for r in source
+                   if r["total_rank"] < bound.rank)
+    smallest.append({"H": h,
+                     "smallest solving total rank": min(solving) if solving else "-",
                      "grid": str(sorted({r["total_rank"] for r in source})),
                      "all exact checks passed": exact_ok})
 Table(smallest, caption="smallest total rank that solves on at least one seed")
@@ -582,14 +588,14 @@ Table(smallest, caption="smallest total rank that solves on at least one seed")
 # %% tags=["hide-input"]
 from companion.experiments.probes import probe_figure
 
-fig, ax = plt.subplots(figsize=(7.2, 4.4))
-probe_figure([r for r in e1_probe_rows(e1_quick) if r["total_rank"] <= 64] + rows, bound,
-             ax=ax)
+fig, ax = plt.subplots(figsize=(7.2, 5.4))
+one_head = [r for r in e1_probe_rows(e1_quick) if r["total_rank"] <= 64]
+probe_figure(one_head + rows, bound, ax=ax)
 ax.plot([2], [1e-5], marker="*", ms=12, color="tab:blue", ls="none",
         label="2 heads of rank 1 (Prop.)")
 ax.plot([28], [0.45], marker="*", ms=12, color="tab:red", ls="none",
         label="signed features (Sec. 1.2)")
-ax.legend(fontsize=9, loc="lower left", ncol=2)
+ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
 ax.set_xlim(1.5, 80)
 plt.tight_layout()
 plt.show()
@@ -605,7 +611,7 @@ plt.show()
 # ## 4. A live re-run
 #
 # The cell below re-trains a small subset to show that the code runs here: four heads of
-# rank 1 (total 4), seeds 0 and 1, on a short schedule (300 + 200 steps, `PROBES_QUICK`), and
+# rank 1 (total 4), seeds 0 and 1, on a short schedule (200 + 100 steps, `PROBES_QUICK`), and
 # checks them against the committed run of the same configuration
 # (`python -m companion probes --quick`, `results/probes_quick.json`): each model's best max
 # error within $\pm 0.25$ of the committed value (at least three times the cross-path spread

@@ -108,10 +108,10 @@ class ProbeConfig(FrozenConfig):
 PROBES_FULL = ProbeConfig()
 
 #: What the chapter re-trains live (seconds): four heads of rank 1, seeds 0-1, a short
-#: schedule (300 + 200 steps); checked against its committed run, results/probes_quick.json.
+#: schedule (200 + 100 steps); checked against its committed run, results/probes_quick.json.
 PROBES_QUICK = dataclasses.replace(PROBES_FULL, signed_ranks=(), shared_ranks=(),
                                    columns_ranks=(), multi_heads=(4,), multi_totals=(4,),
-                                   seeds=(0, 1), steps=300, surrogate_steps=200)
+                                   seeds=(0, 1), steps=200, surrogate_steps=100)
 
 #: Installation check (``--smoke``, the tests): every unit kind, tiny grids, 30 steps.
 PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=(2,),
@@ -385,15 +385,19 @@ def probe_figure(rows: list[dict], bound: RankLowerBound, ax=None):
     ax.axhline(0.5, color="gray", ls=":", lw=1)
     ax.text(0.01, 0.5, " error 1/2", color="gray", va="bottom", fontsize=9,
             transform=ax.get_yaxis_transform())
-    ax.axvspan(bound.rank, 64, color="0.93", zorder=0)
+    ax.axvspan(bound.rank, 128, color="0.93", zorder=0)
     ax.axvline(bound.rank, color="k", ls="--", lw=1)
     ax.text(bound.rank, 0.02, f" NKA certificate $r \\geq {bound.rank}$", fontsize=9,
             transform=ax.get_xaxis_transform())
-    for setting, ls in (("positive", "-."), ("shared_keys", ":")):
-        ax.axvline(signed_rank_lower_bound(bound, setting), color="tab:red", ls=ls, lw=0.8)
+    for setting, ls, y in (("positive", "-.", 0.9), ("shared_keys", ":", 0.97)):
+        rank = signed_rank_lower_bound(bound, setting)
+        ax.axvline(rank, color="tab:red", ls=ls, lw=0.8)
+        ax.text(rank, y, f"signed {'(a)' if setting == 'positive' else '(b)'}: {rank} ",
+                color="tab:red", fontsize=9, ha="right", va="top",
+                transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("total feature rank $H r$")
     ax.set_ylabel("best max error on $F(S)$")
-    ax.legend(fontsize=9, loc="lower left", ncol=2)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
     return ax
