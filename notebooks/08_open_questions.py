@@ -20,9 +20,9 @@
 # steer. As the explainer relays it, the paper {cite}`opazo2026threetokens` leaves both open:
 # a signed kernel might cancel terms, several heads might specialise. This chapter probes the
 # two loopholes with proofs where we have them, exact searches where the question is finite,
-# and training runs where it is not. Every statement below is labelled **Proved** (a proof here, checked by a
-# test that can fail), **Measured** (an exact search over a stated class, or a training run)
-# or **Open**.
+# and training runs where it is not. Every statement below is labelled **Proved** (a proof
+# here, checked by a test that can fail), **Measured** (an exact search over a stated class,
+# or a training run) or **Open**.
 #
 # ```{admonition} Key result
 # :class: tip
