@@ -392,14 +392,16 @@ print("trained heads contradicting the signed certificate:",
 #
 # For every query weight $w \leq 8$, an NKA level head with error $< 1/2$ on every length-3
 # input exists with kernel degree $0$ ($w = 1$), $1$ ($2 \leq w \leq 5$) and $2$
-# ($6 \leq w \leq 8$), and no level head of smaller degree has error $< 1/2$ (for $w \ge 3$;
-# at $w = 2$ degree 0 reaches exactly $1/2$). Signed level heads whose denominators share one
-# sign need exactly the same degrees.
+# ($6 \leq w \leq 8$), and no level head of smaller degree has error $< 1/2$. Signed level
+# heads whose denominators share one sign need exactly the same degrees.
 # ```
 #
 # The proof is the table below: each entry is an LP solution or a Farkas certificate, both
 # re-checked exactly (`results/probes_exact.json`, from `python -m companion probes --exact`;
-# the cell re-derives the entries for $w \leq 4$ live and compares).
+# the cell re-derives the entries for $w \leq 4$ live and compares). The one gap in the
+# certificates is degree 0 at $w = 2$, whose best error is exactly $1/2$: a constant kernel
+# makes the output additive in the two overlaps, and the four-point argument of
+# {prf:ref}`prop-normalisation-needed` rules it out.
 
 # %%
 from companion.level_heads import level_feature_rank, min_level_degree
@@ -443,7 +445,9 @@ Table([{"w = m": w, "NKA degree": by_w["nka", w]["k"],
 # and readout, combined by one query-dependent affine readout:
 # $y(X) = \sum_h \langle a_h(x), o_h(X)\rangle + b(x)$ with
 # $o_h = \sum_p \alpha^h_p v^h_p / \sum_p \alpha^h_p$. Its total feature rank is
-# $\sum_h r_h$. This is the transcript model of {prf:ref}`def-transcript-model` with one layer.
+# $\sum_h r_h$. The keys reach the query only through the $H$ sketches
+# $(\sum_p \phi^h_{K,p} v^{h\top}_p, \sum_p \phi^h_{K,p})$, i.e. $\sum_h r_h (d_h + 1)$
+# numbers; at finite precision this is a transcript model ({prf:ref}`def-transcript-model`).
 # ```
 #
 # Each head's output is still a convex combination of its own scores; the sum of two is not a
@@ -537,10 +541,11 @@ Table(rows_all, caption="NKA feature rank on every length-3 input in {0,1}^m "
 # constructions pay in the value width ($d = 2^m$ here), since the scores are arbitrary
 # functions of $(|x|, \langle x, z\rangle)$.
 #
-# {prf:ref}`thm-transcript` counts something else: the numbers in the keys' sketch,
-# $\sum_h r_h(d_h + 1)$, at $b$ bits each. Here it is weak: the answer tables
-# $x \mapsto \min(\langle x, z\rangle, \langle x, z'\rangle)$ that the keys must tell apart
-# are few.
+# A counting argument in the spirit of {prf:ref}`thm-transcript` measures something else:
+# the numbers in the keys' sketch, $\sum_h r_h(d_h + 1)$, at $b$ bits each. Two key pairs
+# with different answer tables $x \mapsto \min(\langle x, z\rangle, \langle x, z'\rangle)$
+# must send different sketches, so the sketch needs at least $\log_2$ (number of answer
+# tables) bits. On all length-3 inputs these tables are few:
 
 # %%
 counts = {m: answer_function_count(m) for m in range(1, 8)}
