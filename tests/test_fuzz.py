@@ -96,6 +96,15 @@ SKIP = {
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
     "the caller's arguments (passed in as `what`); fuzzed through TableKernelHeads, "
     "MLPKernelHeads and build_unit, whose oversized arguments it rejects",
+    "companion.level_heads:LevelSolution": _REC + " (level_lp)",
+    **{f"companion.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
+       "(query weight w <= 8) is a legitimately long computation (up to ~30 s): like the "
+       "Adam steps of LONG_BY_DESIGN it is not drawn at random; its argument checks are "
+       "tested in tests/test_level_heads.py::test_level_bad_input"
+       for f in ("level_lp", "min_level_degree", "level_degree_table", "exact_probe_tables")},
+    "companion.multihead:overlap_scores_lp": "an exact LP (see companion.level_heads:level_lp); "
+    "argument checks tested in tests/test_multihead.py::test_one_overlap_head_cannot_and_the_"
+    "lp_says_so",
     "companion.experiments.store:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",
@@ -346,7 +355,39 @@ NOMINAL = {
 }
 
 CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
+RANK_BOUND = Lazy("builtins:getattr", (CERT, "bound"))
+_TABLE_HEAD = (np.ones((2, 1)), np.ones((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((2, 1)))
+TABLES = Lazy("companion.exact_tables:HeadTables", ((_TABLE_HEAD,), np.zeros(2), True, 0))
+_CH8 = {
+    "companion.exact_lp:feasible_point": {"A": [[1, 0], [0, 1]], "b": [1, 1]},
+    "companion.exact_lp:check_point": {"A": [[1, 0], [0, 1]], "b": [1, 1], "x": [0, 0]},
+    "companion.exact_lp:check_farkas": {
+        "A": [[1], [-1]], "b": [0, -1], "cert": Lazy("companion.exact_lp:FarkasCertificate",
+                                                      ([1, 1],))},
+    "companion.exact_lp:FarkasCertificate": {"y": [1, 2]},
+    "companion.exact_tables:HeadTables": {"heads": (_TABLE_HEAD,), "bias": np.zeros(2),
+                                          "positional": True, "query_position": 0},
+    "companion.exact_tables:exact_table_outputs": {"tables": TABLES,
+                                                   "token_ids": np.array([[0, 1, 1]])},
+    "companion.exact_tables:exact_table_max_error": {
+        "tables": TABLES, "token_ids": np.array([[0, 1, 1]]), "targets": np.array([0])},
+    "companion.experiments.probe_heads:TableMultiHeads": {"heads": (2,), "ranks": (1,)},
+    "companion.experiments.probes:probe_unit_keys": {
+        "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
+    "companion.experiments.probes:signed_bound_violations": {"bound": RANK_BOUND},
+    "companion.experiments.probes:denominator_structure": {"tables": TABLES},
+    "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},
+    "companion.experiments.probes:probe_figure": {"bound": RANK_BOUND},
+    "companion.level_heads:level_max_error": {
+        "sol": Lazy("companion.level_heads:level_lp", (1, 1))},
+    "companion.multihead:multihead_attention": {"heads": (HEAD,)},
+    "companion.multihead:multihead_max_error_exact": {"heads": (HEAD,)},
+    "companion.signed_heads:signed_rank_lower_bound": {"bound": RANK_BOUND,
+                                                       "setting": "positive"},
+    "companion.signed_heads:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
+}
 OVERRIDES = {
+    **_CH8,
     "companion.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
     "companion.codes:paley_hadamard_matrix": {"q": 11},
     "companion.codes:paley_hadamard_code": {"q": 11},
@@ -500,7 +541,7 @@ SIZE_NAMES = set("m n G G_max g k l q s a b L H r d w N R count size pool_size s
                  "max_size max_sequences max_tokens max_vectors min_sequences m_max threads "
                  "value_dim score_dim d query_position length steps surrogate_steps "
                  "surrogate_power layers heads rank symbol_bits min_gap weight max_m max_n "
-                 "exact_every n_train n_test seed_block only_rank r_star pad_to "
+                 "exact_every n_train n_test seed_block only_rank r_star pad_to max_w pad_heads "
                  "eval_every batch_size history_steps data_seed rows cols num_inputs "
                  "shift_period upper low high min_ndim residue restarts rounds denominator".split())
 REAL_NAMES = set("eps beta ratio decay sigma lo hi lr final_lr_fraction train_fraction "

@@ -22,8 +22,9 @@ from pathlib import Path
 import yaml
 
 DATA_FILE = "book/claims.yml"
-VERDICTS = ("reproduced", "reproduced with our constant", "differs", "pending")
-NEEDS_OURS = ("reproduced with our constant", "differs")
+VERDICTS = ("reproduced", "reproduced with our constant", "differs", "pending",
+            "open question — probed")
+NEEDS_OURS = ("reproduced with our constant", "differs", "open question — probed")
 REQUIRED_KEYS = ("id", "claim", "paper", "verdict")
 OPTIONAL_KEYS = ("chapter", "tests", "ours", "note", "proof")
 

@@ -11,13 +11,18 @@ so rerunning the same command after an interruption resumes without redoing fini
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
 Shows a tqdm progress bar on stderr.
 
+    python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
+
+runs chapter 8's witness sweep (signed heads, several heads), resumable in the same way;
+``--exact`` writes its exact LP tables instead (results/probes_exact.json).
+
     python -m companion verify-head FILE [FILE ...]
 
 re-verifies head files (``results/heads/*.json``) in exact arithmetic on every input of their
 witness family and prints each head's rank and exact max error; exit status 2 (one line per
 failing file) if any fails.
 
-Serves chapters 6 and 7 (the full-size runs behind their committed results) and chapter 3
+Serves chapters 6, 7 and 8 (the full-size runs behind their committed results) and chapter 3
 (the sandwich's exact heads).
 """
 
@@ -30,7 +35,8 @@ import sys
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m companion", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="experiment", required=True)
-    for name, what in (("e1", "E1 witness suite"), ("e2", "E2 OOD scaling sweep")):
+    for name, what in (("e1", "E1 witness suite"), ("e2", "E2 OOD scaling sweep"),
+                       ("probes", "chapter 8: signed heads and several heads on F(S)")):
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
         mode.add_argument(
@@ -55,13 +61,19 @@ def _parser() -> argparse.ArgumentParser:
             help="a tiny configuration (seconds): checks an installation or a cluster",
         )
         s.set_defaults(mode="full")
-        s.add_argument(
-            "--scheduler",
-            default=None,
-            metavar="local:N|ADDRESS",
-            help="run the units as Dask tasks: local:N starts N worker processes here, "
-            "tcp://HOST:PORT connects to a running dask scheduler (default: in this process)",
-        )
+        if name == "probes":  # a few short units: always in this process
+            mode.add_argument(
+                "--exact", dest="mode", action="store_const", const="exact",
+                help="the exact LP tables (level heads, overlap heads; no training)")
+            s.set_defaults(scheduler=None)
+        else:
+            s.add_argument(
+                "--scheduler",
+                default=None,
+                metavar="local:N|ADDRESS",
+                help="run the units as Dask tasks: local:N starts N worker processes here, "
+                "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
+            )
         s.add_argument(
             "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
         )
@@ -157,7 +169,8 @@ def _main(args) -> int:
         raise _UsageError(f"--out {out}: cannot write a results file there "
                           f"({exc.strerror or exc}); choose another path") from exc
     try:
-        (_run_e1 if args.experiment == "e1" else _run_e2)(args, device, out)
+        {"e1": _run_e1, "e2": _run_e2, "probes": _run_probes}[args.experiment](
+            args, device, out)
     except (DaskMissingError, SchedulerUnreachableError) as exc:
         raise _UsageError(str(exc)) from exc
     except ResultFileError as exc:
@@ -200,6 +213,39 @@ def _run_e2(args, device: str, out: str) -> None:
     for m, width in res["widths"].items():
         print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
               f"{width['transition_r']}")
+
+
+def _run_probes(args, device: str, out: str) -> None:
+    if args.mode == "exact":
+        import time
+
+        from .experiments.store import atomic_write_json
+        from .level_heads import exact_probe_tables
+
+        start = time.perf_counter()
+        tables = exact_probe_tables(8)
+        tables["produced_by"] = "python -m companion probes --exact"
+        tables["wall_time"] = round(time.perf_counter() - start, 1)
+        atomic_write_json(out, tables)
+        for row in tables["level"]:
+            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+                  f"impossible {row['proved_impossible']}")
+        return
+    from .experiments.probes import (
+        PROBES_FULL,
+        PROBES_QUICK,
+        PROBES_SMOKE,
+        run_probe_sweep,
+        summarise_probes,
+    )
+
+    config = {"full": PROBES_FULL, "quick": PROBES_QUICK, "smoke": PROBES_SMOKE}[args.mode]
+    res = run_probe_sweep(config, device=device, progress=args.progress, out=out,
+                          restart=args.restart)
+    for row in summarise_probes(res):
+        print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
+              f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
+              f"exactly verified {row['exact']}/{row['checked']}")
 
 
 if __name__ == "__main__":

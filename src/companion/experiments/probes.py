@@ -1,0 +1,403 @@
+"""Chapter 8's witness sweep: signed heads and several heads against the certified bound.
+
+On E1's witness family F(S) (:func:`companion.experiments.witness_suite.experiment_witness_24`)
+with E1's protocol (Adam, cosine schedule, MSE then the L16 max-error surrogate, best
+checkpoint, d = 16), the sweep trains
+
+* ``signed_pos``: one signed head per rank (:class:`TableSignedHeads`, position-dependent
+  keys, started at the NKA head of the same seed),
+* ``signed_shared``: the same with keys shared by the positions,
+* ``signed_columns``: position-dependent keys started *inside* the signed regime (half of
+  each model's columns negated: alpha = K_plus - K_minus),
+* ``multi_H<H>``: H NKA heads of rank r each (:class:`TableMultiHeads`) at total rank H r.
+
+One head (H = 1, NKA) is E1 itself; the chapter reads it from E1's committed results at the
+same schedule instead of retraining it. Each unit is stored as soon as it finishes
+(:class:`companion.experiments.store.ResultStore`), so the CLI ``python -m companion probes``
+resumes an interrupted run. Every model that solves (max error < 1/2) with total rank below
+``verify_below`` is re-verified in exact arithmetic
+(:func:`companion.exact_tables.exact_table_max_error`); signed models also store the signs of
+their denominators (:func:`denominator_structure`), which decide which part of
+``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
+
+Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ..checks import check_bool, check_float, check_instance, check_int, check_int_sequence
+from ..exact_tables import HeadTables, exact_table_max_error
+from ..rank_bounds import RankLowerBound
+from ..signed_heads import signed_rank_lower_bound
+from ..tables import Table
+from ..witness import WitnessFamily
+from .engine import check_model_size, train_batched
+from .probe_heads import TableMultiHeads, TableSignedHeads
+from .scheduler import environment
+from .store import FrozenConfig, ResultStore
+from .witness_suite import experiment_witness_24, family_digest
+
+__all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
+           "signed_bound_violations",
+           "denominator_structure", "e1_probe_rows", "probe_figure"]
+
+#: Most models one unit may stack (ranks x seeds): the sweeps use <= 24.
+MAX_UNIT_MODELS = 256
+#: family_digest(experiment_witness_24()): a family passed to run_probe_sweep must match it.
+EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
+
+
+@dataclass(frozen=True)
+class ProbeConfig(FrozenConfig):
+    """One chapter-8 sweep; every grid may be empty (that unit is skipped). Defaults: the
+    committed full run (see :data:`PROBES_FULL`)."""
+
+    family: str = "experiment_witness_24"
+    signed_ranks: tuple[int, ...] = (16, 20, 24, 28, 32)
+    shared_ranks: tuple[int, ...] = (12, 20)
+    columns_ranks: tuple[int, ...] = (16, 32)
+    multi_heads: tuple[int, ...] = (2, 4, 8)
+    multi_totals: tuple[int, ...] = (2, 4, 8, 16)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    d: int = 16
+    phi_std: float = 1.0
+    gain_scale: float = 0.1
+    lr: float = 0.03
+    final_lr_fraction: float = 0.02
+    steps: int = 1200
+    surrogate_steps: int = 800
+    surrogate_power: int = 16
+    verify_below: int = 20
+
+    def __post_init__(self):
+        put = self._put
+        if not isinstance(self.family, str) or self.family != "experiment_witness_24":
+            raise ValueError(f"family must be 'experiment_witness_24', got {self.family!r}")
+        for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
+            put(name, tuple(sorted(set(check_int_sequence(getattr(self, name), name, 1,
+                                                          4096, allow_empty=True)))))
+        put("multi_heads", tuple(sorted(set(check_int_sequence(
+            self.multi_heads, "multi_heads", 2, 64, allow_empty=True)))))
+        put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0, 2**32 - 1)))
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct and not empty, got {self.seeds}")
+        for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
+            if len(getattr(self, name)) * len(self.seeds) > MAX_UNIT_MODELS:
+                raise ValueError(f"{name} x seeds give more than {MAX_UNIT_MODELS} models")
+        put("d", check_int(self.d, "d", 1, 1024))
+        put("steps", check_int(self.steps, "steps", 1, 100_000))
+        put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0, 100_000))
+        put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
+        put("verify_below", check_int(self.verify_below, "verify_below", 0, 4096))
+        for name in ("phi_std", "gain_scale"):
+            put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
+        self._check_schedule()
+
+
+#: The committed full run (``python -m companion probes --full``, results/probes_full.json):
+#: E1's *quick* schedule and seeds, so it compares with results/e1_quick.json at the same
+#: budget; reduced from the issue's E1 full schedule to fit 15 minutes on one core.
+PROBES_FULL = ProbeConfig()
+
+#: What the chapter re-trains live (seconds): four heads of rank 1, seeds 0-1, a short
+#: schedule (200 + 100 steps); checked against its committed run, results/probes_quick.json.
+PROBES_QUICK = dataclasses.replace(PROBES_FULL, signed_ranks=(), shared_ranks=(),
+                                   columns_ranks=(), multi_heads=(4,), multi_totals=(4,),
+                                   seeds=(0, 1), steps=200, surrogate_steps=100)
+
+#: Installation check (``--smoke``, the tests): every unit kind, tiny grids, 30 steps.
+PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=(2,),
+                                   columns_ranks=(2,), multi_heads=(2,), multi_totals=(4,),
+                                   seeds=(0,), steps=20, surrogate_steps=10)
+
+
+def probe_unit_keys(config: ProbeConfig) -> list[str]:
+    """The sweep's unit keys, in run order: signed_pos, signed_shared, signed_columns,
+    multi_H<H> (each only where its grid is not empty)."""
+    cfg = check_instance(config, "config", ProbeConfig)
+    keys = [k for k, grid in (("signed_pos", cfg.signed_ranks),
+                              ("signed_shared", cfg.shared_ranks),
+                              ("signed_columns", cfg.columns_ranks)) if grid]
+    keys += [f"multi_H{h}" for h in cfg.multi_heads
+             if any(t % h == 0 for t in cfg.multi_totals)]
+    return keys
+
+
+def _build(cfg: ProbeConfig, family, key: str):
+    """The stacked models of one unit and their labels (kind, heads, rank, seed)."""
+    num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
+    qpos, seeds = int(family.query_position), list(cfg.seeds)
+    if key.startswith("signed"):
+        grid = {"signed_pos": cfg.signed_ranks, "signed_shared": cfg.shared_ranks,
+                "signed_columns": cfg.columns_ranks}[key]
+        ranks = [r for r in grid for _ in seeds]
+        ss = [s for _ in grid for s in seeds]
+        model = TableSignedHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
+                                 positional=key != "signed_shared", phi_std=cfg.phi_std,
+                                 gain_scale=cfg.gain_scale,
+                                 sign_init="columns" if key == "signed_columns" else "positive")
+        return model, [(key, 1, r, s) for r, s in zip(ranks, ss)]
+    h = int(key.removeprefix("multi_H"))
+    pairs = [(t // h, t) for t in cfg.multi_totals if t % h == 0]
+    ranks = [r for r, _ in pairs for _ in seeds]
+    ss = [s for _ in pairs for s in seeds]
+    check_model_size(len(ranks) * h, "multi_totals x seeds x heads (number of heads)")
+    model = TableMultiHeads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
+                            d=cfg.d, phi_std=cfg.phi_std)
+    return model, [("multi", h, r, s) for r, s in zip(ranks, ss)]
+
+
+def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
+    """Signs of a single head's denominators on the family (float64): sign_consistent (each
+    query's denominators share one sign: part (a) of the signed certificate applies),
+    arrangement_flips (mixed links whose two arrangements have opposite signs),
+    negative_rows, negative_weights (share of alpha_p(x, x_p) < 0), negative_features."""
+    check_instance(tables, "tables", HeadTables)
+    family = check_instance(family, "family", WitnessFamily)
+    if len(tables.heads) != 1:
+        raise ValueError(f"tables must hold one head, got {len(tables.heads)}")
+    (fq, fk, _, _), = tables.heads
+    ids = np.asarray(family.token_ids)
+    n = ids.shape[1]
+    if fq.shape[0] != len(family.tokens) or fk.shape[0] != (n if tables.positional else 1):
+        raise ValueError("tables do not fit the family's tokens and length")
+    pos = np.arange(n) if tables.positional else np.zeros(n, dtype=np.int64)
+    x = ids[:, family.query_position]
+    alpha = np.stack([(fq[x] * fk[pos[p], ids[:, p]]).sum(-1) for p in range(n)], -1)
+    den = alpha.sum(-1)
+    qid = np.asarray(family.query_ids)
+    consistent = all(bool(np.all(den[qid == i] > 0) or np.all(den[qid == i] < 0))
+                     for i in np.unique(qid))
+    flips = sum(int(np.sign(den[lk.mixed_rows[0]]) != np.sign(den[lk.mixed_rows[-1]]))
+                for lk in family.links)
+    return {"sign_consistent": consistent, "arrangement_flips": flips,
+            "negative_rows": int((den < 0).sum()),
+            "negative_weights": round(float((alpha < 0).mean()), 6),
+            "negative_features": round(float(((fq < 0).mean() + (fk < 0).mean()) / 2), 6)}
+
+
+def _verify(tables: HeadTables, family) -> dict:
+    try:
+        err = exact_table_max_error(tables, family.token_ids, np.asarray(family.targets))
+    except ValueError as exc:  # a vanishing denominator: no output there, not a solution
+        return {"exact_max_error": None, "exact_solved": False, "exact_note": str(exc)}
+    return {"exact_max_error": str(err), "exact_solved": bool(err < Fraction(1, 2))}
+
+
+def _train_unit(cfg: ProbeConfig, family, key: str, device: str, progress: bool):
+    model, labels = _build(cfg, family, key)
+    ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
+    y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
+                        device=device)
+    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
+                        final_lr_fraction=cfg.final_lr_fraction,
+                        surrogate_steps=cfg.surrogate_steps,
+                        surrogate_power=cfg.surrogate_power, seed=0, device=device,
+                        progress=progress)
+    records = []
+    for i, (kind, h, r, s) in enumerate(labels):
+        rec = {"kind": kind, "heads": h, "rank": r, "total_rank": h * r, "seed": s,
+               "best_max_error": round(float(res.best_max_error[i]), 6),
+               "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
+               "final_max_error": round(float(res.final_max_error[i]), 6),
+               "best_step": int(res.best_step[i])}
+        tables = res.model.cpu().export(i)
+        if kind.startswith("signed"):
+            rec.update(denominator_structure(tables, family))
+        if rec["best_max_error"] < 0.5 and h * r < cfg.verify_below:
+            rec.update(_verify(tables, family))
+        records.append(rec)
+    return records, res
+
+
+def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = False,
+                    out=None, restart: bool = False, keep_models: bool = False,
+                    family: WitnessFamily | None = None) -> dict:
+    """Run (or resume) a sweep. Returns {"config", "config_hash", "units", "models"}: units
+    maps a unit key (:func:`probe_unit_keys`) to {"models": [records], "wall_time",
+    "environment"}; models (with ``keep_models``) the stacked modules trained in this call.
+    ``family``: E1's witness family if the caller has built it already (checked by digest;
+    building it takes seconds)."""
+    cfg = check_instance(config, "config", ProbeConfig)
+    check_bool(progress, "progress")
+    check_bool(restart, "restart")
+    check_bool(keep_models, "keep_models")
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r:.60}")
+    if family is None:
+        family = experiment_witness_24()
+    elif family_digest(check_instance(family, "family", WitnessFamily)) \
+            != EXPERIMENT_FAMILY_DIGEST:
+        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
+    store = ResultStore(out, cfg, restart=restart)
+    keys, models = probe_unit_keys(cfg), {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(keys), desc="probe units")
+    for key in keys:
+        if not store.done(key):
+            start = time.perf_counter()
+            records, res = _train_unit(cfg, family, key, device, progress)
+            store.put(key, {"models": records, "environment": environment(device),
+                            "wall_time": round(time.perf_counter() - start, 2)})
+            if keep_models:
+                models[key] = res.model
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    result = store.as_dict()
+    result["models"] = models
+    return result
+
+
+def _records(results, name: str = "results") -> list[dict]:
+    try:
+        if not isinstance(results, dict):
+            raise TypeError(type(results).__name__)
+        recs = [rec for unit in results["units"].values() for rec in unit["models"]]
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{name} must be a sweep result {{'units': {{key: {{'models': "
+                         f"[...]}}}}}}, got {type(results).__name__}") from exc
+    if not all(isinstance(rec, dict) for rec in recs):
+        raise ValueError(f"{name}: every model record must be a dict")
+    return recs
+
+
+_ROW_KEYS = ("kind", "heads", "total_rank", "median_max_error", "min_max_error",
+             "max_max_error", "solved", "seeds", "exact", "checked")
+
+
+def _check_rows(rows) -> list[dict]:
+    if not isinstance(rows, (list, tuple)) or not all(
+            isinstance(r, dict) and all(k in r for k in _ROW_KEYS) for r in rows):
+        raise ValueError(f"rows must be a list of summarise_probes rows (keys {_ROW_KEYS})")
+    return list(rows)
+
+
+def summarise_probes(results: dict) -> list[dict]:
+    """Per (kind, heads, total rank): best max error median / min / max over seeds, solved
+    seeds (max error < 1/2) and, of those exactly re-verified, how many solve exactly."""
+    groups: dict = {}
+    for rec in _records(results):
+        try:
+            key = (str(rec["kind"]), int(rec["heads"]), int(rec["total_rank"]))
+            float(rec["best_max_error"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"results: a record lacks kind/heads/total_rank/best_max_error "
+                             f"({exc!r:.80})") from exc
+        groups.setdefault(key, []).append(rec)
+    rows = []
+    for (kind, h, total), recs in sorted(groups.items()):
+        err = np.array([r["best_max_error"] for r in recs], dtype=float)
+        checked = [r for r in recs if "exact_solved" in r]
+        rows.append({"kind": kind, "heads": h, "rank": total // h, "total_rank": total,
+                     "median_max_error": float(np.median(err)), "min_max_error": float(err.min()),
+                     "max_max_error": float(err.max()), "solved": int((err < 0.5).sum()),
+                     "seeds": len(recs), "checked": len(checked),
+                     "exact": sum(bool(r["exact_solved"]) for r in checked)})
+    return rows
+
+
+def probe_table(rows: list[dict], caption: str | None = None) -> Table:
+    """Rows of :func:`summarise_probes` as a table (max error median [min, max], solved)."""
+    rows = _check_rows(rows)
+    return Table([{"model": row["kind"] if row["kind"] != "multi" else f"{row['heads']} heads",
+                   "H r": row["total_rank"], "max error": row["median_max_error"],
+                   "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
+                   "solved": f"{row['solved']}/{row['seeds']}",
+                   "exact": f"{row['exact']}/{row['checked']}" if row["checked"] else "-"}
+                  for row in rows], caption=caption, formats={"max error": ".3f"})
+
+
+def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
+    """Signed records that would contradict the signed certificate: exactly solved with rank
+    below its part (a) bound (denominators of one sign per query) or part (b) bound (shared
+    keys). Position-dependent keys with sign changes: no bound known, never listed."""
+    check_instance(bound, "bound", RankLowerBound)
+    bad = []
+    for rec in _records(results):
+        if not str(rec.get("kind", "")).startswith("signed") or not rec.get("exact_solved"):
+            continue
+        if rec.get("sign_consistent"):
+            need = signed_rank_lower_bound(bound, "positive")
+        elif rec["kind"] == "signed_shared":
+            need = signed_rank_lower_bound(bound, "shared_keys")
+        else:
+            continue
+        if not isinstance(rec.get("rank"), int):
+            raise ValueError("results: a signed record lacks its int rank")
+        if rec["rank"] < need:
+            bad.append(rec)
+    return bad
+
+
+def e1_probe_rows(e1_results: dict) -> list[dict]:
+    """E1's committed NKA records as rows of :func:`summarise_probes` (kind 'nka', H = 1)."""
+    try:
+        recs = [{**r, "heads": 1, "total_rank": r["rank"]}
+                for r in _records(e1_results, "e1_results") if r.get("kind") == "nka"]
+    except KeyError as exc:
+        raise ValueError(f"e1_results: an NKA record lacks {exc}") from exc
+    return summarise_probes({"units": {"e1": {"models": recs}}})
+
+
+_STYLES = {"nka": ("NKA, one head (E1)", "k", "o"),
+           "signed_pos": ("signed, NKA start", "tab:red", "s"),
+           "signed_shared": ("signed, shared keys", "tab:orange", "D"),
+           "signed_columns": ("signed, signed start", "tab:brown", "X"),
+           2: ("2 NKA heads", "tab:blue", "^"), 4: ("4 NKA heads", "tab:green", "v"),
+           8: ("8 NKA heads", "tab:purple", "P")}
+
+
+def probe_figure(rows: list[dict], bound: RankLowerBound, ax=None):
+    """Best max error (log) against total feature rank H r (log2), one curve per model class
+    (median over seeds, bars min..max), the line 1/2 and the certified bounds."""
+    import matplotlib.pyplot as plt
+
+    check_instance(bound, "bound", RankLowerBound)
+    rows = _check_rows(rows)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.0, 4.4))
+    floor = 1e-5  # plotted floor of (near-)zero errors
+    groups: dict = {}
+    for row in rows:
+        key = row["heads"] if row["kind"] == "multi" else row["kind"]
+        groups.setdefault(key, []).append(row)
+    for key, rs in groups.items():
+        label, color, marker = _STYLES.get(key, (str(key), "gray", "x"))
+        rs = sorted(rs, key=lambda r: r["total_rank"])
+        med = np.maximum([r["median_max_error"] for r in rs], floor)
+        lo = np.maximum([r["min_max_error"] for r in rs], floor)
+        hi = np.maximum([r["max_max_error"] for r in rs], floor)
+        ax.errorbar([r["total_rank"] for r in rs], med, yerr=[med - lo, hi - med], color=color,
+                    marker=marker, capsize=3, label=label, lw=1.2, ms=5)
+    ax.axhline(0.5, color="gray", ls=":", lw=1)
+    ax.text(0.01, 0.5, " error 1/2", color="gray", va="bottom", fontsize=9,
+            transform=ax.get_yaxis_transform())
+    ax.axvspan(bound.rank, 128, color="0.93", zorder=0)
+    ax.axvline(bound.rank, color="k", ls="--", lw=1)
+    ax.text(bound.rank, 0.02, f" NKA certificate $r \\geq {bound.rank}$", fontsize=9,
+            transform=ax.get_xaxis_transform())
+    for setting, ls, y in (("positive", "-.", 0.9), ("shared_keys", ":", 0.97)):
+        rank = signed_rank_lower_bound(bound, setting)
+        ax.axvline(rank, color="tab:red", ls=ls, lw=0.8)
+        ax.text(rank, y, f"signed {'(a)' if setting == 'positive' else '(b)'}: {rank} ",
+                color="tab:red", fontsize=9, ha="right", va="top",
+                transform=ax.get_xaxis_transform())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("total feature rank $H r$")
+    ax.set_ylabel("best max error on $F(S)$")
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+    return ax
