@@ -34,7 +34,7 @@ from companion.rank_bounds import (
     sharpened_value,
 )
 from companion.task import token_pool
-from companion.witness import chain_key, witness_family, without_rows
+from companion.witness import chain_key, without_rows, witness_family
 
 
 def test_check_array_accepts_real_arrays_and_exact_tables():
