@@ -183,7 +183,7 @@ NOMINAL = {
     "name": "arg", "value": 3, "choices": (1, 2, 3), "cls": int, "token": np.array([1, 0, 1]),
     "step": 3, "total": 10, "lr": 0.1, "final_lr_fraction": 0.5, "gaps": (2, 3),
     "dist": {2: 3, 3: 1}, "d1": {1: 2}, "d2": {2: 1}, "gap_counts": {2: 3}, "c": H,
-    "rho_counts": {Fraction(1, 4): 3}, "counts": {Fraction(1, 4): 3},
+    "rho_counts": {2: 3}, "counts": {Fraction(1, 4): 3},
     "off_diagonal_bounds": [[0, H], [H, 0]], "eps_pure": Fraction(1, 4),
     "eps_mixed": Fraction(1, 4), "m_max": 16, "rows": [{"a": 1, "b": 2.5}],
     "predictions": np.array([[1.0, 0.0]]), "targets": np.array([[1.0, 0.0]]),
@@ -294,7 +294,8 @@ OVERRIDES = {
     "companion.experiments.witness_suite:link_checks": {},
     "companion.experiments.witness_suite:consistency_violations": {},
     "companion.experiments.witness_suite:all_records": {},
-    "companion.experiments.witness_suite:summary_table": {},
+    "companion.experiments.witness_suite:summary_table": {"rows": Lazy(
+        f"{_WS}:summarise_e1", (E1_RESULTS,))},
     "companion.experiments.witness_suite:unit_key": {"group": (1, 2)},
     "companion.experiments.table_heads:TableKernelHeads": {"ranks": (1, 2), "seeds": (0,)},
     "companion.experiments.table_heads:TableSoftmaxHeads": {"seeds": (0,)},
