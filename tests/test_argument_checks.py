@@ -174,3 +174,19 @@ def test_find_trained_model_says_what_is_missing():
         find_trained_model({}, 1)
     with pytest.raises(TypeError, match="models"):
         find_trained_model(None, 1)
+
+
+def test_dp_limit_counts_the_link_weights_bits():
+    """At a tiny eps = p/q the link weights carry ~bits(q) bits per unit of gap, not bits(2p):
+    the exact DP's limit shrinks with them (log2_rho_table(2681, 5e-324) took > 20 s), and
+    stays 32768 at eps = 1/2."""
+    import time
+
+    from companion.amplification import log2_rho_table
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"G_max must be at most 14\d\d for log2_rho_table"):
+        log2_rho_table(2681, eps=5e-324)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="G_max must be at most 32768"):
+        log2_rho_table(32769)

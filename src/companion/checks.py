@@ -213,8 +213,8 @@ def check_path(path, name: str) -> Path:
 
 
 def check_device(device, name: str = "device"):
-    """`device` (a str such as 'cpu', 'cuda', 'cuda:0', or a torch.device) after checking
-    that torch knows it and, for CUDA, that this machine has that device; returned as given."""
+    """`device` (a str such as 'cpu', 'cuda', 'cuda:0', 'mps', or a torch.device) after
+    checking that torch knows it and that this machine has it; returned as given."""
     import torch  # here, not at the top: the theory modules do not need torch
 
     _check_spec(name)
@@ -226,8 +226,11 @@ def check_device(device, name: str = "device"):
     except (RuntimeError, ValueError) as exc:
         raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda:0', got "
                          f"{device!r:.80}") from exc
+    if parsed.type == "mps" and torch.backends.mps.is_available():
+        return device  # Apple GPUs
     if parsed.type not in ("cpu", "cuda"):
-        raise ValueError(f"{name} must be 'cpu' or 'cuda[:i]', got {device!r:.80}")
+        raise ValueError(f"{name} must be 'cpu' or 'cuda[:i]' (or 'mps' where available), got "
+                         f"{device!r:.80}")
     if parsed.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0 or (parsed.index is not None and parsed.index >= count):

@@ -271,7 +271,8 @@ def unit_records(cfg: E1Config, family, group: Sequence[int] | None, seeds: Sequ
 def e1_units(cfg: E1Config, family, device="cpu") -> list[Unit]:
     """The sweep's independent units: every rank group x seed block, then the dense heads x
     seed block. Keys: 'nka_r1-2-4' and 'dense' with one block, '..._s0-1' with several."""
-    check_instance(cfg, "cfg", E1Config), check_instance(family, "family", WitnessFamily)
+    check_instance(cfg, "cfg", E1Config)
+    check_instance(family, "family", WitnessFamily)
     check_device(device)
     units = []
     plan = [(g, seed_blocks(cfg.seeds, cfg.seed_block)) for g in cfg.rank_groups]
@@ -299,7 +300,7 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
     check_device(device)
     if family is None:
         family = e1_family(cfg)
-    elif check_instance(family, "family", WitnessFamily) and cfg.family in FAMILIES:
+    elif cfg.family in FAMILIES:  # family is checked by family_digest and e1_units
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
     check_bool(keep_models, "keep_models")
     if keep_models and scheduler is not None:
@@ -362,8 +363,7 @@ def summary_table(rows: list[dict], caption: str | None = None) -> Table:
                   "solved": f"{row['solved']}/{row['seeds']}"} for row in rows]
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         raise ValueError(f"rows must be the rows of summarise_e1 ({exc!r:.80})") from exc
-    return Table(cells, caption=caption,
-                 formats={"max error: median": ".3f", "within 1/2": ".3f"})
+    return Table(cells, caption=caption, formats={"max error: median": ".3f", "within 1/2": ".3f"})
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
