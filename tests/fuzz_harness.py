@@ -122,9 +122,20 @@ def _child(conn, memory_cap: int) -> None:
         except RecursionError as exc:
             outcome = ("raised", "RecursionError", str(exc)[:300])
         except BaseException as exc:  # noqa: BLE001 - every other ending is reported
-            outcome = ("raised", type(exc).__name__, str(exc)[:500])
+            outcome = ("raised", exception_kind(exc), str(exc)[:500])
         del built
         conn.send(outcome)
+
+
+def exception_kind(exc: BaseException) -> str:
+    """The exception's type name; a subclass of ValueError/TypeError (a ResultFileError, an
+    UnwritablePathError) as 'ValueError (ResultFileError)', so the verdict accepts it as what
+    it is, still judged by its message."""
+    name = type(exc).__name__
+    for base in (ValueError, TypeError):
+        if isinstance(exc, base) and type(exc) is not base:
+            return f"{base.__name__} ({name})"
+    return name
 
 
 class Runner:

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from companion.__main__ import main
-from companion.experiments.store import ResultFileError, ResultStore, check_writable
+from companion.experiments.store import (
+    ResultFileError,
+    ResultStore,
+    UnwritablePathError,
+    check_writable,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -186,7 +191,11 @@ def test_check_writable(tmp_path):
     assert list((tmp_path / "new").iterdir()) == []  # the probe file is removed
     with pytest.raises(OSError):
         check_writable("/proc/companion-test/f.json")
-    with pytest.raises(IsADirectoryError):
+    # an unwritable place is both the file system's OSError and a ValueError naming the
+    # argument (the fuzz suite's contract for bad input)
+    with pytest.raises(UnwritablePathError, match=r"^out '/proc/companion-test/f\.json'"):
+        check_writable("/proc/companion-test/f.json", "out")
+    with pytest.raises(ValueError, match="path .*folder"):
         check_writable(tmp_path)
     with pytest.raises(TypeError, match="path"):
         check_writable(3)

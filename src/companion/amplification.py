@@ -66,7 +66,12 @@ class _ChainTable:
         self.last = [0]  # last part of the optimal composition (0 for G = 0 or rho = 0)
         self.parts = [0]  # number of parts of the optimal composition
         self.max_part = self._max_useful_part()
-        self.dp_limit = math.isqrt(DP_BUDGET // self.D.bit_length())
+        # R[G] grows by about `per_unit` bits per unit of G: bits(D), or more when a link's
+        # integer weight is larger (a tiny eps = p/q makes c(g) ~ q/p: ~1000 bits at 5e-324)
+        per_unit = max([self.D.bit_length()] + [
+            -(-(max(gap_domination_factor(g, n, eps), 0) * self.D**g).numerator.bit_length()
+              // g) for g in range(1, self.max_part + 1)])
+        self.dp_limit = math.isqrt(DP_BUDGET // per_unit)
         self._period = None  # (start a, period p, W[p]) once found; False: not found
 
     def dp_gap(self, G: int, what: str, name: str = "G") -> int:
@@ -74,7 +79,8 @@ class _ChainTable:
         if G > self.dp_limit:
             raise ValueError(
                 f"{name} must be at most {self.dp_limit} for {what} at n = {self.n}, eps = "
-                f"{self.eps} (the exact DP table costs ~G**2 * bits(2p)/16 bytes), got {G}")
+                f"{self.eps} (the exact DP table costs ~G**2 * bits(link weight)/16 bytes), "
+                f"got {G}")
         return G
 
     def period(self):

@@ -10,16 +10,19 @@ the paper's own parameters (eps, the length n, a total gap G, beta) are checked 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational
+from pathlib import Path
 
 import numpy as np
 
 __all__ = [
     "check_int", "check_positive_int", "check_int_sequence", "check_float", "check_fraction",
     "check_bool", "check_choice", "check_instance", "check_tokens", "check_token", "check_eps",
-    "check_length", "check_gap", "check_beta", "has_repeated_row",
+    "check_length", "check_gap", "check_beta", "has_repeated_row", "check_array",
+    "check_mapping", "check_path", "check_device",
 ]
 
 
@@ -165,6 +168,75 @@ def check_instance(value, name: str, cls: type):
         kind = " or ".join(c.__name__ for c in cls) if isinstance(cls, tuple) else cls.__name__
         raise TypeError(f"{name} must be a {kind}, got {type(value).__name__}")
     return value
+
+
+def check_array(values, name: str, ndim: int | None = None, *,
+                allow_object: bool = False) -> np.ndarray:
+    """`values` as a numpy array of real numbers (bool, int or float dtype; with
+    `allow_object`, also an object array of Python ints and Fractions, for exact tables),
+    with `ndim` dimensions when given. Refuses None, strings, ragged nested lists, complex,
+    string and (unless allowed) object dtypes, naming `name`. Finiteness is the caller's."""
+    _check_spec(name)
+    ndim = None if ndim is None else check_int(ndim, "ndim", 0, 32)
+    allow_object = check_bool(allow_object, "allow_object")
+    if values is None or isinstance(values, (str, bytes, Mapping)):
+        raise TypeError(f"{name} must be an array of real numbers, got {type(values).__name__}")
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of real numbers ({exc})") from exc
+    if arr.dtype == object:
+        if not allow_object or not all(_is_real(v) for v in arr.flat):
+            raise TypeError(f"{name} must be an array of real numbers, got dtype object")
+    elif not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or \
+            np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
+    return arr
+
+
+def check_mapping(value, name: str) -> Mapping:
+    """`value` if it is a mapping (a dict of counts, a result record)."""
+    _check_spec(name)
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
+    return value
+
+
+def check_path(path, name: str) -> Path:
+    """A file or folder path (str or os.PathLike) as a Path."""
+    _check_spec(name)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike path, got {type(path).__name__}")
+    return Path(path)
+
+
+def check_device(device, name: str = "device"):
+    """`device` (a str such as 'cpu', 'cuda', 'cuda:0', 'mps', or a torch.device) after
+    checking that torch knows it and that this machine has it; returned as given."""
+    import torch  # here, not at the top: the theory modules do not need torch
+
+    _check_spec(name)
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{name} must be a str such as 'cpu' or 'cuda:0', or a torch.device, "
+                        f"got {type(device).__name__}")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda:0', got "
+                         f"{device!r:.80}") from exc
+    if parsed.type == "mps" and torch.backends.mps.is_available():
+        return device  # Apple GPUs
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} must be 'cpu' or 'cuda[:i]' (or 'mps' where available), got "
+                         f"{device!r:.80}")
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (parsed.index is not None and parsed.index >= count):
+            raise ValueError(f"{name}={device!r}: this machine has {count} CUDA device(s); "
+                             "use 'cpu'" + (f" or cuda:0 ... cuda:{count - 1}" if count else ""))
+    return device
 
 
 # --------------------------------------------------------------------------- tokens

@@ -23,7 +23,15 @@ from numbers import Rational
 import numpy as np
 
 from .attention import KernelAttentionHead, SoftmaxAttentionHead
-from .checks import check_beta, check_instance, check_int, check_length, check_token
+from .checks import (
+    check_array,
+    check_beta,
+    check_fraction,
+    check_instance,
+    check_int,
+    check_length,
+    check_token,
+)
 from .gap_domination import min_error_for_ratio
 from .task import all_tokens, check_convention, query_index
 from .witness import WitnessFamily
@@ -87,8 +95,9 @@ def lookup_head(query_features, key_features, values, readout_weights,
     per position p < n; readout_weights (2**m, d); readout_bias (2**m,). Object-dtype tables
     of Python ints or Fractions give an exact head.
     """
-    qf, kf, vals = np.asarray(query_features), np.asarray(key_features), np.asarray(values)
-    a, b = np.asarray(readout_weights), np.asarray(readout_bias)
+    qf, kf, vals, a, b = (check_array(t, name, allow_object=True) for t, name in (
+        (query_features, "query_features"), (key_features, "key_features"), (values, "values"),
+        (readout_weights, "readout_weights"), (readout_bias, "readout_bias")))
     if qf.ndim != 2:
         raise ValueError(f"query_features must have shape (2**m, r), got {qf.shape}")
     size, rank = qf.shape
@@ -275,9 +284,8 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
     ValueError if no such c (or no query s whose ladders are all single links) exists.
     """
     check_instance(family, "family", WitnessFamily)
-    eta, tau = Fraction(eta), Fraction(tau)
-    if not (0 < eta < Fraction(1, 2) and 0 < tau < 1):
-        raise ValueError(f"eta must lie in (0, 1/2) and tau in (0, 1), got {eta}, {tau}")
+    eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
+    tau = check_fraction(tau, "tau", 0, 1, low_open=True, high_open=True)
     cert, n, q = family.certificate, family.n, family.query_position
     S = np.asarray(cert.S, dtype=np.int64)
     N = len(S)
@@ -289,7 +297,8 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
     single = [all(len(cert.gaps[(k, s)]) == 1 and len(cert.gaps[(s, k)]) == 1
                   for k in range(N) if k != s) for s in range(N)]
     if not any(single):
-        raise ValueError("spread_query_head needs a query whose ladders are all single links")
+        raise ValueError("family must have a query whose ladders are all single links "
+                         "(spread_query_head spreads that query)")
     s = max(i for i in range(N) if single[i])
     others = [k for k in range(N) if k != s]
     column = {k: c for c, k in enumerate(others)}
@@ -317,8 +326,8 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
                 for j in others) / (N - 1)
     upper = min(1 / need(cert.gaps[(k, s)][0]) for k in others)
     if not lower < upper:
-        raise ValueError(f"no spread weight c works: need {float(lower):.4f} < c < "
-                         f"{float(upper):.4f}")
+        raise ValueError(f"no spread weight c works for this family (and eta, tau): need "
+                         f"{float(lower):.4f} < c < {float(upper):.4f}")
     c = (lower + upper) / 2
     for k in others:
         entry(comp_s, k, c)

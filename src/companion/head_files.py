@@ -112,6 +112,11 @@ def head_to_dict(head: ExactHead, family_spec: dict, variant: str, construction:
     check_instance(head, "head", ExactHead)
     if not isinstance(family_spec, dict):
         raise TypeError(f"family_spec must be a dict, got {type(family_spec).__name__}")
+    try:  # it is written as it is: refuse what JSON cannot hold before any file is touched
+        json.dumps(family_spec, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"family_spec must be JSON data (str keys, finite numbers): {exc}") \
+            from exc
     if not isinstance(construction, str):
         raise TypeError(f"construction must be a str, got {type(construction).__name__}")
     if not isinstance(variant, str) or variant not in ("signed", "nonnegative"):

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .checks import check_instance, check_int, check_positive_int
+from .checks import check_array, check_float, check_instance, check_int, check_positive_int
 from .transcript import BlockConstruction, TranscriptModel, check_transcript
 
 #: Largest number of bits per sketch entry (float64 resolves about 2**52 levels).
@@ -39,17 +39,20 @@ MAX_BITS = 30
 def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
     """Codes in {0..2**bits-1} of the nearest of 2**bits evenly spaced levels in [lo, hi]."""
     bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
     if not lo < hi:
         raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
     steps = 2**bits - 1
-    codes = np.rint((np.asarray(values, dtype=np.float64) - lo) / (hi - lo) * steps)
+    values = check_array(values, "values").astype(np.float64)
+    codes = np.rint((values - lo) / (hi - lo) * steps)
     return np.clip(codes, 0, steps).astype(np.int64)
 
 
 def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
     """The levels lo + code*(hi - lo)/(2**bits - 1) of the given codes."""
     bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-    return lo + np.asarray(codes, dtype=np.float64) * ((hi - lo) / (2**bits - 1))
+    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
+    return lo + check_array(codes, "codes").astype(np.float64) * ((hi - lo) / (2**bits - 1))
 
 
 S_RANGE = (-math.e, math.e)

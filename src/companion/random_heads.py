@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from .attention import KernelAttentionHead
-from .checks import check_float, check_instance, check_int
+from .checks import check_float, check_instance, check_int, check_token
 from .constructions import MAX_TABLE_WIDTH, balanced_link_head, lookup_head, softmax_kernel_head
 from .gap_domination import (
     LinkCheck,
@@ -101,8 +101,11 @@ def perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
     b = np.asarray(base.readout_bias(tokens), dtype=np.float64)
     kernels, scores = [], []
     for p in range(n):
-        kf = np.asarray(base.key_features(tokens, p), dtype=np.float64)  # (size, r)
-        vals = np.asarray(base.values(tokens, p), dtype=np.float64)  # (size, d)
+        try:
+            kf = np.asarray(base.key_features(tokens, p), dtype=np.float64)  # (size, r)
+            vals = np.asarray(base.values(tokens, p), dtype=np.float64)  # (size, d)
+        except ValueError as exc:  # the base head has fewer positions than n
+            raise ValueError(f"n={n} must not exceed base's sequence length ({exc})") from exc
         kernel = qf @ kf.T * np.exp(sigma * rng.normal(size=(size, size)))  # [x, z]
         kernels.append(kernel.T)  # row z: key feature of z = column of the kernel
         scores.append(vals @ a.T + b[None, :] + sigma / 4 * rng.normal(size=(size, size)))
@@ -170,7 +173,10 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     of random ratio in [0.3, 20] (sigma <= 0.5), even seeds the softmax kernel of random
     beta in [0, 2] (sigma <= 1). Seeded by the head's index."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
-    m = len(x)
+    m = len(check_token(x, "x"))
+    if m > MAX_TABLE_WIDTH:
+        raise ValueError(f"x must have width m <= {MAX_TABLE_WIDTH} (the perturbed heads are "
+                         f"tables over all 2**m tokens), got {m}")
     checks = []
     for seed in range(num_heads):
         rng = np.random.default_rng(seed)

@@ -28,7 +28,10 @@ from .codes import check_code
 def _square_matrix(M, name: str = "M") -> np.ndarray:
     if isinstance(M, (str, bytes)) or M is None:
         raise TypeError(f"{name} must be a square matrix of real numbers, got {type(M).__name__}")
-    arr = np.asarray(M)
+    try:
+        arr = np.asarray(M)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular N x N matrix ({exc})") from exc
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square matrix (N x N), got shape {arr.shape}")
     if arr.dtype != object and not np.issubdtype(arr.dtype, np.number):
@@ -65,9 +68,23 @@ def approximate_identity_bound(N, R) -> Fraction:
     return Fraction(int(N)) / (1 + (int(N) - 1) / (R * R))
 
 
+def _pair_counts(counts, name: str, low=0) -> Counter:
+    """A dict {bound: number of ordered pairs} as a Counter of Fractions (each bound >= low,
+    exact) and ints >= 0, naming `name` when it is not one."""
+    if not isinstance(counts, dict):
+        raise TypeError(f"{name} must be a dict {{bound: number of pairs}}, got "
+                        f"{type(counts).__name__}")
+    out: Counter = Counter()
+    for u, k in counts.items():
+        out[check_fraction(u, f"{name} key", low)] += check_int(k, f"{name}[{u!r:.40}]", 0)
+    return out
+
+
 def sharpened_value(N: int, counts: dict[Fraction, int], c: Fraction) -> Fraction:
     """Lemma D' at one c: N^2 (1-c)^2 / (N (1-c)^2 + sum_u k_u max(c, u - c)^2) - 1, with k_u
     off-diagonal pairs bounded by u (exact); :func:`nonnegative_rank_bound` maximises it."""
+    N, counts = check_int(N, "N", 1), _pair_counts(counts, "counts")
+    c = check_fraction(c, "c", 0, 1, high_open=True)
     num = N * N * (1 - c) ** 2
     den = N * (1 - c) ** 2 + sum((k * max(c, u - c) ** 2 for u, k in counts.items()),
                                  Fraction(0))
@@ -84,7 +101,7 @@ def nonnegative_rank_bound(N, off_diagonal_bounds) -> tuple[Fraction, Fraction]:
     """
     N = check_int(N, "N (matrix size)", 1)
     if isinstance(off_diagonal_bounds, dict):
-        counts = Counter({Fraction(u): int(k) for u, k in off_diagonal_bounds.items()})
+        counts = _pair_counts(off_diagonal_bounds, "off_diagonal_bounds", None)
     else:
         arr = _square_matrix(off_diagonal_bounds, "off_diagonal_bounds")
         if arr.shape[0] != N:
@@ -209,10 +226,14 @@ def rank_bound_from_rhos(size: int, rho_counts: dict[Fraction, int]) -> RankLowe
     size = check_int(size, "size (|S|)", 1)
     inv_sq = Fraction(int(size))  # diagonal terms count 1
     bounds: Counter = Counter()
+    rho_counts = _pair_counts(rho_counts, "rho_counts")
+    if sum(rho_counts.values()) > size * (size - 1):
+        raise ValueError(f"rho_counts counts more than size (size - 1) = {size * (size - 1)} "
+                         "ordered pairs")
     for r, k in rho_counts.items():
-        r = Fraction(r)
         if r < 1:
-            raise ValueError(f"every pair needs rho >= 1 (a chain proving a ratio >= 1), got {r}")
+            raise ValueError(f"rho_counts: every pair needs rho >= 1 (a chain proving a ratio "
+                             f">= 1), got {r}")
         inv_sq += k / (r * r)
         bounds[1 / r] += int(k)
     trace = Fraction(int(size)) ** 2 / inv_sq
@@ -225,6 +246,12 @@ def rank_bound_from_gap_counts(size: int, gap_counts: dict[int, int], n: int = 3
     """Theorem E and Lemma D' from the multiset of off-diagonal gaps (ordered pairs), each
     pair using its best chain rho_{n,eps}(G)."""
     n, eps = check_length(n), check_eps(eps)
+    size, gap_counts = check_int(size, "size (|S|)", 1), _pair_counts(gap_counts, "gap_counts", 1)
+    if any(g.denominator != 1 for g in gap_counts):
+        raise ValueError(f"gap_counts keys must be int gaps >= 1, got {sorted(gap_counts)[:5]}")
+    if sum(gap_counts.values()) > size * (size - 1):
+        raise ValueError(f"gap_counts counts more than size (size - 1) = {size * (size - 1)} "
+                         "ordered pairs")
     rho_counts: Counter = Counter()
     for g, k in gap_counts.items():
         r = best_chain_factor(int(g), n, eps)

@@ -79,6 +79,9 @@ class Table:
             raise ValueError("a table needs at least one column")
         if caption is not None and not isinstance(caption, str):
             raise TypeError(f"caption must be a str, got {type(caption).__name__}")
+        if not (formats is None or isinstance(formats, Mapping)):
+            raise TypeError(f"formats must be a dict {{column: spec or callable}} or None, got "
+                            f"{type(formats).__name__}")
         formats = {} if formats is None else dict(formats)
         unknown = sorted(set(formats) - set(columns))
         if unknown:

@@ -75,9 +75,11 @@ def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES)
     Use :func:`iter_sequences` to stream larger enumerations in chunks.
     """
     total = count_sequences(n, m)
+    max_sequences = check_int(max_sequences, "max_sequences", 1)
     if total > max_sequences:
+        shown = f" = {total}" if n * m <= 64 else ""  # 2**(n m) in full can be 10**5 digits
         raise ValueError(
-            f"all_sequences(n={n}, m={m}) would hold 2**{n * m} = {total} sequences, above "
+            f"all_sequences(n={n}, m={m}) would hold 2**{n * m}{shown} sequences, above "
             f"max_sequences={max_sequences}; use iter_sequences to stream it in chunks"
         )
     return next(iter_sequences(n, m, chunk=total))

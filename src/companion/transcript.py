@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_instance, check_int, check_positive_int, check_tokens
+from .checks import check_array, check_instance, check_int, check_positive_int, check_tokens
 from .task import min_ip_targets
 
 #: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
@@ -106,13 +106,13 @@ class BlockConstruction:
         x[:, list(self.common_block)] = 1
         return x
 
-    def check_key_token(self, z) -> np.ndarray:
+    def check_key_token(self, z, name: str = "key_token") -> np.ndarray:
         """Check z is a 0/1 token of width m supported inside B_1 u ... u B_q."""
-        z = check_tokens(z, "key_token", min_ndim=1)
+        z = check_tokens(z, name, min_ndim=1)
         if z.shape[-1] != self.m:
-            raise ValueError(f"key_token must have width m={self.m}, got shape {z.shape}")
+            raise ValueError(f"{name} must have width m={self.m}, got shape {z.shape}")
         if np.any(z[..., self.q * self.s:]):
-            raise ValueError("key_token must lie inside the blocks B_1..B_q (no bit of C set)")
+            raise ValueError(f"{name} must lie inside the blocks B_1..B_q (no bit of C set)")
         return z
 
     def sequence(self, z) -> np.ndarray:
@@ -145,7 +145,7 @@ class BlockConstruction:
     def answer_vectors(self, max_vectors: int = MAX_ANSWER_VECTORS):
         """Every answer vector in {0..s}^q in lexicographic order (refuses above max_vectors)."""
         total = answer_vector_count(self.q, self.s)
-        if total > max_vectors:
+        if total > check_int(max_vectors, "max_vectors", 1):
             raise ValueError(
                 f"(s+1)**q = {total} answer vectors for q={self.q}, s={self.s} exceeds "
                 f"max_vectors={max_vectors}; choose q*log2(s+1) <= {max_vectors.bit_length() - 1}"
@@ -158,7 +158,7 @@ class BlockConstruction:
         Refuses (ValueError) when 2**(q*s) > max_tokens, i.e. q*s > 16 by default.
         """
         qs = self.q * self.s
-        if 2**qs > max_tokens:
+        if 2**qs > check_int(max_tokens, "max_tokens", 1):
             raise ValueError(
                 f"enumerating all key tokens needs 2**(q*s) = 2**{qs} tokens, above "
                 f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}"
@@ -172,6 +172,7 @@ def enumerate_answer_vectors(construction: BlockConstruction,
                              max_tokens: int = MAX_KEY_TOKENS) -> Counter:
     """For every key token (Bob's side fixed) the answer vector at Bob's positions, as a
     Counter {answer vector: number of key tokens giving it}. Targets via min_ip_targets."""
+    check_instance(construction, "construction", BlockConstruction)
     answers = construction.answers(construction.all_key_tokens(max_tokens))
     return Counter(map(tuple, answers.tolist()))
 
@@ -233,13 +234,16 @@ def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
 
 def count_transcripts(model: TranscriptModel, key_tokens) -> int:
     """Number of distinct transcripts over the given key tokens (shape (N, m))."""
-    z = model.construction.check_key_token(key_tokens)
+    z = check_instance(model, "model", TranscriptModel).construction.check_key_token(
+        key_tokens, "key_tokens")
+    if z.ndim != 2:
+        raise ValueError(f"key_tokens must have shape (N, m), got {z.shape}")
     return len({model.transcript(row) for row in z})
 
 
 def rounded_answers(outputs) -> np.ndarray:
     """Integer answers read off real outputs by rounding (exact means error < 1/2)."""
-    return np.floor(np.asarray(outputs, dtype=np.float64) + 0.5).astype(np.int64)
+    return np.floor(check_array(outputs, "outputs").astype(np.float64) + 0.5).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,8 @@ def find_collision(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS
     exist among the first alphabet_size**length + 1 representatives, and RuntimeError is raised
     if none is found (that would mean the model is not a transcript model).
     """
-    c = model.construction
+    c = check_instance(model, "model", TranscriptModel).construction
+    max_vectors = check_int(max_vectors, "max_vectors", 1)
     guaranteed = model.below_bound()
     if not guaranteed and answer_vector_count(c.q, c.s) > max_vectors:
         raise ValueError(
@@ -357,7 +362,7 @@ def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS
     """Check the model is exact (every output within < 1/2 of its target) on every key token;
     return how many key tokens were checked. Raises AssertionError at the first failure.
     """
-    c = model.construction
+    c = check_instance(model, "model", TranscriptModel).construction
     tokens = c.all_key_tokens(max_tokens)
     targets = c.answers(tokens)
     for z, t in zip(tokens, targets, strict=True):
@@ -399,8 +404,8 @@ def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECT
     uses transcripts, every class holds a right one, and below the bound some class holds two
     answer vectors: then this search cannot return None.
     """
-    c = model.construction
-    if answer_vector_count(c.q, c.s) > max_vectors:
+    c = check_instance(model, "model", TranscriptModel).construction
+    if answer_vector_count(c.q, c.s) > check_int(max_vectors, "max_vectors", 1):
         raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "
                          f"max_vectors={max_vectors}")
     right: dict[tuple[int, ...], tuple[int, ...]] = {}

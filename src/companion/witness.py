@@ -21,7 +21,15 @@ import numpy as np
 
 from .amplification import best_chain, link_factor
 from .attention import KernelAttentionHead, kernel_attention, kernel_weights
-from .checks import check_eps, check_instance, check_int, check_length, check_tokens
+from .checks import (
+    check_array,
+    check_eps,
+    check_instance,
+    check_int,
+    check_length,
+    check_token,
+    check_tokens,
+)
 from .codes import check_code
 from .rank_bounds import RankLowerBound, check_rank_bound_input, rank_bound_from_rhos
 from .task import check_convention, query_index, query_target
@@ -104,10 +112,10 @@ class WitnessFamily:
 
 def chain_key(x: np.ndarray, level: int) -> np.ndarray:
     """The key with overlap `level` with x: the complement of x plus x's first `level` ones."""
+    x = check_token(x, "x")
     z = 1 - x
     ones = np.flatnonzero(x)
-    if not 0 <= level <= len(ones):
-        raise ValueError(f"level must be an int in [0, |x|] = [0, {len(ones)}], got {level}")
+    level = check_int(level, "level", 0, len(ones))  # at most |x| = the ones of x
     z[ones[:level]] = 1
     return z
 
@@ -323,7 +331,13 @@ def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
     links are kept as they are): a tampered family that :func:`verify_certificate` must
     reject."""
     check_instance(family, "family", WitnessFamily)
-    keep = np.delete(np.arange(len(family)), rows)
+    arr = check_array(rows, "rows")
+    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"rows must be int row indices, got dtype {arr.dtype}")
+    if arr.ndim > 1 or (arr.size and not 0 <= arr.min() <= arr.max() < len(family)):
+        raise ValueError(f"rows must be row indices in [0, {len(family) - 1}] (an int or a "
+                         f"1-d sequence), got {rows!r:.80}")
+    keep = np.delete(np.arange(len(family)), arr.astype(np.int64))
     return dataclasses.replace(family, sequences=family.sequences[keep],
                                targets=family.targets[keep], token_ids=family.token_ids[keep],
                                query_ids=family.query_ids[keep], kinds=family.kinds[keep])
@@ -340,6 +354,7 @@ def certificate_error(certificate: Certificate, family: WitnessFamily) -> str | 
 
 def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fraction:
     """max over the family of |y(X) - t(X)|, computed exactly (Fractions)."""
+    check_instance(family, "family", WitnessFamily)
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
     return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets, strict=True))
 
@@ -347,6 +362,7 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
     """M[x,y] = K(x, complement y) / K(x, complement x), with K the weight on the key
     positions of the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
+    check_instance(family, "family", WitnessFamily)
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
     S = family.S

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks import check_bool, check_float, check_instance, check_int
+from ..checks import check_bool, check_device, check_float, check_instance, check_int
 
 __all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at",
            "check_model_size", "MAX_PARAMETERS"]
@@ -104,6 +104,9 @@ class TrainResult:
 
 def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     """Cosine decay: lr at step 0, final_lr_fraction * lr at step total - 1."""
+    step, total = check_int(step, "step", 0), check_int(total, "total", 1)
+    lr = check_float(lr, "lr")
+    final_lr_fraction = check_float(final_lr_fraction, "final_lr_fraction")
     if total <= 1:
         return lr
     progress = step / (total - 1)
@@ -114,6 +117,13 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
 
 def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per-model max |prediction - target| for predictions (M, N): (M,)."""
+    for name, value in (("predictions", predictions), ("targets", targets)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if predictions.ndim != 2 or targets.ndim not in (1, 2) or \
+            targets.shape[-1] != predictions.shape[-1]:
+        raise ValueError(f"predictions must have shape (M, N) and targets (N,) or (M, N), got "
+                         f"{tuple(predictions.shape)} and {tuple(targets.shape)}")
     return (predictions - targets).abs().amax(dim=-1)
 
 
@@ -133,6 +143,9 @@ def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
 def _num_inputs(inputs) -> int:
     if isinstance(inputs, torch.Tensor):
         return int(inputs.shape[0])
+    if isinstance(inputs, (tuple, list, Mapping)) and not inputs:
+        raise ValueError("inputs must hold at least one tensor, got an empty "
+                         f"{type(inputs).__name__}")
     if isinstance(inputs, Mapping):
         return _num_inputs(next(iter(inputs.values())))
     if isinstance(inputs, (tuple, list)):
@@ -219,16 +232,7 @@ def train_batched(
     surrogate_power = check_int(surrogate_power, "surrogate_power", 2, 1024)
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     check_bool(progress, "progress")
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
-    try:
-        device = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(
-            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}"
-        ) from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available here")
+    device = torch.device(check_device(device))
     if not isinstance(targets, torch.Tensor):
         raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
     n_inputs = _num_inputs(inputs)

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..checks import check_bool, check_choice, check_int_sequence, check_positive_int
+from ..checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int_sequence,
+    check_positive_int,
+)
 from .engine import check_model_size
 from .pair_readout import (
     make_pair_plan,
@@ -208,6 +214,7 @@ class MLPSoftmaxHeads(torch.nn.Module):
         self.seeds = check_int_sequence(seeds, "seeds", 0)
         self.hidden = tuple(check_int_sequence(hidden, "hidden", 1, allow_empty=True))
         self.value_dim = check_positive_int(value_dim, "value_dim")
+        score_std = check_float(score_std, "score_std", 0)
         d = self.value_dim
         _check_mlp_size(len(self.seeds), self.m, self.hidden, 2 * self.m + 2 * d + 1)
         outs = [[m, m, d, d, 1] for _ in self.seeds]

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checks import check_float, check_int, check_positive_int, check_tokens
+from ..checks import (
+    check_array,
+    check_device,
+    check_float,
+    check_int,
+    check_positive_int,
+    check_tokens,
+)
 from ..task import min_ip_targets, split_pool, token_pool
 
 #: Most sampled sequences per call (count, n_train, n_test); the E2 configurations use a few
@@ -111,6 +118,7 @@ def make_e2_data(m: int, pool_size: int, train_fraction: float = 0.7, n_train: i
     near_tie_fraction = check_float(near_tie_fraction, "near_tie_fraction", 0, 1)
     check_positive_int(n_train, "n_train", upper=MAX_SAMPLES)
     check_positive_int(n_test, "n_test", upper=MAX_SAMPLES)
+    seed = check_int(seed, "seed", 0)
     k = int(round(train_fraction * pool_size))
     if min(k, pool_size - k) < 3:
         raise ValueError(
@@ -163,10 +171,15 @@ def pool_inputs(pool, idx, device="cpu"):
     (rows (3S, 4) long, PoolBits). Row 3s + i is (query index, the three token indices) for
     position i of sequence s, so the N = 3S inputs line up with `min_ip_targets(...).ravel()`.
     """
-    idx = np.asarray(idx, dtype=np.int64)
+    check_device(device)
+    pool = check_array(pool, "pool", 2)
+    idx = np.asarray(check_array(idx, "idx"), dtype=np.int64)
     if idx.ndim != 2 or idx.shape[1] != 3:
         raise ValueError(f"idx must have shape (S, 3), got {idx.shape}")
+    if idx.size and (idx.min() < 0 or idx.max() >= len(pool)):
+        raise ValueError(f"idx must hold pool indices in [0, {len(pool) - 1}], got values in "
+                         f"[{idx.min()}, {idx.max()}]")
     rows = np.concatenate([idx[:, :, None], np.broadcast_to(idx[:, None, :], idx.shape + (3,))],
                           axis=-1).reshape(-1, 4)
-    bits = torch.as_tensor(np.asarray(pool), dtype=torch.float32, device=device)
+    bits = torch.as_tensor(pool, dtype=torch.float32, device=device)
     return (torch.as_tensor(rows, dtype=torch.long, device=device), PoolBits(bits))

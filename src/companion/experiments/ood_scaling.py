@@ -15,25 +15,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..checks import (
+    check_array,
     check_bool,
     check_choice,
+    check_device,
     check_float,
     check_instance,
     check_int,
     check_int_sequence,
+    check_mapping,
+    check_path,
 )
 from ..tables import Table
 from .engine import ModelStack, train_batched
 from .mlp_heads import ENCODINGS, FEATURES, READOUTS, MLPKernelHeads, MLPSoftmaxHeads
 from .ood_data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
 from .scheduler import Unit, run_units
-from .store import FrozenConfig, ResultStore, read_json_file
+from .store import FrozenConfig, ResultStore, check_writable, read_json_file
 
 
 def _tuple(value):
@@ -78,6 +81,9 @@ class E2Config(FrozenConfig):
         if len(self.pool_sizes) != len(self.widths):
             raise ValueError("pool_sizes must have one entry per width")
         put("ranks", tuple(check_int_sequence(_tuple(self.ranks), "ranks", 1)))
+        if not (self.rank_groups is None or isinstance(self.rank_groups, (list, tuple))):
+            raise TypeError(f"rank_groups must be a tuple of rank tuples or None, got "
+                            f"{type(self.rank_groups).__name__}")
         groups = self.rank_groups or (self.ranks,)
         groups = tuple(tuple(check_int_sequence(_tuple(g), "rank_groups[i]", 1)) for g in groups)
         if sorted(r for g in groups for r in g) != sorted(self.ranks):
@@ -124,11 +130,15 @@ def exact_sequence_accuracy(predictions, targets) -> np.ndarray:
 
     predictions (M, 3S) or (M, S, 3); targets (S, 3) -> (M,) accuracies.
     """
-    pred = np.asarray(predictions.detach().cpu() if hasattr(predictions, "detach") else predictions,
-                      dtype=np.float64)
-    tgt = np.asarray(targets, dtype=np.float64)
+    if isinstance(predictions, torch.Tensor):
+        predictions = predictions.detach().cpu().numpy()
+    pred = check_array(predictions, "predictions").astype(np.float64)
+    tgt = check_array(targets, "targets").astype(np.float64)
     if tgt.ndim != 2 or tgt.shape[1] != 3:
         raise ValueError(f"targets must have shape (S, 3), got {tgt.shape}")
+    if pred.ndim not in (2, 3) or pred.size != pred.shape[0] * tgt.size:
+        raise ValueError(f"predictions must have shape (M, 3S) or (M, S, 3) with S = "
+                         f"{tgt.shape[0]}, got {pred.shape}")
     pred = pred.reshape(pred.shape[0], tgt.shape[0], 3)
     return (np.abs(pred - tgt[None]) < 0.5).all(axis=-1).mean(axis=-1)
 
@@ -139,7 +149,8 @@ def transition_rank(ranks: Sequence[int], accuracy, threshold: float):
     accuracy: (len(ranks), seeds) array-like.
     """
     threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
-    acc = np.asarray(accuracy, dtype=np.float64)
+    ranks = check_int_sequence(ranks, "ranks", allow_empty=True)
+    acc = check_array(accuracy, "accuracy").astype(np.float64)
     if acc.ndim != 2 or acc.shape[0] != len(ranks):
         raise ValueError(f"accuracy must have shape (len(ranks), seeds), got {acc.shape}")
     for r, row in zip(ranks, acc, strict=False):
@@ -156,6 +167,7 @@ def build_e2_models(m: int, cfg: E2Config):
     group x every seed, padded to the group's largest rank) and one `MLPSoftmaxHeads` (every
     seed), concatenated with :class:`ModelStack`. Also returns the (rank or "dense", seed) key
     of every model row."""
+    check_instance(cfg, "cfg", E2Config)
     seeds = list(cfg.seeds)
     parts, keys = [], []
     for group in cfg.rank_groups:
@@ -173,6 +185,8 @@ def e2_width_result(cfg: E2Config, m: int, pool_size: int, device="cpu") -> dict
     """One E2 unit: train every (rank, seed) NKA head and every dense head of width m as one
     tensor program and evaluate them on the unseen tokens. A pure function of its arguments
     (data and models are seeded by the configuration), so it may run anywhere."""
+    check_instance(cfg, "cfg", E2Config)
+    check_device(device)
     seeds, ranks = list(cfg.seeds), list(cfg.ranks)
     data = make_e2_data(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
                         cfg.near_tie_fraction, cfg.data_seed)
@@ -211,6 +225,8 @@ def e2_width_result(cfg: E2Config, m: int, pool_size: int, device="cpu") -> dict
 
 def e2_units(cfg: E2Config, device="cpu") -> list[Unit]:
     """The sweep's independent units: one per width, key 'm<width>'."""
+    check_instance(cfg, "cfg", E2Config)
+    check_device(device)
     return [Unit(f"m{m}", e2_width_result, (cfg, m, pool, str(device)), device=str(device))
             for m, pool in zip(cfg.widths, cfg.pool_sizes, strict=True)]
 
@@ -219,6 +235,7 @@ def e2_result(store: ResultStore) -> dict | None:
     """The sweep result ``{"config", "widths"}`` a store holds (widths in the configuration's
     order), or None while a width is missing. Reads the per-width units and the single
     "sweep" unit of files written before the units were split."""
+    check_instance(store, "store", ResultStore)
     config = store.config
     if store.done("sweep"):
         res = dict(store.get("sweep"))
@@ -241,6 +258,9 @@ def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, resta
     train accuracies, transition ranks and dense accuracies per seed. ``scheduler``: where the
     units run (see :mod:`companion.experiments.scheduler`); ``threads``: torch threads."""
     cfg = check_instance(config, "config", E2Config)
+    check_device(device)
+    if out is not None:
+        check_writable(out, "out")
     store = ResultStore(out, cfg, restart=restart)
     if e2_result(store) is None:
         run_units(e2_units(cfg, device), store, scheduler=scheduler, threads=threads,
@@ -255,6 +275,15 @@ def summarise_e2(result: dict) -> list[dict]:
     """One row per width: median test accuracy per rank (each test distribution), the
     transition rank, train accuracy and the train-test gap at the largest rank, and the dense
     heads' accuracy (min over seeds) — what the chapter's tables print."""
+    check_mapping(result, "result")
+    try:
+        return _summary_rows(result)
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise ValueError(f"result must be a run_e2_sweep result (config, widths with ranks, "
+                         f"accuracy, dense, ...); reading it failed: {exc!r:.120}") from exc
+
+
+def _summary_rows(result: dict) -> list[dict]:
     rows = []
     for m, e in sorted(result["widths"].items(), key=lambda kv: int(kv[0])):
         ranks = e["ranks"]
@@ -320,7 +349,7 @@ def protocol_path(out_dir, name: str):
     """File of one protocol's results: `out_dir/<name>.json`."""
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
-    return Path(out_dir) / f"{name}.json"
+    return check_path(out_dir, "out_dir") / f"{name}.json"
 
 
 def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
@@ -359,7 +388,7 @@ def stored_config_hash(path) -> str | None:
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
     """Every stored protocol result under `out_dir`: {name: run_e2_sweep result}, by name."""
     found = {}
-    for path in sorted(Path(out_dir).glob("*.json")):
+    for path in sorted(check_path(out_dir, "out_dir").glob("*.json")):
         res = load_e2_result(path)
         if res is not None:  # complete protocols only
             found[path.stem] = res
@@ -411,6 +440,9 @@ def e2_model_values(width_result: dict, distribution: str = "uniform",
     """{(m, rank or "dense", seed): test accuracy} of one width's result (the dict of
     :func:`e2_width_result`, or of a sweep's ``widths[m]``)."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
+    if not (width is None or isinstance(width, (int, np.integer, str))):
+        raise TypeError(f"width must be an int, a str or None (a key of the result), got "
+                        f"{type(width).__name__}")
     try:
         n_seeds = len(width_result["dense"][distribution])
     except (KeyError, TypeError, IndexError) as exc:

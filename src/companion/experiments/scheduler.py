@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..checks import check_int
+from ..checks import check_instance, check_int
 from ..reproducibility import MAX_THREADS, seed_everything
 
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
@@ -73,9 +73,10 @@ def environment(device="cpu") -> dict:
     }
 
 
-def parse_scheduler(value: str | None):
-    """None -> None (in-process); 'local:N' -> ('local', N); an address -> ('address', value).
+def parse_scheduler(scheduler: str | None):
+    """None -> None (in-process); 'local:N' -> ('local', N); an address -> ('address', it).
     Anything else raises ValueError naming the accepted forms."""
+    value = scheduler
     if value is None:
         return None
     if not isinstance(value, str):
@@ -98,6 +99,7 @@ def run_unit(unit: Unit, threads: int = 1) -> dict:
     """Run one unit where this is called (here or on a worker): seed everything, fix the torch
     thread count, time it. Returns the unit's result plus ``wall_time`` (seconds) and
     ``environment`` (see :func:`environment`)."""
+    check_instance(unit, "unit", Unit)
     seed_everything(0, threads=threads)
     start = time.perf_counter()
     result = unit.fn(*unit.args)

@@ -22,7 +22,8 @@ from pathlib import Path
 from ..checks import check_float
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "atomic_write_json", "ResultStore",
-           "canonical_json", "ResultFileError", "check_writable", "read_json_file"]
+           "canonical_json", "ResultFileError", "UnwritablePathError", "check_writable",
+           "read_json_file"]
 
 
 class ResultFileError(ValueError):
@@ -30,9 +31,32 @@ class ResultFileError(ValueError):
     file, or written for another configuration. The file is left as it is."""
 
 
+class UnwritablePathError(OSError, ValueError):
+    """A path where no file can be written (a folder, a folder that cannot be made, no
+    permission). Both an OSError (the file system said no) and a ValueError (the argument
+    names a bad place), like ``io.UnsupportedOperation``; its message names the argument."""
+
+
+def _unwritable(name: str, path, reason: str) -> UnwritablePathError:
+    err = UnwritablePathError(f"{name} {str(path)!r}: cannot write a file there ({reason})")
+    err.strerror = reason  # what the CLI prints after the path it already names
+    return err
+
+
 def canonical_json(obj) -> str:
     """Deterministic JSON text (sorted keys, no whitespace) used for hashing."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return _json_text(obj, separators=(",", ":"))
+
+
+def _json_text(obj, **options) -> str:
+    """``json.dumps(obj, sort_keys=True, allow_nan=False, **options)``; data that is not JSON
+    raises TypeError/ValueError naming obj."""
+    try:
+        return json.dumps(obj, sort_keys=True, allow_nan=False, **options)
+    except (TypeError, ValueError) as exc:
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"obj must be JSON data (dicts with str keys, lists, str, finite numbers, "
+                   f"bool, None): {exc}") from exc
 
 
 class FrozenConfig:
@@ -79,15 +103,15 @@ def config_hash(config) -> str:
 
 
 def atomic_write_json(path, obj) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one.
+    A path where no file can be made raises :class:`UnwritablePathError` (naming path), data
+    that is not JSON a TypeError/ValueError naming obj; the old file is then untouched."""
+    path = _writable_target(path, "path")
+    text = _json_text(obj, indent=1)
+    fd, tmp = _make_temp(path, "path")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1, sort_keys=True, allow_nan=False)
+            fh.write(text)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -115,17 +139,34 @@ def read_json_file(path, what: str = "results file"):
         raise ValueError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})") from exc
 
 
-def check_writable(path) -> Path:
-    """`path` as a Path after checking that a results file can be written there (its folder
-    exists or can be made, and a file can be created in it), before any work is done; raises
-    OSError (with the path) otherwise. An existing file is not touched."""
+def _writable_target(path, name: str) -> Path:
+    """`path` as a Path after checking its type and that it is not a folder."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
     path = Path(path)
     if str(path) in ("", ".") or path.is_dir():
-        raise IsADirectoryError(21, "is a folder, not a file", str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        raise _unwritable(name, path, "it is a folder, not a file")
+    return path
+
+
+def _make_temp(path: Path, name: str) -> tuple[int, str]:
+    """A new temporary file beside `path` (its folder made if needed): (fd, its path)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(name, path, exc.strerror or str(exc)) from exc
+
+
+def check_writable(path, name: str = "path") -> Path:
+    """`path` as a Path after checking that a results file can be written there (its folder
+    exists or can be made, and a file can be created in it), before any work is done; raises
+    :class:`UnwritablePathError` (an OSError and a ValueError naming `name` and the path)
+    otherwise. An existing file is not touched."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (the argument's name), got {type(name).__name__}")
+    path = _writable_target(path, name)
+    fd, tmp = _make_temp(path, name)
     os.close(fd)
     os.unlink(tmp)
     return path
@@ -140,10 +181,9 @@ class ResultStore:
     def __init__(self, path, config, restart: bool = False):
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None else check_writable(path, "path")
         self.units: dict[str, dict] = {}
-        if self.path is not None:
-            check_writable(self.path)  # before any unit is computed, not after the first
+        # (checked writable above: before any unit is computed, not after the first)
         if self.path is not None and self.path.exists() and not restart:
             self.units = self._read_units()
 

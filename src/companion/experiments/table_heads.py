@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..attention import KernelAttentionHead
-from ..checks import check_bool, check_choice, check_int, check_int_sequence
+from ..checks import check_bool, check_choice, check_float, check_int, check_int_sequence
 from .engine import check_model_size
 from .pair_readout import (
     make_pair_plan,
@@ -66,7 +66,7 @@ class _TableHeads(torch.nn.Module):
         self.query_position = check_int(query_position, "query_position", 0, self.length - 1)
         self.d = check_int(d, "d", 1)
         self.positional = check_bool(positional, "positional")
-        if dtype not in (torch.float32, torch.float64):
+        if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
         self.num_positions = self.length if positional else 1
@@ -171,6 +171,8 @@ class TableKernelHeads(_TableHeads):
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
+        phi_std, value_std = (check_float(phi_std, "phi_std", 0),
+                              check_float(value_std, "value_std", 0))
         self.ranks = check_int_sequence(ranks, "ranks", 1)
         if len(self.ranks) != len(self.seeds):
             raise ValueError(
@@ -316,6 +318,8 @@ class TableSoftmaxHeads(_TableHeads):
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__(seeds, num_tokens, length, query_position, d, positional, dtype)
+        qk_std, value_std = (check_float(qk_std, "qk_std", 0),
+                             check_float(value_std, "value_std", 0))
         self.score_dim = check_int(score_dim, "score_dim", 1)
         M, p, t, s = self.num_models, self.num_positions, self.num_tokens, self.score_dim
         check_model_size(M * t * (p + 1) * (s + self.d + 1),

@@ -30,10 +30,12 @@ from ..attention import kernel_attention
 from ..checks import (
     check_bool,
     check_choice,
+    check_device,
     check_float,
     check_instance,
     check_int,
     check_int_sequence,
+    check_mapping,
 )
 from ..codes import paley_subset
 from ..gap_domination import LinkCheck, total_weights
@@ -42,7 +44,7 @@ from ..tables import Table
 from ..witness import WitnessFamily, family_size, witness_family
 from .engine import check_model_size, train_batched
 from .scheduler import Unit, environment, run_units
-from .store import FrozenConfig, ResultStore, read_json_file
+from .store import FrozenConfig, ResultStore, check_writable, read_json_file
 from .table_heads import FEATURES, TableKernelHeads, TableSoftmaxHeads, group_ranks
 
 # --------------------------------------------------------------------------- the E1 family
@@ -64,6 +66,8 @@ def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: 
     for the largest certified rank bound whose family size lies in [min, max]; ties go to the
     smaller family. Returns ((a, b), bound, family size); see
     :func:`companion.codes.paley_subset`."""
+    q, min_sequences = check_int(q, "q", 3), check_int(min_sequences, "min_sequences", 1)
+    max_sequences = check_int(max_sequences, "max_sequences", min_sequences)
     best = None
     for a in range(2, q + 1):
         for b in range(0, a + 1):
@@ -76,7 +80,8 @@ def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: 
             if best is None or key > best[0]:
                 best = (key, (a, b), bound, size)
     if best is None:
-        raise ValueError(f"no Paley subset has a family size in [{min_sequences}, {max_sequences}]")
+        raise ValueError(f"no Paley subset for q={q}, n={n} has a family size in "
+                         f"[min_sequences, max_sequences] = [{min_sequences}, {max_sequences}]")
     return best[1], best[2], best[3]
 
 
@@ -120,13 +125,14 @@ class E1Config(FrozenConfig):
 
     def __post_init__(self):
         put = self._put
-        if self.family not in FAMILIES and not str(self.family).startswith("custom:"):
+        if not isinstance(self.family, str) or (self.family not in FAMILIES
+                                                and not self.family.startswith("custom:")):
             raise ValueError(
                 f"family must be one of {FAMILIES} (or 'custom:<digest>'), got {self.family!r}")
         put("ranks", tuple(sorted(set(check_int_sequence(self.ranks, "ranks", 1)))))
         put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
-        put("dense_seeds", tuple(check_int_sequence(self.dense_seeds, "dense_seeds", 0))
-            if len(self.dense_seeds) else ())
+        put("dense_seeds", tuple(check_int_sequence(self.dense_seeds, "dense_seeds", 0,
+                                                    allow_empty=True)))
         groups = group_ranks(self.ranks) if self.rank_groups is None else self.rank_groups
         groups = tuple(tuple(sorted(check_int_sequence(g, "rank_groups[i]", 1))) for g in groups)
         if sorted(r for g in groups for r in g) != list(self.ranks):
@@ -161,13 +167,14 @@ E1_SMOKE = dataclasses.replace(E1_FULL, ranks=(1, 4, 16, 28), rank_groups=((1, 4
 
 def e1_family(config: E1Config) -> WitnessFamily:
     """The witness family a configuration names."""
-    if config.family == "experiment_witness_24":
+    if check_instance(config, "config", E1Config).family == "experiment_witness_24":
         return experiment_witness_24()
     raise ValueError(f"family {config.family!r} cannot be rebuilt by name; pass family= explicitly")
 
 
 def family_digest(family) -> str:
     """A short digest of a family's training problem (token ids, targets, query position)."""
+    check_instance(family, "family", WitnessFamily)
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(np.asarray(family.token_ids, dtype=np.int64)).tobytes())
     h.update(np.ascontiguousarray(np.asarray(family.targets, dtype=np.int64)).tobytes())
@@ -213,7 +220,7 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
     seeds = list(cfg.seeds if seeds is None else seeds)
     pad = max(group)
     if only_rank is not None:
-        if only_rank not in group:
+        if check_int(only_rank, "only_rank", 1) not in group:
             raise ValueError(
                 f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
         group = [only_rank]
@@ -229,6 +236,7 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
                   seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
                   only_rank: int | None = None):
     """Train one unit (or, with ``only_rank``, one rank of it); returns (records, TrainResult)."""
+    check_device(device)
     model, labels = build_unit(cfg, family, group, seeds, only_rank)
     ids, y = _family_tensors(family, device)
     res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
@@ -263,6 +271,9 @@ def unit_records(cfg: E1Config, family, group: Sequence[int] | None, seeds: Sequ
 def e1_units(cfg: E1Config, family, device="cpu") -> list[Unit]:
     """The sweep's independent units: every rank group x seed block, then the dense heads x
     seed block. Keys: 'nka_r1-2-4' and 'dense' with one block, '..._s0-1' with several."""
+    check_instance(cfg, "cfg", E1Config)
+    check_instance(family, "family", WitnessFamily)
+    check_device(device)
     units = []
     plan = [(g, seed_blocks(cfg.seeds, cfg.seed_block)) for g in cfg.rank_groups]
     if cfg.dense_seeds:
@@ -286,14 +297,16 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
     here; 'local:N' or a Dask address: see :mod:`companion.experiments.scheduler`; not with
     ``keep_models``); ``threads``: torch threads per unit."""
     cfg = check_instance(config, "config", E1Config)
+    check_device(device)
     if family is None:
         family = e1_family(cfg)
-    elif cfg.family in FAMILIES:
+    elif cfg.family in FAMILIES:  # family is checked by family_digest and e1_units
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
     check_bool(keep_models, "keep_models")
     if keep_models and scheduler is not None:
         raise ValueError("keep_models needs the units to run here: pass scheduler=None")
-    store = ResultStore(out, cfg, restart=restart)
+    store = ResultStore(None if out is None else check_writable(out, "out"), cfg,
+                        restart=restart)
     units = e1_units(cfg, family, device)
     models = {}
     if keep_models:
@@ -343,31 +356,35 @@ def summarise_e1(results: dict) -> list[dict]:
 def summary_table(rows: list[dict], caption: str | None = None) -> Table:
     """The rows of :func:`summarise_e1` as a table: max error median [min, max], median share
     within 1/2, solved seeds."""
-    return Table([{"r": row["r"], "max error: median": row["median_max_error"],
-                   "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
-                   "within 1/2": row["median_fraction_within_half"],
-                   "solved": f"{row['solved']}/{row['seeds']}"} for row in rows],
-                 caption=caption, formats={"max error: median": ".3f", "within 1/2": ".3f"})
+    try:
+        cells = [{"r": row["r"], "max error: median": row["median_max_error"],
+                  "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
+                  "within 1/2": row["median_fraction_within_half"],
+                  "solved": f"{row['solved']}/{row['seeds']}"} for row in rows]
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"rows must be the rows of summarise_e1 ({exc!r:.80})") from exc
+    return Table(cells, caption=caption, formats={"max error: median": ".3f", "within 1/2": ".3f"})
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
     """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
     says cannot exist. An empty list means the check passed."""
+    r_star = check_int(r_star, "r_star", 0)
     return [r for r in all_records(results)
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
 
 
 def find_trained_model(models: dict, rank, seed: int = 0):
     """(stacked module, row j) of the model of `rank` (an int, or "dense") and `seed` among
-    the units that :func:`run_e1_sweep` kept (``keep_models=True``)."""
-    for key, model in models.items():
+    the units that :func:`run_e1_sweep` kept (``keep_models=True``); ValueError if none."""
+    for key, model in check_mapping(models, "models").items():
         if key.startswith("dense") != (rank == "dense"):
             continue
         ranks = model.ranks if rank != "dense" else [rank] * model.num_models
         for j, (r, s) in enumerate(zip(ranks, model.seeds, strict=True)):
             if r == rank and s == seed:
                 return model, j
-    raise KeyError(f"no kept model of rank {rank!r} and seed {seed}")
+    raise ValueError(f"models holds no kept model of rank {rank!r:.40} and seed {seed!r:.40}")
 
 
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
@@ -394,6 +411,7 @@ def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
     pure sequences and every arrangement of its mixed one (eps_link = the largest), and its
     ratio D(x;z)/D(x;z') from the one D of :func:`companion.gap_domination.total_weights`.
     Evaluated on the whole family at once (float64)."""
+    check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
     n = family.n
