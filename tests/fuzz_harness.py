@@ -23,6 +23,7 @@ import resource
 import signal
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # glibc gives every thread its own 64 MB malloc arena (address space, not memory): with a
 # few torch threads that alone would reach the address-space cap. Set before the forkserver
@@ -32,8 +33,12 @@ os.environ.setdefault("MALLOC_ARENA_MAX", "2")
 #: Address-space cap of the child. Importing torch + the package maps ~0.65 GB; the rest is
 #: what one call may use.
 MEMORY_CAP = int(os.environ.get("COMPANION_FUZZ_MEMORY_CAP", 2 * 1024**3))
-#: Wall-clock cap of one call (seconds).
+#: Cap of one call (seconds of the child's CPU time where /proc gives it, else of wall time):
+#: CPU time, so that a call that waits for a core on a loaded machine is not called a hang.
 TIME_CAP = float(os.environ.get("COMPANION_FUZZ_TIME_CAP", 10.0))
+#: Wall-clock cap of one call: a call that neither answers nor computes (a deadlock, a sleep)
+#: is a hang after this long.
+WALL_CAP_FACTOR = 6
 #: Items a returned generator is drawn for (a lazy generator is only a hang once iterated).
 GENERATOR_ITEMS = 1000
 
@@ -191,13 +196,20 @@ class Runner:
         except (BrokenPipeError, OSError):
             self._kill()
             return ("crash", "", "child died before the call")
+        cpu_start = child_cpu_seconds(self.proc.pid)
         try:
             ready = self.conn.poll(self.time_cap)
+            while not ready and cpu_start is not None:
+                cpu = child_cpu_seconds(self.proc.pid)
+                if (cpu is None or cpu - cpu_start >= self.time_cap
+                        or time.perf_counter() - start >= WALL_CAP_FACTOR * self.time_cap):
+                    break
+                ready = self.conn.poll(min(1.0, self.time_cap))
         except (EOFError, OSError):
             ready = True
         if not ready:
             self._kill()
-            return ("hang", "", f"no answer after {self.time_cap:g} s")
+            return ("hang", "", f"no answer after {self.time_cap:g} s of computing")
         try:
             outcome = self.conn.recv()
         except (EOFError, OSError):
@@ -208,6 +220,23 @@ class Runner:
         if outcome[0] == "memory":
             self._kill()  # a MemoryError can leave the interpreter in a poor state
         return outcome
+
+
+def busy_loop(seconds: float, idle: bool = False) -> None:
+    """A target for the harness's own test: compute (or, idle, sleep) for `seconds`."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        if idle:
+            time.sleep(0.05)
+
+
+def child_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def names_argument(message: str, names) -> bool:

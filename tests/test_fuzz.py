@@ -631,3 +631,16 @@ def test_cli_bad_arguments(runner, argv):
     """A CLI call with a bad option exits 2 with one line on stderr (no traceback)."""
     outcome = runner.call("fuzz_harness:cli_one_line_error", {"argv": argv})
     assert outcome[0] == "ok", outcome
+
+
+def test_the_harness_tells_a_hang_from_a_slow_answer():
+    """A call that computes past the cap is a hang; so is one that sleeps past six caps;
+    a call that answers in time is ok (the cap counts CPU time, so load does not fail it)."""
+    runner = Runner(time_cap=1.0)
+    try:
+        assert runner.call("fuzz_harness:busy_loop", {"seconds": 60})[0] == "hang"
+        assert runner.call("fuzz_harness:busy_loop", {"seconds": 60, "idle": True})[0] == "hang"
+        assert runner.call("fuzz_harness:busy_loop", {"seconds": 0.01}) == ("ok", "", "")
+    finally:
+        runner.close()
+
