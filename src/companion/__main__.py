@@ -2,11 +2,16 @@
 
     python -m companion e1|e2 [--full|--quick|--smoke] [--out results/e1_full.json]
                               [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda]
+    python -m companion e2 --full [--reading X|S-code|S-random|all] [--out results]
 
 Results are written atomically as JSON beside a hash of the configuration. Every finished unit
 (E1: rank group x seed block, or the dense baseline; E2: one width) is stored as it finishes,
 so rerunning the same command after an interruption resumes without redoing finished units
-(``--restart`` starts over). ``--scheduler`` sends the units as tasks to a Dask cluster
+(``--restart`` starts over). ``e2 --full`` runs the three readings of chapter 7 (X, S-code,
+S-random; one unit per size x readout x heads|dense) into ``results/e2_<reading>_full.json``
+and judges them by the pre-registered rule into ``results/e2_summary.json``; ``--quick`` and
+``--smoke`` without ``--reading`` run the stored protocol's quick and smoke sizes into one
+file. ``--scheduler`` sends the units as tasks to a Dask cluster
 (``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
 Shows a tqdm progress bar on stderr.
@@ -67,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
                 help="the exact LP tables (level heads, overlap heads; no training)")
             s.set_defaults(scheduler=None)
         else:
+            if name == "e2":
+                s.add_argument(
+                    "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
+                    help="chapter 7's readings in which rank can bind (default with --full: "
+                    "all; --out is then a folder, default results)")
             s.add_argument(
                 "--scheduler",
                 default=None,
@@ -153,6 +163,8 @@ def _main(args) -> int:
         raise _UsageError(f"--scheduler: {exc}") from exc
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
+    if args.experiment == "e2" and (args.reading is not None or args.mode == "full"):
+        return _run_readings(args, device)
     out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
     if not out.strip():
         raise _UsageError("--out must name a file, got an empty path")
@@ -213,6 +225,75 @@ def _run_e2(args, device: str, out: str) -> None:
     for m, width in res["widths"].items():
         print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
               f"{width['transition_r']}")
+
+
+def _run_readings(args, device: str) -> int:
+    import os
+
+    from .experiments.e2_readings import (
+        READING_QUICK,
+        READINGS_FULL,
+        READINGS_SMOKE,
+        e2_summary,
+        load_reading,
+        reading_path,
+        run_reading,
+    )
+    from .experiments.ood_scaling import load_e2_protocols
+    from .experiments.scheduler import DaskMissingError, SchedulerUnreachableError
+    from .experiments.store import ResultFileError, atomic_write_json, check_writable
+
+    folder = args.out if args.out is not None else "results"
+    if not folder.strip():
+        raise _UsageError("--out must name a folder, got an empty path")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise _UsageError(f"--out {folder}: with --reading (or e2 --full) --out is a folder "
+                          "for the readings' files; this is a file")
+    names = (("X", "S-code", "S-random") if args.reading in (None, "all")
+             else (args.reading,))
+    if args.mode == "quick":
+        if names != ("S-code",):
+            raise _UsageError("--quick exists for --reading S-code only (the book's live run); "
+                              "use --smoke or --full")
+        configs = {"S-code": READING_QUICK}
+    else:
+        configs = {n: (READINGS_FULL if args.mode == "full" else READINGS_SMOKE)[n]
+                   for n in names}
+    done = {}
+    for name, cfg in configs.items():
+        path = reading_path(folder, name, args.mode)
+        try:
+            check_writable(path)
+            res = run_reading(cfg, out=path, device=device, progress=args.progress,
+                              restart=args.restart, scheduler=args.scheduler,
+                              threads=args.threads)
+        except (DaskMissingError, SchedulerUnreachableError) as exc:
+            raise _UsageError(str(exc)) from exc
+        except ResultFileError as exc:
+            raise _UsageError(f"--out: {exc}") from exc
+        except OSError as exc:
+            raise _UsageError(f"writing {path} failed ({exc.strerror or exc}); free space or "
+                              "fix the folder, then rerun the same command to resume") from exc
+        done[name] = res
+        print(f"results: {path}")
+    if args.mode == "full":  # judge every complete full reading in the folder
+        readings = {}
+        for name in ("X", "S-code", "S-random"):
+            path = reading_path(folder, name, "full")
+            if path.exists() and (res := load_reading(path)) is not None:
+                readings[name] = res
+        stored = load_e2_protocols(os.path.join(folder, "e2_protocols")) if os.path.isdir(
+            os.path.join(folder, "e2_protocols")) else {}
+        summary = e2_summary(readings, stored)
+        atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
+        for name, r in summary["readings"].items():
+            for ro, tests in r["by_readout"].items():
+                v = tests["uniform"]
+                stars = [s["r_star"] for s in v["per_size"]]
+                print(f"{name} {ro} uniform: r* per size {stars}: {v['verdict']} "
+                      f"({v['reason']})")
+        print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
+    return 0
 
 
 def _run_probes(args, device: str, out: str) -> None:
