@@ -20,7 +20,6 @@ curves (:mod:`companion.experiments.transition_rule`) was fixed before any full 
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,13 +49,13 @@ from .pool_sequences import (
 )
 from .pool_table_heads import READOUTS, PoolTableKernelHeads, PoolTableSoftmaxHeads
 from .scheduler import Unit, run_units
-from .store import FrozenConfig, ResultStore, check_writable, read_json_file
+from .store import FrozenConfig, ResultStore, check_writable, config_dict, read_json_file
 from .transition_rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
 
 __all__ = ["READINGS", "ReadingConfig", "READINGS_FULL", "READINGS_SMOKE", "READING_QUICK",
            "reading_data", "reading_unit", "reading_units", "reading_result",
            "run_reading", "reading_path", "load_reading", "judge_reading", "e2_summary",
-           "HEADLINE"]
+           "HEADLINE", "config_dict", "verdict_table", "decomposition_table", "curve_table"]
 
 #: The three readings: name -> (head kind, pool, what the problem size is).
 READINGS = {"X": ("mlp", "disjoint closed random", "m"),
@@ -262,7 +261,6 @@ def reading_unit(cfg: ReadingConfig, size: int, readout: str, which: str,
     check_choice(readout, "readout", cfg.readouts)
     check_choice(which, "which", ("heads", "dense"))
     check_device(device)
-    start = time.process_time()
     m, pool_size = cfg.sizes[size]
     data = reading_data(cfg, m, pool_size)
     model, keys = _models(cfg, m, pool_size, readout, which)
@@ -291,8 +289,7 @@ def reading_unit(cfg: ReadingConfig, size: int, readout: str, which: str,
             "pool_train": data["pool_train"], "pool_test": data["pool_test"],
             "n_eval": {k: len(v[1]) for k, v in data["evals"].items()},
             "accuracy": acc,
-            "train_max_error": res.best_max_error.numpy()[order].reshape(shape).tolist(),
-            "cpu_seconds": round(time.process_time() - start, 1)}
+            "train_max_error": res.best_max_error.numpy()[order].reshape(shape).tolist()}
 
 
 def _key(m: int, pool_size: int, readout: str, which: str) -> str:
@@ -328,7 +325,7 @@ def reading_result(store: ResultStore) -> dict | None:
                 if not store.done(key):
                     return None
                 got[which] = {k: v for k, v in store.get(key).items()
-                              if k not in ("wall_time", "environment")}
+                              if k not in ("wall_time", "environment", "cpu_seconds")}
             out[f"m{m}-P{p}"][readout] = got
     return {"config": cfg, "sizes": out}
 
@@ -444,3 +441,86 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
             "seeds": len(res["config"]["seeds"]), "verdict": v["verdict"],
             "reason": v["reason"], "per_size": [_size_line(s) for s in per_size]}
     return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _dash(value) -> str:
+    return "—" if value is None else str(value)
+
+
+def _protocol_rows(summary: dict, test: str):
+    """(protocol, readout, problem size, per-size lines, verdict, reason) per judged curve."""
+    for name, r in summary["readings"].items():
+        for readout, tests in r["by_readout"].items():
+            if test in tests:
+                v = tests[test]
+                yield name, readout, r["problem_size"], v["per_size"], v["verdict"], v["reason"]
+    for name, r in summary["stored_protocols"].items():
+        if test == "uniform":
+            yield (name.split("_")[0] + " (stored)", r["readout"], r["problem_size"],
+                   r["per_size"], r["verdict"], r["reason"])
+
+
+def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
+    """One row per protocol and readout: sizes, r* per size, the width of each transition
+    in doublings, dense exact seeds per size, and the rule's verdict."""
+    from ..tables import Table
+
+    check_mapping(summary, "summary")
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    rows = []
+    for name, readout, what, sizes, v, reason in _protocol_rows(summary, test):
+        rows.append({
+            "protocol": name, "readout": readout,
+            "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
+            "r* per size": " → ".join(_dash(s["r_star_refined"] or s["r_star"]) for s in sizes),
+            "width (doublings)": ", ".join(
+                "—" if s["width_doublings"] is None else f"{s['width_doublings']:.1f}"
+                for s in sizes),
+            "dense exact": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in sizes),
+            "verdict": v, "first failing condition": "—" if v != "differs" else reason})
+    return Table(rows, caption=caption)
+
+
+def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
+    """Rank against generalisation below the transition, per protocol, readout and size:
+    the capacity share of the missing test accuracy and the call the rule makes."""
+    from ..tables import Table
+
+    check_mapping(summary, "summary")
+    rows = []
+    for name, readout, what, sizes, _, _ in _protocol_rows(summary, test):
+        for s in sizes:
+            share = s["capacity_share"]
+            rows.append({"protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
+                         "capacity share": "—" if share is None else f"{share:.2f}",
+                         "limited by": _dash(s["limit"]),
+                         "test at r = 128": f"{s['median'][-1]:.2f}",
+                         "fit at r = 128": ("—" if s["fit_median"] is None
+                                            else f"{s['fit_median'][-1]:.2f}")})
+    return Table(rows, caption=caption)
+
+
+def curve_table(result: dict, readout: str, test: str = "uniform",
+                caption: str | None = None):
+    """Exact-sequence accuracy by rank (rows, then dense) and size (columns) of one reading:
+    'median [min, max]' over seeds on the held-out sequences of distribution ``test``."""
+    from ..tables import Table
+
+    check_mapping(result, "result")
+    cfg = result["config"]
+
+    def cell(values) -> str:
+        a = np.asarray(values, dtype=np.float64)
+        return f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]"
+
+    sizes = list(result["sizes"])
+    rows = [[r] + [cell(result["sizes"][k][readout]["heads"]["accuracy"][f"test/{test}"][i])
+                   for k in sizes] for i, r in enumerate(cfg["ranks"])]
+    rows.append(["dense"] + [cell(result["sizes"][k][readout]["dense"]["accuracy"][
+        f"test/{test}"]) for k in sizes])
+    what = READINGS[cfg["reading"]][2]
+    cols = [f"{what} = {m if what == 'm' else p}" for m, p in cfg["sizes"]]
+    return Table(rows, columns=["r", *cols], caption=caption)
