@@ -2,6 +2,7 @@
 pool-table heads, the pre-registered rule and its verdicts, and the readings' runner."""
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -357,3 +358,34 @@ def test_the_ledger_carries_the_headline_verdict():
     stars = " → ".join("none" if s["r_star"] is None else str(s["r_star"])
                        for s in verdict["per_size"])
     assert stars in row["ours"], (stars, row["ours"])
+
+
+def test_complement_power_heads_have_the_stated_rank_and_nonnegative_weights():
+    from companion.task import all_tokens
+
+    cube = all_tokens(6)
+    for k in range(4):
+        weight = (2 * (cube @ (1 - cube).T) + 1) ** k
+        assert (weight > 0).all()
+        assert np.linalg.matrix_rank(weight.astype(np.float64)) == er.complement_power_rank(6, k)
+
+
+def test_complement_power_heads_climb_with_degree_and_are_exact_counts():
+    pool = dev.complement_closed_pool(8, 40, 0)
+    idx = dev.witness_triples(pool, 300, np.random.default_rng(0))
+    acc = [er.complement_power_head_accuracy(pool, idx, k) for k in range(1, 5)]
+    assert all(isinstance(a, Fraction) and (a * 300).denominator == 1 for a in acc)
+    assert acc[0] < Fraction(1, 2) < acc[-1] and acc == sorted(acc)
+    # a solved sequence, checked by hand in exact arithmetic
+    seq = idx[0]
+    tokens = pool[seq]
+    outs = []
+    for i in range(3):
+        w = [Fraction((2 * int(tokens[i] @ (1 - tokens[j])) + 1) ** 4) for j in range(3)]
+        f = [int(tokens[i] @ tokens[j]) for j in range(3)]
+        outs.append(sum(a * b for a, b in zip(w, f)) / sum(w))
+    t = min_ip_targets(tokens[None])[0]
+    solved = all(abs(o - int(ti)) < Fraction(1, 2) for o, ti in zip(outs, t))
+    assert er.complement_power_head_accuracy(pool, idx[:1], 4) == int(solved)
+    with pytest.raises(ValueError, match="idx"):
+        er.complement_power_head_accuracy(pool, idx[:, :2], 2)

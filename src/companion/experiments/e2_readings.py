@@ -20,7 +20,9 @@ curves (:mod:`companion.experiments.transition_rule`) was fixed before any full 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -55,7 +57,8 @@ from .transition_rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
 __all__ = ["READINGS", "ReadingConfig", "READINGS_FULL", "READINGS_SMOKE", "READING_QUICK",
            "reading_data", "reading_unit", "reading_units", "reading_result",
            "run_reading", "reading_path", "load_reading", "judge_reading", "e2_summary",
-           "HEADLINE", "config_dict", "verdict_table", "decomposition_table", "curve_table"]
+           "HEADLINE", "config_dict", "complement_power_rank",
+           "complement_power_head_accuracy", "verdict_table", "decomposition_table", "curve_table"]
 
 #: The three readings: name -> (head kind, pool, what the problem size is).
 READINGS = {"X": ("mlp", "disjoint closed random", "m"),
@@ -362,6 +365,48 @@ def load_reading(path) -> dict | None:
     store = ResultStore(None, data["config"])
     store.units = data["units"]
     return reading_result(store)
+
+
+# --------------------------------------------------------------------------- explicit heads
+
+
+def complement_power_rank(m: int, k: int) -> int:
+    """Feature rank of the complement-power kernel of degree k on width-m tokens:
+    sum_{j <= k} C(m, j) (its multilinear monomials of degree <= k)."""
+    m, k = check_int(m, "m", 1, 62), check_int(k, "k", 0, 62)
+    return sum(math.comb(m, j) for j in range(min(k, m) + 1))
+
+
+def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
+    """Exact-sequence accuracy of the explicit NKA head alpha(x, z) = (2<x, 1 - z> + 1)^k with
+    the overlap readout on the triples ``idx`` of ``pool``: exact, in integers.
+
+    For each query the weight falls as <x, z> grows, so the head prefers low-overlap keys
+    more sharply as k grows; its features (monomials of x times monomials of 1 - z, positive
+    coefficients) are nonnegative, and its rank is :func:`complement_power_rank`. A
+    token-generic head of known rank: it needs no training and sees no pool."""
+    tokens = np.asarray(pool, dtype=np.int64)
+    if tokens.ndim != 2 or not np.isin(tokens, (0, 1)).all():
+        raise ValueError("pool must be a (P, m) array of 0/1 tokens")
+    rows = np.asarray(idx, dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] != 3 or not len(rows):
+        raise ValueError(f"idx must have shape (S, 3) with S >= 1, got {rows.shape}")
+    if rows.min() < 0 or rows.max() >= len(tokens):
+        raise ValueError(f"idx must hold pool indices in [0, {len(tokens) - 1}]")
+    k = check_int(k, "k", 0, 6)
+    m = tokens.shape[1]
+    if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
+        raise ValueError("k and the width make the integer weights too large for int64")
+    gram = tokens @ tokens.T
+    weight = (2 * (tokens @ (1 - tokens).T) + 1) ** k
+    target = min_ip_targets(tokens[rows])
+    solved = np.ones(len(rows), dtype=bool)
+    for i in range(3):  # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
+        q = rows[:, i]
+        a, f = weight[q[:, None], rows], gram[q[:, None], rows]
+        num, den = (a * f).sum(1), a.sum(1)
+        solved &= np.abs(2 * num - 2 * target[:, i] * den) < den
+    return Fraction(int(solved.sum()), len(rows))
 
 
 # --------------------------------------------------------------------------- the rule
