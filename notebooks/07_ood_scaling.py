@@ -12,37 +12,44 @@
 # ---
 
 # %% [markdown]
-# # Out-of-distribution scaling: feature rank against unseen tokens (E2)
+# # Out-of-distribution scaling: where does feature rank bind? (E2)
 #
 # The lower bound of the theory chapters is a worst-case statement: it builds a special
 # family of length-3 inputs and shows that *no* head of small feature rank gets all of them
-# right. This chapter asks the statistical companion question. We train heads whose feature
-# maps are small networks of the token bits, on one set of tokens, and test them on a
-# **disjoint** set of tokens they have never seen. A test sequence counts as solved only if
-# the head's outputs at all three positions round to the right Min-IP targets
-# (*exact-sequence accuracy*). How does that accuracy depend on the feature rank $r$, and on
-# the token width $m$?
+# right. This chapter asks the statistical companion question: train heads of feature rank
+# $r$ on some sequences, test them on sequences they have never seen, and count a test
+# sequence as solved only if the outputs at all three positions round to the right Min-IP
+# targets (*exact-sequence accuracy*). How does that accuracy depend on $r$ as the problem
+# grows?
 #
-# The paper {cite}`opazo2026threetokens` reports a sharp transition in $r$ whose location
-# moves from $r = 8$ to $16$ to $64$ as the problem grows, with dense softmax attention
-# exact on every seed. We report what our own runs show, including the protocols that did
-# not give a clean picture.
+# The paper {cite}`opazo2026threetokens` reports (in the sense of
+# [*reported*](reading.md#reported)) that on "larger, disjoint train/test pools" the
+# accuracy shows a **sharp transition** in $r$ that moves from $r = 8$ to $16$ to $64$ as
+# the problem grows, with dense softmax attention exact on every seed. The words admit more
+# than one experiment, so we fixed a decision rule first, then ran three readings of them at
+# three problem sizes each, beside the six protocols stored earlier.
 #
 # ```{admonition} Key result
 # :class: tip
-# On unseen tokens the kernel heads' exact-sequence accuracy rises with rank, but in the
-# committed quick sweep only the smallest width ($m = 8$) reaches the pre-registered
-# threshold 0.9, and where it does is sensitive to rounding (a second CPU code path moves it
-# from $r = 16$ to $r = 8$). Dense softmax heads are exact or within one test sequence of
-# exact on every seed. What limits the kernel heads is generalisation to unseen tokens, not
-# fitting: their training accuracy is close to 1 from moderate ranks on.
+# We pre-registered a rule (threshold 0.9 on the median over 5 seeds; *sharp* = from at most
+# 0.5 to at least 0.9 within one doubling of $r$) and ran three readings in which rank, not
+# generalisation, binds. **The reported transition $8 \to 16 \to 64$ is not reproduced, by
+# any protocol.** The headline reading — exp-affine maps on unseen tokens, learned readout
+# — gives $r^* = 8 \to 64 \to$ none for $m = 8, 10, 12$, graded (no size sharp), with dense
+# softmax exact on every seed. A sharp step does exist where the pool has witness structure
+# (Paley codes): there the heads' capacity jumps to 1 at a rank of the order of the pool
+# size, as in E1, but held-out accuracy follows it sharply at one size only. Explicit heads
+# of known rank show why random pools give graded curves: their comparisons come at every
+# scale.
 # ```
 #
-# **Code for this chapter:** `companion.experiments.ood_data` (pools, uniform and near-tie
-# sequences), `companion.experiments.mlp_heads` (the stacked MLP heads),
-# `companion.experiments.ood_scaling` (the configuration `E2Config`, the sweep, summaries and
-# the stored protocols), `companion.experiments.engine` (batched training) and
-# `companion.tables`. It tests the statistical side of {prf:ref}`thm-exponential-rank`.
+# **Code for this chapter:** `companion.experiments.transition_rule` (the pre-registered
+# rule), `companion.experiments.pool_sequences` (pools and hard test triples),
+# `companion.experiments.pool_table_heads` and `companion.experiments.mlp_heads` (the
+# heads), `companion.experiments.e2_readings` (the three readings, their stored runs and the
+# summary), `companion.experiments.ood_scaling` (the six earlier protocols),
+# `companion.experiments.engine` (batched training) and `companion.tables`. It tests the
+# statistical side of {prf:ref}`thm-exponential-rank`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -91,7 +98,473 @@ TOLERANCE = 0.25  # test accuracy, per model: >= 3x every one of those moves
 assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 
 # %% [markdown]
-# ## The data
+# ## The rule, fixed before the results
+#
+# Before any full-size run of the new readings, we wrote down what would count as the
+# paper's picture (commit `525fc89`, amended before any full run in `2d367f7`: the two
+# changes made single-rank optimisation dips unable to manufacture a sharp curve). For every
+# protocol, problem size, readout and test distribution, the curve $a(r)$ is the **median
+# over seeds** of the test exact-sequence accuracy at each rank.
+#
+# ```{list-table}
+# :header-rows: 1
+# :widths: 22 78
+#
+# * - term
+#   - definition
+# * - threshold
+#   - $\tau = 0.9$, the value this chapter has used since before any sweep ran.
+# * - transition rank $r^*$
+#   - the smallest rank of the doubling grid $1, 2, 4, \dots, 128$ with $a(r) \ge \tau$
+#     there *and at every larger grid rank*; with ranks between the doublings, the refined
+#     $r^*$ is the smallest run rank in $(r^*/2, r^*]$ with the same property; none: no
+#     transition.
+# * - sharp
+#   - $r_{50}$, the largest run rank below $r^*$ at which the running maximum
+#     $\max_{r' \le r} a(r')$ is still at most $1/2$, exists, and the width
+#     $\log_2(r^*/r_{50})$ is at most one doubling: within one doubling of the rank the heads
+#     go from solving at most half of the held-out sequences to at least 90 %. (A rank-$r$
+#     class contains every smaller rank, so a dip below a smaller rank's accuracy is an
+#     optimisation failure; the running maximum keeps it from looking like a step.)
+# * - dense exact
+#   - test accuracy $\ge 0.99$ on every seed (seeds at exactly 1 are counted beside it).
+# * - rank- or generalisation-limited
+#   - below $r^*$, the missing accuracy $1 - a_{\text{test}}$ splits into *capacity*
+#     $1 - a_{\text{fit}}$ (the heads do not fit their own training sequences) and
+#     *generalisation* $a_{\text{fit}} - a_{\text{test}}$, summed over the grid ranks below
+#     $r^*$; rank-limited when capacity is at least half.
+# * - verdict
+#   - **reproduced**: three sizes with sharp transitions at $r^* = 8, 16, 64$ and dense
+#     exact there; **reproduced with our sizes**: at least three sharp sizes, $r^*$ not
+#     decreasing with size, the last at least $4\times$ the first, dense exact;
+#     **differs**: anything else, naming the first failing condition (transitions at fewer
+#     than three sizes; not sharp; not moving by $4\times$; dense not exact).
+# ```
+#
+# Each protocol is judged on **uniform** test triples of its held-out side — the
+# distribution a held-out pool's sequences have — with both readouts; the hard test
+# distributions below are judged too but never replace it. The **headline** was fixed from
+# the words alone: "OOD" and "disjoint pools" mean test tokens the heads never saw; among
+# maps of the bits, exp-affine features cannot be blamed for a low-rank failure; the paper's
+# model has an affine readout. So the headline is reading **X** with the learned readout on
+# uniform triples. The next cell applies the rule to two hand-made curves, to show it at work.
+
+# %%
+from companion.experiments.transition_rule import (
+    PAPER_TRANSITIONS,
+    RULE_DENSE_EXACT,
+    RULE_LOW,
+    RULE_THRESHOLD,
+    curve_rule,
+    dense_exact,
+    verdict,
+)
+
+print(f"threshold {RULE_THRESHOLD}, low level {RULE_LOW}, dense exact at >= "
+      f"{RULE_DENSE_EXACT}; the paper's transitions {PAPER_TRANSITIONS}")
+grid = [1, 2, 4, 8, 16, 32, 64, 128]
+examples = {  # median accuracy per rank (one seed each)
+    "a step between r = 8 and 16": [0.05, 0.1, 0.2, 0.45, 0.95, 0.97, 0.99, 1.0],
+    "a steady climb": [0.2, 0.35, 0.5, 0.62, 0.75, 0.86, 0.92, 0.95],
+}
+Table([{"curve": name, "r*": rule["r_star"], "r50": rule["r50"], "width": rule["width"],
+        "sharp": rule["sharp"]}
+       for name, acc in examples.items()
+       for rule in [curve_rule(grid, [[a] for a in acc])]])
+
+# %% [markdown]
+# ## Three readings of "larger, disjoint pools"
+#
+# Every earlier protocol (the last part of this chapter) split the *tokens* and learned MLP
+# maps of the bits from about 180 training tokens; their heads fit the training sequences
+# far better than they generalise, so rank could not show what it does. The three readings
+# below are built so that a failure at low rank is a failure of rank.
+#
+# * **X — exp-affine maps on disjoint token pools** (problem size: the token width $m$).
+#   A pool of random complementary pairs $\{x, \bar x\}$ is split 70/30 *by pairs* into a
+#   training and a test pool that share no token; both are closed under complement, so
+#   witness-like triples exist on the test side. The feature maps are
+#   $\phi_Q(x) = e^{W_Q x + c_Q}$, $\phi_K(z) = e^{W_K z + c_K}$ of rank $r$: this class
+#   holds the positive random features of the softmax kernel $e^{-\beta\langle x, z\rangle}$,
+#   so it contains heads that generalise to unseen tokens, and with only $r(2m + 2)$ kernel
+#   parameters a few hundred training tokens pin it down. The dense reference has affine
+#   scores $q, k \in \mathbb{R}^m$ (it contains $q = -\beta x$, $k = z$, which solves the
+#   task). We grow $m$ because the theorem's requirement grows with the width.
+# * **S-code — one code pool, disjoint sets of sequences** (problem size: the pool size
+#   $P$). The pool is a Paley–Hadamard code with its complements (width $m = q + 1$,
+#   $P = 2q$ words; cross overlaps $m/4$, complement overlap 0): every query has one private
+#   best key, its complement, and all other keys tie far above it — the identity-like
+#   structure of Lemma D. Every sequence (as a multiset) is put on the training or the test
+#   side by a seeded hash, 70/30, so no test sequence, in any order, was trained on. Every
+#   token is seen in training, so lookup-table maps are legitimate, as in E1; rank $P$
+#   always suffices (one indicator feature per key).
+# * **S-random — one random pool, disjoint sets of sequences** (problem size: $P$). As
+#   S-code over random complementary pairs at $m = 12$.
+#
+# Training sequences are half uniform triples and half witness triples $(x, \bar x, y)$
+# (plus a quarter of those as pure $(x, y, y)$), the inputs on which a head must compare.
+# Each reading runs **both readouts**: *learned* (values and an affine readout, the paper's
+# model) and *overlap*, with values and readout fixed to $f(x, z) = \langle x, z\rangle$, so
+# the attention alone must select the minimum; with free readout tables a low-rank head can
+# memorise part of the answer. Full-size runs: ranks 1 to 128 (S-code also between the
+# doublings), **5 seeds**, the dense heads per seed, 1,000 held-out sequences per test set,
+# each (size, readout, heads or dense) a stored unit of `python -m companion e2 --full`.
+
+# %%
+from companion.experiments.e2_readings import READINGS, READINGS_FULL
+
+Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
+        else "tables over the pool", "pool": READINGS[name][1],
+        "sizes (m, P)": ", ".join(f"({m}, {p})" for m, p in cfg.sizes),
+        "ranks": f"{len(cfg.ranks)} from {cfg.ranks[0]} to {cfg.ranks[-1]}",
+        "seeds": len(cfg.seeds), "train seqs": cfg.n_train, "steps": cfg.steps, "lr": cfg.lr,
+        "test sets": ", ".join(cfg.tests)}
+       for name, cfg in READINGS_FULL.items()], caption="the three readings' full runs")
+
+# %% [markdown]
+# Besides uniform triples, every reading is scored on harder test triples drawn from its
+# held-out side: **witness** triples $(x, \bar x, y)$, where the query must prefer its
+# complement (overlap 0) to a key at a larger overlap — the direct links of Theorem E — and,
+# on the random pools, **gap-2** triples, where one query's two competitors differ by
+# exactly 2. Uniform triples are not dominated by one clearly best competitor (about 70 % of
+# queries on a random 8-bit pool face a gap of 0 or 1), but near-ties are cheap: a rank
+# $m + 1$ head already orders gap-1 competitors correctly. Witness triples are the ones that
+# need the comparison, and the only ones on which a rank-1 head fails whatever the readout.
+
+# %%
+import json as _json
+
+from companion.experiments.e2_readings import (
+    HEADLINE,
+    curve_table,
+    decomposition_table,
+    load_reading,
+    verdict_table,
+)
+
+summary_e2 = _json.loads((RESULTS / "e2_summary.json").read_text())
+readings = {name: load_reading(RESULTS / f"e2_{name}_full.json") for name in READINGS}
+assert all(res is not None for res in readings.values()), "a reading's full run is incomplete"
+print("headline:", HEADLINE)
+
+# %% [markdown]
+# ## The headline: exp-affine maps on disjoint token pools (X)
+#
+# Test exact-sequence accuracy on uniform triples from the held-out tokens, learned readout,
+# median [min, max] over the five seeds:
+
+# %%
+x_res = readings["X"]
+curve_table(x_res, "learned", "uniform",
+            caption="X, learned readout: uniform test triples of unseen tokens")
+
+# %% [markdown]
+# The rule's verdict, beside the reported numbers:
+
+# %%
+def verdict_line(name, readout, test):
+    entry = summary_e2["readings"][name]["by_readout"][readout][test]
+    return entry, entry["per_size"]
+
+
+head, per_size = verdict_line(HEADLINE["reading"], HEADLINE["readout"], HEADLINE["test"])
+size_name = summary_e2["readings"]["X"]["problem_size"]
+Table([
+    {"": "problem sizes", "reported": "not stated (\"as the problem grows\")",
+     "ours": ", ".join(f"{size_name} = {s['size']}" for s in per_size)},
+    {"": "transition rank r*", "reported": " → ".join(map(str, PAPER_TRANSITIONS)),
+     "ours": " → ".join("none" if s["r_star"] is None else str(s["r_star"])
+                        for s in per_size)},
+    {"": "sharp (within one doubling)", "reported": "yes",
+     "ours": ", ".join("yes" if s["sharp"] else "no" for s in per_size)},
+    {"": "median accuracy at r = 1 → 128", "reported": "—",
+     "ours": ", ".join(f"{s['median'][0]:.2f} → {s['median'][-1]:.2f}" for s in per_size)},
+    {"": "dense exact seeds", "reported": "all",
+     "ours": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per_size)},
+    {"": "verdict", "reported": "—", "ours": f"{head['verdict']} ({head['reason']})"},
+], caption="headline: X, learned readout, uniform test triples")
+
+# %% tags=["hide-input"]
+import matplotlib.pyplot as plt
+
+
+def plot_reading(ax, name, readout, test, title=None):
+    """Median test accuracy against rank per size (band: seeds), dense dashed, r* marked."""
+    res = readings[name]
+    entry = summary_e2["readings"][name]["by_readout"][readout][test]
+    sizes = list(res["sizes"])
+    colors = plt.cm.viridis(np.linspace(0, 0.8, len(sizes)))
+    ranks = res["config"]["ranks"]
+    for color, key, line in zip(colors, sizes, entry["per_size"], strict=True):
+        acc = np.asarray(res["sizes"][key][readout]["heads"]["accuracy"][f"test/{test}"])
+        label = f"${summary_e2['readings'][name]['problem_size']} = {line['size']}$"
+        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=label)
+        ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
+        dense = res["sizes"][key][readout]["dense"]["accuracy"][f"test/{test}"]
+        ax.axhline(np.median(dense), color=color, ls="--", lw=1)
+        star = line["r_star_refined"] or line["r_star"]
+        if star is not None:
+            ax.plot([star], [np.median(acc, axis=1)[ranks.index(star)]], marker="*", ms=13,
+                    color=color, mec="black", zorder=5)
+    ax.axhline(RULE_THRESHOLD, color="grey", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or f"{name}, {readout} readout, {test} test", fontsize=10)
+    ax.set_xlabel("feature rank $r$")
+
+
+fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
+for row, readout in zip(axes, ("learned", "overlap")):
+    for ax, test in zip(row, ("uniform", "witness")):
+        plot_reading(ax, "X", readout, test, f"{readout} readout, {test} triples")
+for ax in axes[:, 0]:
+    ax.set_ylabel("test exact-seq. accuracy")
+for ax in axes[0]:
+    ax.set_xlabel("")
+axes[0, 0].legend(fontsize=9, loc="lower right")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# *Figure.* Reading X (unseen tokens, exp-affine maps): median test exact-sequence accuracy
+# over five seeds against feature rank, one curve per token width (band: min–max over
+# seeds; dashed: dense softmax; dotted: the threshold 0.9; a star marks a transition $r^*$
+# where the rule finds one). Top: the learned readout (the headline is the top left panel);
+# bottom: the overlap readout.
+
+# %% [markdown]
+# What reading X shows:
+#
+# * **The headline curve climbs; it does not jump.** With the learned readout, accuracy on
+#   uniform triples of unseen tokens rises from 0.56, 0.31, 0.25 at $r = 1$ to 0.96, 0.93,
+#   0.89 at $r = 128$ for $m = 8, 10, 12$. The rule finds $r^* = 8$ at $m = 8$, $r^* = 64$
+#   at $m = 10$ and no transition at $m = 12$. The transition moves in the reported
+#   direction, but no size passes the sharpness test: at $m = 8$ rank 1 already solves more
+#   than half of the sequences (there is no low regime), and at $m = 10$ the climb from at
+#   most 0.5 to at least 0.9 takes five doublings ($r_{50} = 2$, $r^* = 64$). Verdict:
+#   **differs** — a transition at two of three sizes, neither sharp.
+# * **Here rank, not generalisation, binds.** Below the transition the heads fail their own
+#   training sequences about as often as the held-out ones (capacity share 0.81–0.96 in the
+#   decomposition below): at $r = 8$ they fit 0.95, 0.88, 0.74 of their training sequences
+#   and solve 0.93, 0.90, 0.74 of the held-out ones. Only at the largest rank and width does
+#   a generalisation gap open (0.98 against 0.89). This is the regime the earlier protocols
+#   lacked, and the curve is still graded.
+# * **Witness triples have a low regime, and still no step.** Rank 1 solves 0.32, 0.18,
+#   0.10 of them; the climb then spreads over the whole range of ranks, to 0.86, 0.86, 0.75
+#   at $r = 128$.
+# * **The overlap readout starts near zero** (0.06, 0.03, 0.01 at $r = 1$: rank-1 weights
+#   depend on the key only, so the attention cannot pick each query's minimum) and climbs
+#   over seven doublings to 0.89, 0.84, 0.74 — no transition at any width.
+# * **Dense softmax with the learned readout is exact on every seed at every width** (5/5,
+#   and at least 0.99 on witness triples too). With the overlap readout it is exact on 3, 5
+#   and 1 of 5 seeds: the fixed readout makes its training harder as well.
+
+# %% [markdown]
+# ## Shared pools: S-code and S-random
+#
+# On the Paley code pools every token is seen in training and the heads are lookup tables,
+# so the question is only how much rank the comparison needs. S-random asks the same on a
+# random pool.
+#
+# * **S-code, overlap readout: the capacity curve steps.** The fraction of their own
+#   training witness triples the heads fit stays at or below 0.54 up to $r = 32$ at
+#   $P = 46$ and jumps to 1.00 at $r = 40$; at $P = 62$ it stays at or below 0.26 up to
+#   $r = 20$ and jumps to 0.98 at $r = 24$; at $P = 22$ it rises from 0.72 at $r = 16$ to 1.00
+#   at $r = 24$. This is the E1 picture on a pool: below a rank of the order of the pool
+#   size nothing fits reliably, above it everything does.
+# * **Held-out sequences lag behind.** On held-out witness triples the step is sharp under
+#   the rule only at $P = 46$ ($r_{50} = 32$, $r^* = 64$); at $P = 22$ the climb starts too
+#   early (0.51 at $r = 4$) and at $P = 62$ accuracy stops at 0.89 at $r = 128$ — the table
+#   heads must also infer comparisons $(x, \bar x, y)$ they never saw. On uniform held-out
+#   triples rank 2 already solves about half (most queries on a Paley pool face equal
+#   overlaps), so there is no low regime and no sharp curve at any size.
+# * **The learned readout moves the transition down and softens it**: $r^* = 12, 12, 20$ on
+#   uniform triples (free value and readout tables absorb part of the comparison), each a
+#   climb of more than two doublings.
+# * **Dense softmax is exact on every seed with the overlap readout** (5/5 at every $P$);
+#   with learned readout tables it is not (0, 4 and 0 of 5 seeds reach 0.99, and at
+#   $P = 62$ three seeds stay below 0.7): an optimisation failure of the dense tables, not a
+#   limit of the class, since the overlap-readout dense heads solve the same sequences.
+# * **S-random shows the other failure.** At $P = 32$ the overlap heads cross 0.9 only at
+#   $r = 128$; at $P = 64$ and $128$ the heads fit their training sequences (0.96 and 0.92 with
+#   the overlap readout, 1.00 with the learned one) but solve only 0.75 and 0.51 of the
+#   held-out ones, and dense heads fail the same way (as low as 0.14–0.20 with the learned
+#   readout at $P = 128$): with $P^3/6$ possible multisets and 4,000 training sequences,
+#   table heads cannot infer the held-out comparisons at all.
+
+# %%
+display(curve_table(readings["S-code"], "overlap", "witness",
+                    caption="S-code, overlap readout: held-out witness triples"))
+curve_table(readings["S-code"], "overlap", "uniform",
+            caption="S-code, overlap readout: held-out uniform triples")
+
+# %%
+display(curve_table(readings["S-code"], "learned", "uniform",
+                    caption="S-code, learned readout: held-out uniform triples"))
+curve_table(readings["S-random"], "overlap", "uniform",
+            caption="S-random, overlap readout: held-out uniform triples")
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
+plot_reading(axes[0, 0], "S-code", "overlap", "witness", "S-code, overlap, witness")
+plot_reading(axes[0, 1], "S-code", "overlap", "uniform", "S-code, overlap, uniform")
+plot_reading(axes[1, 0], "S-code", "learned", "uniform", "S-code, learned, uniform")
+plot_reading(axes[1, 1], "S-random", "overlap", "uniform", "S-random, overlap, uniform")
+for ax in axes[:, 0]:
+    ax.set_ylabel("test exact-seq. accuracy")
+for ax in axes[0]:
+    ax.set_xlabel("")
+for ax in (axes[0, 0], axes[1, 1]):
+    ax.legend(fontsize=9, loc="lower right")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# *Figure.* The shared-pool readings: median held-out exact-sequence accuracy against
+# feature rank (band: seeds; dashed: dense; dotted: 0.9; stars: transitions under the rule).
+# S-code's problem size is the code's pool size $P$; S-random's is the pool size at $m = 12$.
+
+# %% [markdown]
+# ### A live re-run of S-code, checked against the committed run
+#
+# The next cell trains a small version of S-code at $P = 22$ on this machine — overlap
+# readout, ranks 4 to 64, two seeds, 1,500 training sequences and 2,000 steps, about twenty
+# seconds — and checks the facts the committed full run rests on, on both: the low regime
+# exists (at rank 4 the median over seeds fits fewer than 90 % of the training witness
+# triples), rank 64 fits every training witness triple on every seed (at least 95 %), and
+# dense softmax heads are exact on held-out witness triples on every seed. Trained numbers
+# move between CPU code paths, so only which facts hold is printed; the per-rank numbers are
+# read from the committed file above.
+
+# %%
+from companion.experiments.e2_readings import READING_QUICK, run_reading
+
+live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
+full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
+
+
+def code_facts(run, ranks):
+    fit = np.asarray(run["heads"]["accuracy"]["fit/witness"])
+    dense = run["dense"]["accuracy"]["test/witness"]
+    return {"low regime at r = 4": bool(np.median(fit[ranks.index(4)]) < 0.9),
+            "r = 64 fits on every seed": bool((fit[ranks.index(64)] >= 0.95).all()),
+            "dense exact on every seed": dense_exact(dense)["all_exact"]}
+
+
+facts = {"committed full run": code_facts(full_code, readings["S-code"]["config"]["ranks"]),
+         "live quick run": code_facts(live_code, list(READING_QUICK.ranks))}
+assert all(all(f.values()) for f in facts.values()), facts
+Table([{"fact": fact, **{run: f[fact] for run, f in facts.items()}}
+       for fact in facts["live quick run"]])
+
+# %% [markdown]
+# ## Every protocol under the rule
+#
+# One row per protocol and readout, judged on uniform held-out triples: the problem sizes,
+# $r^*$ per size (refined where ranks between the doublings were run; — : none), the width
+# of each transition in doublings (— : no $r_{50}$, i.e. no transition or no low regime), the
+# dense seeds that are exact, and the verdict. The six earlier protocols (A to I, last part
+# of the chapter; three seeds each) are judged by the same rule.
+
+# %%
+verdict_table(summary_e2, "uniform", caption="uniform held-out triples (the judged test)")
+
+# %%
+display(verdict_table(summary_e2, "witness", caption="witness triples (hard test)"))
+verdict_table(summary_e2, "gap2", caption="gap-2 triples (hard test; random pools only)")
+
+# %% [markdown]
+# **No protocol reproduces the reported picture, and none passes the rule with our sizes.**
+# Of the twelve curves judged on uniform triples, only S-code has a transition at all three
+# sizes, and each of its transitions spreads over 2.3 to 5.3 doublings of the rank; X finds
+# transitions at two widths, the others at one or none. On the hard test triples the only
+# sharp transition in the whole study is S-code with the overlap readout at $P = 46$ on
+# witness triples ($r^* = 64$, one doubling above $r_{50} = 32$) — one size, where the rule
+# asks for three.
+#
+# ## Rank against generalisation
+#
+# Below the transition (over all grid ranks where there is none), how much of the missing
+# accuracy is capacity — the heads do not fit their own training sequences — and how much is
+# generalisation? The last two columns compare held-out and training accuracy at the largest
+# rank.
+
+# %%
+decomposition_table(summary_e2, "uniform", caption="uniform test triples: capacity share "
+                    "of the missing accuracy below the transition")
+
+# %% [markdown]
+# The readings did what they were built for: in X and S-code the capacity share is 0.81 to
+# 0.97 at every size and readout — below the transition the heads fail their own training
+# sequences, so rank binds — and at $r = 128$ held-out and training accuracy are within 0.1
+# of each other except at X, $m = 12$ (0.89 against 0.98). S-random at $P = 64, 128$ with
+# the learned readout is the opposite case (0.35 and 0.11: generalisation-limited). In the
+# earlier protocols the share is about one half because their shortfall at low ranks is
+# capacity and at high ranks generalisation (training accuracy at $r = 128$ is 0.92–0.99,
+# test 0.33–0.93). So the earlier explanation of the missing transition — generalisation
+# from a few hundred tokens — does not carry over: where rank binds, the curves are graded
+# all the same.
+
+# %% [markdown]
+# ## Why the curves climb instead of jumping: a ladder of explicit heads
+#
+# A trained head is one point of evidence; an explicit head of known rank is another, with
+# no training at all. The kernel $\alpha(x, z) = (2\langle x, \mathbf{1} - z\rangle + 1)^k$
+# falls as the overlap $\langle x, z\rangle$ grows, more steeply for larger $k$; its
+# features are the monomials of $x$ times those of $\mathbf{1} - z$ up to degree $k$, with
+# positive coefficients, so it is an NKA head of rank $\sum_{j \le k}\binom{m}{j}$. With
+# the overlap readout it needs no pool and no data. The next cell scores it, exactly in
+# integers, on the held-out triples of every reading, and prints the smallest degree that
+# reaches the threshold.
+
+# %%
+from fractions import Fraction
+
+from companion.experiments.e2_readings import (
+    complement_power_head_accuracy,
+    complement_power_rank,
+    reading_data,
+)
+
+ladder_rows = []
+for name, cfg in READINGS_FULL.items():
+    for m, p in cfg.sizes:
+        evals = reading_data(cfg, m, p)["evals"]
+        row = {"reading": name, "(m, P)": f"({m}, {p})"}
+        first = None
+        for k in range(1, 5):
+            acc = complement_power_head_accuracy(*evals["test/uniform"], k)
+            wit = complement_power_head_accuracy(*evals["test/witness"], k)
+            row[f"k={k}"] = (f"r={complement_power_rank(m, k)}: "
+                             f"{float(acc):.2f} / {float(wit):.2f}")
+            if first is None and acc >= Fraction(9, 10):
+                first = complement_power_rank(m, k)
+        row["rank at 0.9 (uniform)"] = first
+        ladder_rows.append(row)
+Table(ladder_rows, caption="complement-power heads, overlap readout: rank, then accuracy on "
+      "held-out uniform / witness triples")
+
+# %% [markdown]
+# On the random pools of X and S-random the explicit heads climb one degree at a time: at
+# $m = 8$ rank 9 solves 0.10 of the uniform held-out triples, rank 37 solves 0.77, rank 93
+# solves 0.99; at $m = 12$ the same steps land at ranks 13, 79, 299 and 0.9 needs rank
+# 794. Random pools hold comparisons at every scale — gap-1 orderings (solved by degree 1),
+# gap-2 ratios, witness links — and each degree buys a further share of the sequences, so
+# accuracy rises over several doublings of the rank, and the rank that reaches 0.9 grows
+# with $m$ beyond 128 at $m \ge 10$, which is where the trained X heads also stop short of
+# a sharp crossing. On a code pool every query faces the same single comparison (its
+# complement against keys that all tie), which a token-generic head cannot exploit (witness
+# accuracy is stuck at 0.46–0.60 until degree 4 or 5) but per-token tables of rank about
+# the pool size can: one scale, one step — the capacity step of S-code above.
+
+# %% [markdown]
+# ## The earlier protocols: MLP maps on disjoint tokens
+#
+# Before the readings above, six protocols were run and stored (three seeds each). They share
+# one design: MLP maps of the token bits, trained on one pool of tokens and tested on a
+# disjoint pool. The book's quick mode is one of them (H), re-trained in part live below.
+#
+# ### The data
 #
 # For each width $m$ we draw a pool of distinct tokens from $\{0,1\}^m$ (seeded), split it
 # 70/30 into a training pool and a test pool that share no token, and build length-3
@@ -128,7 +601,7 @@ for m, size in zip(cfg.widths, cfg.pool_sizes, strict=True):
 Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
 
 # %% [markdown]
-# ## The heads
+# ### The heads
 #
 # Every head maps a token's bits through a small MLP. A kernel head (the class of the
 # theorem) reads off the MLP's output nonnegative query and key features of rank $r$
@@ -163,7 +636,7 @@ assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "
 summary = summarise_e2(result)
 
 # %% [markdown]
-# ## A live re-run, checked against the committed sweep
+# ### A live re-run, checked against the committed sweep
 #
 # The next cell re-trains a small subset of the quick sweep — width $m = 8$, ranks 4 and 16
 # (padded to 16, as inside the sweep), seed 0, and the dense head of seed 0, on the same data
@@ -242,7 +715,7 @@ Table([{"m": int(m), "uniform": ", ".join(f"{a:.3f}" for a in e["dense"]["unifor
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=True)
 colors = plt.cm.viridis(np.linspace(0, 0.8, len(result["widths"])))
 for ax, name in zip(axes, TEST_DISTRIBUTIONS):
     for color, (m, e) in zip(colors, result["widths"].items()):
@@ -256,11 +729,11 @@ for ax, name in zip(axes, TEST_DISTRIBUTIONS):
                     color="tab:red", ms=7, label=f"live re-run, m = {m}, seed 0")
     ax.axhline(thr, color="grey", ls=":", lw=1)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("feature rank r")
-    ax.set_title(f"{name.replace('_', '-')} test triples")
-axes[0].set_ylabel("exact-sequence accuracy (unseen tokens)")
-axes[0].legend(title="solid: NKA median (band: seeds)\ndashed: dense softmax", fontsize=8,
-               title_fontsize=8, loc="lower right")
+    ax.set_xlabel("feature rank $r$")
+    ax.set_title(f"{name.replace('_', '-')} test triples", fontsize=10)
+axes[0].set_ylabel("test exact-seq. accuracy")
+fig.legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="lower center", ncol=4,
+           bbox_to_anchor=(0.5, -0.08))
 plt.tight_layout()
 plt.show()
 
@@ -296,9 +769,9 @@ plt.show()
 # sweep ran).
 
 # %% [markdown]
-# ## Protocols we tried
+# ### The six protocols
 #
-# The quick mode above is one protocol among several. Each row below is a complete sweep
+# The quick mode above is one protocol among six. Each row below is a complete sweep
 # (three widths, ranks 1 to 128, three seeds, dense reference), registered in
 # `companion.experiments.ood_scaling.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
 # the table is read from those files, so it shows the outcomes we did not keep as well as the
@@ -354,8 +827,8 @@ for name, res in stored.items():
                                               "train r=128", "dense min")}))
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(stored), figsize=(3.2 * len(stored), 3.4), sharey=True)
-for ax, (name, res) in zip(axes, stored.items()):
+fig, axes = plt.subplots(2, 3, figsize=(7.2, 5.6), sharex=True, sharey=True)
+for ax, (name, res) in zip(axes.flat, stored.items()):
     colors = plt.cm.viridis(np.linspace(0, 0.8, len(res["widths"])))
     for color, (m, e) in zip(colors, res["widths"].items()):
         acc = np.median(np.asarray(e["accuracy"]["uniform"]), axis=1)
@@ -363,97 +836,103 @@ for ax, (name, res) in zip(axes, stored.items()):
         ax.axhline(np.median(e["dense"]["uniform"]), color=color, ls="--", lw=1)
     ax.set_xscale("log", base=2)
     ax.set_title(name.split("_")[0] + ": " + " ".join(name.split("_")[1:]), fontsize=9)
-    ax.set_xlabel("r")
-    ax.legend(fontsize=7, loc="lower right")
-axes[0].set_ylabel("median test accuracy (uniform)")
+    ax.legend(fontsize=9, loc="lower right", handlelength=1)
+for ax in axes[1]:
+    ax.set_xlabel("feature rank $r$")
+for ax in axes[:, 0]:
+    ax.set_ylabel("median test acc.")
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## Paper against ours
-#
-# "Paper" is the paper's reported numbers (as relayed by the explainer); "ours" is computed
-# from the committed quick-mode sweep of this chapter (uniform test triples), and "setting"
-# names the difference that matters most for the comparison.
-
-# %% tags=["hide-input"]
-paper = {
-    "shape of the curve": "sharp transition in r",
-    "transition r as the problem grows": "8 -> 16 -> 64",
-    "dense softmax": "exact on all seeds",
-}
-ms = [row["m"] for row in summary]
-ours = {
-    "shape of the curve": "median r=1 -> r=128 (largest rise between neighbouring r): "
-    + ", ".join(f"m={row['m']}: {row['median_uniform'][0]:.2f} -> "
-                f"{row['median_uniform'][-1]:.2f} ({row['largest_step_uniform']:+.2f})"
-                for row in summary),
-    "transition r as the problem grows": " -> ".join(
-        str(row["transition_uniform"]) for row in summary) + f"  (m = {ms}, median >= {thr})",
-    "dense softmax": "worst seed (seeds with accuracy exactly 1): " + ", ".join(
-        f"m={row['m']}: {row['dense_min_uniform']:.3f} ({row['dense_exact_seeds']['uniform']}"
-        f"/{len(seeds)})" for row in summary),
-}
-setting = {
-    "shape of the curve": "our accuracy is on unseen tokens; r = 1 ... 128",
-    "transition r as the problem grows": "problem sizes: our widths m; the paper's sizes unknown",
-    "dense softmax": "same MLP maps, scores in R^m, same training",
-}
-Table([{"": key, "paper": paper[key], "ours": ours[key], "setting": setting[key]}
-       for key in paper])
+# *Figure.* The six earlier protocols: median test accuracy on uniform triples of unseen
+# tokens against feature rank, one curve per width (dashed: dense softmax). No panel has a
+# transition at every width. (The "transition" columns of this part use the first rank
+# whose median reaches 0.9, the chapter's definition before the rule; the rule's $r^*$ for
+# these protocols is in the verdict table above.)
 
 # %% [markdown]
-# ### Why the two pictures may differ
+# ## Paper against ours
 #
-# Several differences in setting could account for the gap; our runs cannot rank them.
+# The reported numbers beside ours, for the headline and for the reading closest to the
+# reported picture; every "ours" cell is read from `results/e2_summary.json`.
+
+# %% tags=["hide-input"]
+def stars_of(name, readout, test):
+    per = summary_e2["readings"][name]["by_readout"][readout][test]["per_size"]
+    size = summary_e2["readings"][name]["problem_size"]
+    sizes = ", ".join(f"{size} = {s['size']}" for s in per)
+    stars = " → ".join("none" if s["r_star"] is None else str(s["r_star_refined"] or
+                                                                  s["r_star"]) for s in per)
+    sharp = ", ".join("sharp" if s["sharp"] else "not sharp" for s in per)
+    dense = ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per)
+    verdict_ = summary_e2["readings"][name]["by_readout"][readout][test]["verdict"]
+    return sizes, stars, sharp, dense, verdict_
+
+
+cols = ["problem sizes", "transition r*", "sharp?", "dense exact seeds", "verdict"]
+rows = [dict(zip(["", *cols], ["reported", "not stated", " → ".join(map(str,
+             PAPER_TRANSITIONS)), "sharp", "all seeds", "—"], strict=True))]
+for label, key in (("ours, headline: X, learned, uniform", ("X", "learned", "uniform")),
+                   ("ours: X, overlap, uniform", ("X", "overlap", "uniform")),
+                   ("ours: S-code, overlap, witness", ("S-code", "overlap", "witness")),
+                   ("ours: S-code, overlap, uniform", ("S-code", "overlap", "uniform"))):
+    rows.append(dict(zip(["", *cols], [label, *stars_of(*key)], strict=True)))
+Table(rows)
+
+# %% [markdown]
+# ### Why the two pictures differ
 #
 # ```{list-table}
 # :header-rows: 1
-# :widths: 16 42 42
+# :widths: 18 44 38
 #
 # * - factor
 #   - evidence
 #   - effect
-# * - problem size
-#   - we grow the token width $m$ with a fixed budget of 179 training tokens; the
-#     reported notion of problem size and its pool sizes are not available to us
-#   - the two ladders of sizes need not correspond
-# * - pool size
-#   - protocol I changes only the number of training tokens at $m = 10, 12$: with
-#     twice the tokens the $m = 10$ heads cross the threshold at a moderate rank and
-#     the $m = 12$ plateau rises, though not to the threshold
-#   - where our transition sits depends on the data budget at least as much as on $m$;
-#     read any match or mismatch with the reported 8, 16, 64 with that in mind
-# * - what limits accuracy
-#   - in every stored protocol the kernel heads fit their training sequences far
-#     better than they generalise, and the gap widens with $m$
-#   - a sharp step in rank needs a regime where rank, not generalisation from a few
-#     hundred tokens, binds; larger pools and longer training (`E2_FULL`, `python -m
-#     companion e2 --full`) are the next step, beyond a two-core build
+# * - structure of the pool
+#   - on random pools the explicit heads of known rank climb one degree at a time and
+#     need rank 93 to 794 for 0.9; on Paley code pools the trained heads' capacity jumps
+#     to 1 within one rank step near the pool size
+#   - a sharp step needs pools with one dominant comparison per query (witness
+#     structure); the reported sizes and pools are not available to us
+# * - held-out sequences
+#   - S-code's held-out witness accuracy follows the capacity step sharply at $P = 46$
+#     only; at $P = 22$ it climbs early, at $P = 62$ it stops at 0.89
+#   - generalising to unseen comparisons blurs the step that capacity shows
 # * - readout
-#   - with learned values and readout (quick mode) even rank 1 gets a sizeable
-#     fraction right; with the readout fixed to overlaps (protocol G) rank 1 fails
-#     completely and accuracy rises steadily up to $r = 128$
-#   - the low end of the curve flattens or steepens with the readout, but no protocol
-#     shows a step
-# * - theory
-#   - the lower bound is a worst-case statement about special families; uniformly
-#     random triples from a pool need not contain that structure
-#   - the theorem does not predict a sharp transition for this statistical task
+#   - with the learned readout rank 1 already solves 0.25–0.56 of uniform triples (X);
+#     with the overlap readout it solves at most 0.06
+#   - a learned readout removes the low regime a sharp curve needs
+# * - test distribution
+#   - uniform triples on a code pool are mostly ties (rank 2 solves about half); witness
+#     triples have a low regime everywhere
+#   - the reported words (accuracy on held-out pools) fit uniform triples; a sharp curve
+#     is only possible on witness-like ones
+# * - problem size
+#   - our ladders are token widths 8–12 (X) and pool sizes 22–62 (S-code), 32–128
+#     (S-random); S-code's capacity steps sit near 20, 40, 24, not monotone in $P$
+#   - a ladder of pool sizes chosen to land on 8, 16, 64 was not run: it would be chosen
+#     from the reported numbers
 # * - dense reference
-#   - dense softmax is exact, or within 0.001, on every seed of our ladder, but with
-#     the same budget at $m = 16$ (protocols A, F, G) it is not
-#   - the reported "always exact" depends on the data and the training budget too
+#   - exact on every seed in X with the learned readout and in S-code with the overlap
+#     readout; not with learned readout tables (S-code), nor on large random shared pools
+#   - "dense always exact" depends on the model class and training, as for the heads
 # ```
-
-# %% [markdown]
+#
 # ## Summary
 #
-# * Accuracy on unseen tokens rises with rank at every width, but a transition at the
-#   threshold 0.9 appears only at the smallest width, and its location moves with rounding.
-# * Dense softmax heads trained the same way are (nearly) exact on every seed; the kernel
-#   heads fit their training tokens far better than they generalise.
-# * The protocols we stored show that pool size and readout move the curves as much as width
-#   does; none has a transition at every width, let alone the paper's ladder.
-# * Every table is read from committed results; the live re-run (width 8, seed 0) is checked
-#   against them within $\pm 0.25$, at least three times the measured moves of its heads.
+# * The rule was fixed before the full runs (commits `525fc89`, `2d367f7`); three new
+#   readings, three sizes each, both readouts, 5 seeds, were run in full and judged by it,
+#   beside the six earlier protocols.
+# * **Verdict on the headline (X, learned readout, uniform triples): differs** —
+#   $r^* = 8 \to 64 \to$ none for $m = 8, 10, 12$, no size sharp; dense softmax exact on
+#   every seed. No protocol reproduces $8 \to 16 \to 64$ or passes the rule with our sizes.
+# * In X and S-code rank binds (capacity share 0.81–0.97), so the missing step is not a
+#   generalisation artefact. Random pools give graded curves because their comparisons come
+#   at every scale (explicit heads climb one degree at a time); code pools give a sharp
+#   capacity step near the pool size, which held-out accuracy follows sharply at one size.
+# * Every table is read from committed results (`results/e2_*_full.json`,
+#   `results/e2_summary.json`, `results/e2_protocols/`, `results/e2_quick.json`); two live
+#   re-runs (S-code at $P = 22$; the earlier quick sweep at width 8) are checked against
+#   them by assertions.

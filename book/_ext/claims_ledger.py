@@ -22,9 +22,10 @@ from pathlib import Path
 import yaml
 
 DATA_FILE = "book/claims.yml"
-VERDICTS = ("reproduced", "reproduced with our constant", "differs", "pending",
-            "open question — probed")
-NEEDS_OURS = ("reproduced with our constant", "differs", "open question — probed")
+VERDICTS = ("reproduced", "reproduced with our constant", "reproduced with our sizes",
+            "differs", "pending", "open question — probed")
+NEEDS_OURS = ("reproduced with our constant", "reproduced with our sizes", "differs",
+              "open question — probed")
 REQUIRED_KEYS = ("id", "claim", "paper", "verdict")
 OPTIONAL_KEYS = ("chapter", "tests", "ours", "note", "proof")
 
