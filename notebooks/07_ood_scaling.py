@@ -234,11 +234,10 @@ Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
 # %%
 import json as _json
 
-from companion.experiments.e2_readings import (
-    HEADLINE,
+from companion.experiments.e2_readings import HEADLINE, load_reading
+from companion.experiments.reading_verdicts import (
     curve_table,
     decomposition_table,
-    load_reading,
     verdict_table,
 )
 

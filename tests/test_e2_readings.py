@@ -12,6 +12,7 @@ import torch
 from companion.codes import paley_hadamard_code
 from companion.experiments import e2_readings as er
 from companion.experiments import pool_sequences as dev
+from companion.experiments import reading_verdicts as rv
 from companion.experiments import transition_rule as rule
 from companion.experiments.ood_data import pool_inputs
 from companion.experiments.pool_table_heads import PoolTableKernelHeads, PoolTableSoftmaxHeads
@@ -262,9 +263,9 @@ def test_a_smoke_reading_runs_resumes_and_is_judged(tmp_path):
     e = res["sizes"]["m8-P14"]["overlap"]
     assert np.shape(e["heads"]["accuracy"]["test/uniform"]) == (3, 2)
     assert np.shape(e["dense"]["accuracy"]["test/witness"]) == (2,)
-    judged = er.judge_reading(res)
+    judged = rv.judge_reading(res)
     assert set(judged) == {"learned", "overlap"}
-    summary = er.e2_summary({"S-code": res})
+    summary = rv.e2_summary({"S-code": res})
     line = summary["readings"]["S-code"]["by_readout"]["overlap"]["uniform"]
     assert line["verdict"] in ("reproduced", "reproduced with our sizes", "differs")
     assert line["per_size"][0]["seeds"] == 2 and summary["paper_transitions"] == [8, 16, 64]
@@ -329,7 +330,7 @@ def test_the_committed_summary_is_what_the_rule_makes_of_the_committed_runs():
     assert all(r is not None for r in readings.values()), "a full reading is incomplete"
     for name, res in readings.items():  # the stored runs are the pre-registered configs
         assert res["config"] == er.config_dict(er.READINGS_FULL[name]), name
-    again = er.e2_summary(readings, load_e2_protocols(RESULTS / "e2_protocols"))
+    again = rv.e2_summary(readings, load_e2_protocols(RESULTS / "e2_protocols"))
     stored = json.loads((RESULTS / "e2_summary.json").read_text())
     assert json.loads(json.dumps(again)) == stored
     # what the issue asks of it: >= 2 new protocols x >= 3 sizes, each size with its r*,

@@ -234,12 +234,12 @@ def _run_readings(args, device: str) -> int:
         READING_QUICK,
         READINGS_FULL,
         READINGS_SMOKE,
-        e2_summary,
         load_reading,
         reading_path,
         run_reading,
     )
     from .experiments.ood_scaling import load_e2_protocols
+    from .experiments.reading_verdicts import e2_summary
     from .experiments.scheduler import DaskMissingError, SchedulerUnreachableError
     from .experiments.store import ResultFileError, atomic_write_json, check_writable
 
