@@ -303,3 +303,54 @@ def test_rerun_of_a_stored_protocol_subset_matches():
             assert got["accuracy"][name][i][0] == pytest.approx(want["accuracy"][name][j][s],
                                                                 abs=2e-3)
         assert got["dense"][name][0] == pytest.approx(want["dense"][name][s], abs=2e-3)
+
+
+def test_e2_training_with_the_one_node_readout_equals_the_pair_value_path(monkeypatch):
+    """The E2 stack (rank groups padded and split in runs, plus the dense heads) trained with
+    :func:`table_pair_readout` follows the distinct-pair path it replaced (pair_values /
+    ranked_pair_values then pair_readout) to float32 rounding: same predictions, losses,
+    best errors and trained predictions for the same seeds."""
+    from companion.experiments import pair_readout as pr
+    from companion.experiments.engine import train_batched
+
+    monkeypatch.setattr(pr, "BLOCK_MIN_SAVED_FLOPS", 0.0)  # exercise the per-run products
+    cfg = replace(ood_scaling.E2_QUICK, widths=[6], pool_sizes=[40], n_train=120,
+                  ranks=[1, 2, 4, 8], rank_groups=[[1, 2, 8], [4]], seeds=[0, 1], hidden=[8],
+                  value_dim=4, steps=25)
+    data = ood_data.make_e2_data(6, 40, cfg.train_fraction, cfg.n_train, cfg.n_test,
+                                 cfg.near_tie_fraction, cfg.data_seed)
+    inputs = ood_data.pool_inputs(data.train_pool, data.train_idx)
+    y = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32)
+    calls = []
+
+    def fused(*args, **kwargs):
+        calls.append(1)
+        return pr.table_pair_readout(*args, **kwargs)
+
+    def previous(left, right, a, v, b, plan, mode, blocks=None):
+        values = (pr.pair_values(left, right, plan) if blocks is None
+                  else pr.ranked_pair_values(left, right, plan, blocks))
+        return pr.pair_readout(values, pr.pair_values(a, v, plan), b, plan, mode)
+
+    results = {}
+    for name, readout in (("fused", fused), ("previous", previous)):
+        monkeypatch.setattr(mlp_heads, "table_pair_readout", readout)
+        seed_everything(0, threads=1)
+        model, _ = ood_scaling.build_e2_models(6, cfg)
+        with torch.no_grad():
+            first = model(inputs)
+        res = train_batched(model, inputs, y, steps=cfg.steps, lr=cfg.lr,
+                            final_lr_fraction=cfg.final_lr_fraction)
+        results[name] = (first, res)
+    assert calls, "the E2 heads did not use the one-node readout"
+    (f0, fused_res), (p0, prev_res) = results["fused"], results["previous"]
+    torch.testing.assert_close(f0, p0, rtol=0, atol=0)  # the forward reads the same values
+    torch.testing.assert_close(fused_res.loss_history, prev_res.loss_history, rtol=1e-4,
+                               atol=1e-5)
+    torch.testing.assert_close(fused_res.best_max_error, prev_res.best_max_error, rtol=1e-4,
+                               atol=1e-4)
+    # the trained functions, not their parameters: a rank-1 head's weights do not depend on
+    # its query features, whose gradient is pure rounding noise that Adam scales up
+    with torch.no_grad():
+        torch.testing.assert_close(fused_res.model(inputs), prev_res.model(inputs), rtol=1e-4,
+                                   atol=1e-4)
