@@ -25,25 +25,6 @@ step, and what the two classic ceilings leave unexplained is per-op framework ti
 allocation, Python), which a tiny op underestimates. A figure ``roofline_<device>.png`` in
 ``--out`` places every run on the roofline. Prints, never asserts: compare ratios measured in
 one run. The last line is the summary.
-
-Where E2's batched step went (issue 11; torch.profiler and per-step CPU time, m = 8 quick
-protocol, 27 models as three stacked parts, one core of a loaded 2-core machine). Before: ~440
-ops and ~220 MB per step; the MLP trunks and features took about a quarter of the step, loss,
-max-error tracking and Adam under a sixth; the rest was the pair readout, and there the
-gathers and scatters, not the matmuls: per part and per rank run, the table -> distinct-pair
-gather (and its zero-fill + scatter backward), the distinct-pair -> (input, position) gather
-(and its scatter), and the split/cat copies of the per-run products. Python overhead per step
-was small (the Adam step is fused, the pair plan cached). A random-order read of a
-(models x pairs) table costs ~3x a read that walks it row by row (microbenchmark: 1.1 vs 0.4 ms
-gather, 1.35 vs 0.57 ms scatter-add, 15 x 32041 table, 27000 reads). So the E2 heads now read
-the full tables directly, in one autograd node (``pair_readout.table_pair_readout``), with the
-inputs visited in the order of their query's table row and the predictions put back in input
-order: one gather and one scatter per table, no distinct-pair table, no per-run copies. The
-forward reads the same values (bit-identical predictions); gradients agree to float32
-rounding (a different summation order in the matmul backward). E1 (table heads) keeps its
-path. Not changed: padding of the trunk's output layer within a rank group (ranks 32 and 64
-computed at width 128), and ~700 minor page faults per step (glibc returning and re-faulting
-the large freed blocks; a few % of the step).
 """
 
 from __future__ import annotations

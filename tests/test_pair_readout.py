@@ -11,7 +11,6 @@ from companion.experiments.pair_readout import (  # noqa: E402
     rank_blocks,
     ranked_pair_values,
     shifted_exp,
-    table_pair_readout,
 )
 
 
@@ -56,47 +55,6 @@ def test_readout_matches_autograd_values_and_gradients(mode, sparse):
     g = torch.randn(m, num, generator=gen, dtype=torch.float64)
     for gg, gw in zip(torch.autograd.grad(got, tensors, g), torch.autograd.grad(want, tensors, g)):
         torch.testing.assert_close(gg, gw)
-
-
-@pytest.mark.parametrize("split", [False, True])
-@pytest.mark.parametrize("mode", ["logits", "kernel"])
-def test_table_readout_matches_autograd_values_and_gradients(mode, split, monkeypatch):
-    """The one-node E2 readout (full tables read in query-row order, per-rank runs) equals
-    the autograd version; queries come unsorted, so the reordering is exercised."""
-    import companion.experiments.pair_readout as pr
-
-    monkeypatch.setattr(pr, "BLOCK_MIN_SAVED_FLOPS", 0.0 if split else 1e30)
-    gen = torch.Generator().manual_seed(2)
-    ranks, rows, cols, d, n, num = [1, 1, 3, 4], 6, 6, 3, 3, 50
-    m, k = len(ranks), max(ranks)
-    mask = (torch.arange(k)[None, :] < torch.tensor(ranks)[:, None]).double()[:, None, :]
-    left = torch.rand(m, rows, k, generator=gen, dtype=torch.float64) * mask
-    right = torch.rand(m, cols, k, generator=gen, dtype=torch.float64) * mask
-    if mode == "logits":
-        left, right = left - 0.5 * mask, right - 0.5 * mask
-    a = torch.randn(m, rows, d, generator=gen, dtype=torch.float64)
-    v = torch.randn(m, cols, d, generator=gen, dtype=torch.float64)
-    b = torch.randn(m, rows, generator=gen, dtype=torch.float64)
-    x = torch.randint(0, rows, (num,), generator=gen)
-    assert not torch.equal(x, x.sort().values)
-    z = torch.randint(0, cols, (num, n), generator=gen)
-    flat = x[:, None] * cols + z
-    tensors = [t.requires_grad_() for t in (left, right, a, v, b)]
-    plan = make_pair_plan(flat, rows, cols, bias_idx=x, sparse=False)
-    got = table_pair_readout(left, right, a, v, b, plan, mode, rank_blocks(ranks))
-    want = reference(left, right, a, v, b, flat, x, mode)
-    torch.testing.assert_close(got, want)
-    g = torch.randn(m, num, generator=gen, dtype=torch.float64)
-    grads = torch.autograd.grad(got, tensors, g)
-    for i, (gg, gw) in enumerate(zip(grads, torch.autograd.grad(want, tensors, g))):
-        if i < 2:  # feature columns beyond a model's rank: 0 here, masked by the heads
-            gg, gw = gg * mask, gw * mask
-        torch.testing.assert_close(gg, gw)
-    with pytest.raises(ValueError, match="sparse"):
-        table_pair_readout(left, right, a, v, b,
-                           make_pair_plan(flat, rows, cols, bias_idx=x, sparse=True), mode)
-    with pytest.raises(ValueError, match="mode"):
-        table_pair_readout(left, right, a, v, b, plan, "log_kernel")
 
 
 def test_plan_lists_each_pair_once_in_ascending_order():
