@@ -33,7 +33,6 @@ from .pair_readout import (
     rank_blocks,
     ranked_pair_values,
     shifted_exp,
-    table_pair_readout,
 )
 
 FEATURES = ("exp", "softplus")
@@ -117,9 +116,6 @@ def _readout(module, rows, bits, left, right, a, v, b, mode, blocks=None):
     else:
         plan = make_pair_plan(rows[:, :1] * size + rows[:, 1:], size, size, bias_idx=rows[:, 0])
         module.__dict__["_plan_cache"] = (rows, rows._version, size, plan)
-    if module.readout == "learned" and not plan.sparse:
-        # one node reading the full tables: no distinct-pair table, no per-run copies
-        return table_pair_readout(left, right, a, v, b, plan, mode, blocks)
     values = (pair_values(left, right, plan) if blocks is None
               else ranked_pair_values(left, right, plan, blocks))
     if module.readout == "overlap":

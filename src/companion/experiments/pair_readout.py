@@ -27,7 +27,7 @@ from ..checks import check_int_sequence
 
 __all__ = [
     "PairPlan", "make_pair_plan", "pair_values", "ranked_pair_values", "rank_blocks",
-    "pair_readout", "table_pair_readout", "shifted_exp", "MODES",
+    "pair_readout", "shifted_exp", "MODES",
 ]
 
 #: How a pair value becomes an attention weight before normalising over the n positions:
@@ -72,21 +72,6 @@ class PairPlan:
     shift_idx: torch.Tensor | None
     sparse: bool
     _csr: dict = field(default_factory=dict, repr=False)
-    _by_row: list = field(default_factory=list, repr=False)
-
-    def row_sorted(self):
-        """The inputs in the order of their first position's table row (stable): (order (N,),
-        its inverse (N,), flat (n*N,) the pair index row * cols + col of every (position, input)
-        in that order, position-major, and ``bias_idx`` in that order or None). Reading a
-        table in this order walks it row by row (cache-friendly; random order is ~3x slower)."""
-        if not self._by_row:
-            flat = self.uniq.index_select(0, self.inv).view(self.n, self.num_inputs)
-            order = torch.argsort(flat[0] // self.cols, stable=True)
-            inverse = torch.empty_like(order)
-            inverse[order] = torch.arange(order.numel(), device=order.device)
-            bias = None if self.bias_idx is None else self.bias_idx.index_select(0, order)
-            self._by_row.extend([order, inverse, flat.index_select(1, order).reshape(-1), bias])
-        return tuple(self._by_row)
 
     def block_csr(self, num_models: int):
         """Block-diagonal CSR patterns of the pairs for M models, (M*rows x M*cols) and its
@@ -202,8 +187,10 @@ def ranked_pair_values(left, right, plan: PairPlan, blocks) -> torch.Tensor:
     come in runs ``blocks`` [(count, rank)] using only their first ``rank`` columns (the rest
     are exactly 0). Each run is multiplied at its own width when that saves enough padded
     FLOPs (:data:`BLOCK_MIN_SAVED_FLOPS` per extra run); otherwise one padded product."""
+    width = left.shape[-1]
     size = plan.uniq.numel() if plan.sparse else plan.rows * plan.cols
-    if not _use_blocks(left.shape[-1], size, blocks):
+    saved = 6 * size * sum(c * (width - r) for c, r in blocks)  # forward + backward
+    if len(blocks) == 1 or saved < BLOCK_MIN_SAVED_FLOPS * (len(blocks) - 1):
         return pair_values(left, right, plan)
     counts = [c for c, _ in blocks]
     parts = [
@@ -211,21 +198,6 @@ def ranked_pair_values(left, right, plan: PairPlan, blocks) -> torch.Tensor:
         for lb, rb, (_, r) in zip(left.split(counts), right.split(counts), blocks)
     ]
     return torch.cat(parts)
-
-
-def _normalised_readout(g, sc, bias, bias_idx, mode: str):
-    """y = sum_p w_p f_p / sum_p w_p + b(x) from the gathered pair values g (M, n, N) (weights
-    or logits, see :data:`MODES`; overwritten) and scores sc; returns (y, w, out, total)."""
-    if mode == "kernel":
-        w = g
-    else:
-        w = g.sub_(g.amax(1, keepdim=True)).clamp_min_(exp_floor(g.dtype)).exp_()
-    total = w.sum(1)
-    if mode == "kernel":
-        total.clamp_min_(_TINY)
-    out = (w * sc).sum(1).div_(total)
-    y = out if bias is None else out + bias.index_select(1, bias_idx)
-    return y, w, out, total
 
 
 class _PairReadout(torch.autograd.Function):
@@ -240,7 +212,15 @@ class _PairReadout(torch.autograd.Function):
             la = values
         g = la.index_select(1, plan.inv).view(m, n, num)
         sc = scores.index_select(1, plan.inv).view(scores.shape[0], n, num)
-        y, w, out, total = _normalised_readout(g, sc, bias, plan.bias_idx, mode)
+        if mode == "kernel":
+            w = g
+        else:
+            w = g.sub_(g.amax(1, keepdim=True)).clamp_min_(exp_floor(g.dtype)).exp_()
+        total = w.sum(1)
+        if mode == "kernel":
+            total.clamp_min_(_TINY)
+        out = (w * sc).sum(1).div_(total)
+        y = out if bias is None else out + bias.index_select(1, plan.bias_idx)
         ctx.plan, ctx.mode = plan, mode
         ctx.u_shapes = (values.shape, scores.shape)
         ctx.bias_shape = None if bias is None else bias.shape
@@ -285,119 +265,6 @@ def pair_readout(values, scores, bias, plan: PairPlan, mode: str, shift=None) ->
     if shift is not None:
         shift = shift.detach()
     return _PairReadout.apply(values, scores, bias, shift, plan, mode)
-
-
-def _use_blocks(width: int, size: int, blocks) -> bool:
-    """Multiply each run of models at its own rank (True) or all at the padded width (False):
-    runs pay off when they save :data:`BLOCK_MIN_SAVED_FLOPS` padded FLOPs per extra run."""
-    if blocks is None or len(blocks) == 1:
-        return False
-    saved = 6 * size * sum(c * (width - r) for c, r in blocks)  # forward + backward
-    return saved >= BLOCK_MIN_SAVED_FLOPS * (len(blocks) - 1)
-
-
-class _TableReadout(torch.autograd.Function):
-    """:func:`pair_readout` of :func:`pair_values` for a dense plan in one node: the full
-    (rows x cols) tables of <left, right> (per run of ranks) and <a, v>, read directly at every
-    (input, position) pair; backward scatters into the two tables and multiplies back."""
-
-    @staticmethod
-    def forward(ctx, left, right, a, v, bias, plan, mode, blocks):
-        m, n, num = left.shape[0], plan.n, plan.num_inputs
-        _, inverse, flat, bias_idx = plan.row_sorted()  # computed in row order, then put back
-        if blocks is None:
-            table = torch.bmm(left, right.transpose(1, 2))
-        else:  # each run of models at its own rank, into one table
-            table = left.new_empty(m, plan.rows, plan.cols)
-            start = 0
-            for c, r in blocks:
-                torch.bmm(left[start:start + c, :, :r],
-                          right[start:start + c, :, :r].transpose(1, 2),
-                          out=table[start:start + c])
-                start += c
-        g = table.view(m, -1).index_select(1, flat).view(m, n, num)
-        del table
-        scores = torch.bmm(a, v.transpose(1, 2))
-        sc = scores.view(m, -1).index_select(1, flat).view(m, n, num)
-        y, w, out, total = _normalised_readout(g, sc, bias, bias_idx, mode)
-        ctx.plan, ctx.mode, ctx.blocks = plan, mode, blocks
-        ctx.bias_shape = None if bias is None else bias.shape
-        ctx.save_for_backward(left, right, a, v, w, sc, out, total)
-        return y.index_select(1, inverse)
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        plan, mode, blocks = ctx.plan, ctx.mode, ctx.blocks
-        left, right, a, v, w, sc, out, total = ctx.saved_tensors
-        order, _, flat, bias_idx = plan.row_sorted()
-        grad_y = grad_y.index_select(1, order)
-        m, need = grad_y.shape[0], ctx.needs_input_grad
-        grad_left = grad_right = grad_a = grad_v = grad_bias = None
-        if need[4]:
-            grad_bias = grad_y.new_zeros(ctx.bias_shape).index_add_(1, bias_idx, grad_y)
-
-        def scatter(pair_grads):  # (M, n, N) at the pairs -> (M, rows, cols) table gradient
-            table = pair_grads.new_zeros(m, plan.rows * plan.cols)
-            return table.index_add_(1, flat, pair_grads.view(m, -1)).view(
-                m, plan.rows, plan.cols)
-
-        g_sc = (grad_y / total).unsqueeze(1) * w  # dy/df_p = w_p / W
-        if need[2] or need[3]:
-            d_s = scatter(g_sc)
-            grad_a = torch.bmm(d_s, v) if need[2] else None
-            grad_v = torch.bmm(d_s.transpose(1, 2), a) if need[3] else None
-        if need[0] or need[1]:
-            if mode == "kernel":  # dy/dt_p = (f_p - y) / W, or f_p / W where W is clamped
-                out = torch.where(total <= _TINY, 0.0, out)
-                g_t = (sc - out.unsqueeze(1)).mul_((grad_y / total).unsqueeze(1))
-            else:  # softmax over logits: dy/dt_p = s_p (f_p - y)
-                g_t = g_sc.mul_(sc - out.unsqueeze(1))
-            d_t = scatter(g_t)
-            if blocks is None:
-                grad_left = torch.bmm(d_t, right) if need[0] else None
-                grad_right = torch.bmm(d_t.transpose(1, 2), left) if need[1] else None
-            else:  # columns beyond a run's rank get 0 (they are masked features)
-                grad_left = torch.zeros_like(left) if need[0] else None
-                grad_right = torch.zeros_like(right) if need[1] else None
-                start = 0
-                for c, r in blocks:
-                    part = slice(start, start + c)
-                    if need[0]:
-                        grad_left[part, :, :r] = torch.bmm(d_t[part], right[part, :, :r])
-                    if need[1]:
-                        grad_right[part, :, :r] = torch.bmm(d_t[part].transpose(1, 2),
-                                                            left[part, :, :r])
-                    start += c
-        return grad_left, grad_right, grad_a, grad_v, grad_bias, None, None, None
-
-
-def table_pair_readout(left, right, a, v, bias, plan: PairPlan, mode: str,
-                       blocks=None) -> torch.Tensor:
-    """``pair_readout(pair_values(left, right, plan), pair_values(a, v, plan), bias, plan,
-    mode)`` (or with :func:`ranked_pair_values` for runs ``blocks`` of stacked models padded to
-    a common width, whose columns beyond their rank are 0) for a plan that is not sparse, as
-    one autograd node: the pair values are read from the full tables at every (input,
-    position), with no table of distinct pairs in between and no per-run copies. Same maths;
-    sums of the same terms, so equal up to float reassociation. Modes "kernel" and "logits";
-    left, right (M, rows, K), a (M, rows, d), v (M, cols, d), bias (M, rows) or None."""
-    if mode not in ("kernel", "logits"):
-        raise ValueError(f"mode must be 'kernel' or 'logits', got {mode!r}")
-    if plan.sparse:
-        raise ValueError("plan must not be sparse (use pair_values and pair_readout)")
-    if left.shape[1] != plan.rows or right.shape[1] != plan.cols or \
-            a.shape[:2] != left.shape[:2] or v.shape[:2] != right.shape[:2]:
-        raise ValueError(
-            f"left, a must have {plan.rows} rows and right, v {plan.cols}, got "
-            f"{tuple(left.shape)}, {tuple(right.shape)}, {tuple(a.shape)}, {tuple(v.shape)}")
-    if blocks is not None:
-        blocks = [(int(c), int(r)) for c, r in blocks]
-        if sum(c for c, _ in blocks) != left.shape[0] or max(r for _, r in blocks) > \
-                left.shape[-1]:
-            raise ValueError(f"blocks {blocks} do not fit {left.shape[0]} models of width "
-                             f"{left.shape[-1]}")
-        if not _use_blocks(left.shape[-1], plan.rows * plan.cols, blocks):
-            blocks = None
-    return _TableReadout.apply(left, right, a, v, bias, plan, mode, blocks)
 
 
 class _ShiftedExp(torch.autograd.Function):
