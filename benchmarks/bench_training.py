@@ -25,6 +25,23 @@ step, and what the two classic ceilings leave unexplained is per-op framework ti
 allocation, Python), which a tiny op underestimates. A figure ``roofline_<device>.png`` in
 ``--out`` places every run on the roofline. Prints, never asserts: compare ratios measured in
 one run. The last line is the summary.
+
+Where E2's batched step goes (issue 11; torch.profiler and per-step CPU time, m = 8 quick
+protocol, 27 models as three stacked parts, one core of a heavily loaded 2-core machine):
+~440 ops and ~220 MB per step. The MLP trunks and features take about a quarter of the step;
+loss, max-error tracking and the (fused) Adam step under a sixth; the rest is the pair readout,
+and there the gathers and scatters rather than the matmuls: per part and per rank run the
+table -> distinct-pair gather (and its zero-fill + scatter backward), the distinct-pair ->
+(input, position) gather (and its scatter), and the split/cat copies of the per-run products.
+Python overhead per step is small (pair plans are cached). Also seen: ~700 minor page faults
+per step (glibc returning large freed blocks and re-faulting them; a few % of the step) and
+padding of the trunk's output layer within a rank group (ranks 32, 64 computed at width 128).
+In isolation a table read that walks the table row by row is ~3x faster than a read in input
+order (1.1 vs 0.4 ms gather, 1.35 vs 0.57 ms scatter-add; 15 x 32041 table, 27000 reads). Tried
+(commit 18e3921, reverted): one autograd node reading the full tables directly in query-row
+order (no distinct-pair table, no per-run copies). It cut bytes per step by 12 % (220 -> 195
+MB) but the step was not faster (same-run minimum step time 32-34 ms vs 30-31 ms before):
+full-table zero-fills, more page faults and the reordering ate the gain.
 """
 
 from __future__ import annotations
