@@ -40,8 +40,8 @@ def test_no_text_below_the_minimum(book_style, key):
 
 
 def test_the_style_changes_matplotlib_defaults(book_style):
-    # the defaults (dpi 100 but 6.4 in wide, mathtext 'dejavusans') differ from the style
-    assert book_style["mathtext.fontset"] == "cm"
+    # matplotlib's default figure is 6.4 in wide; the style's is the column's width
+    assert book_style["figure.figsize"][0] == BOOK_WIDTH
     assert tuple(book_style["figure.figsize"]) != tuple(mpl.rcParamsDefault["figure.figsize"])
     for key, value in BOOK_STYLE.items():
         assert book_style[key] == (list(value) if isinstance(value, tuple) else value), key

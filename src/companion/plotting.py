@@ -30,7 +30,7 @@ BOOK_STYLE = {
     "legend.fontsize": MIN_FONT_SIZE,
     "legend.title_fontsize": MIN_FONT_SIZE,
     "figure.titlesize": 11,
-    "mathtext.fontset": "cm",
+    "mathtext.fontset": "dejavusans",
 }
 
 
@@ -39,6 +39,6 @@ def use_book_style() -> None:
 
     Figures default to the column's width; a figure with `figsize` at most `BOOK_WIDTH`
     wide is shown unshrunk, so every legend and tick label is at least `MIN_FONT_SIZE` pt
-    on the page. Maths in labels is written `$...$` (mathtext, Computer Modern).
+    on the page. Maths in labels is written `$...$` (mathtext in the text's font).
     """
     mpl.rcParams.update(BOOK_STYLE)
