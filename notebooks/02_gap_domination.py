@@ -92,6 +92,7 @@ from companion.gap_domination import (
     split_gap_domination_factor,
     total_weight,
 )
+from companion.plotting import use_book_style
 from companion.random_heads import (
     counterexample_search,
     error_floor_survey,
@@ -99,7 +100,6 @@ from companion.random_heads import (
     perturbed_link_survey,
     random_kernel_head,
 )
-from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 from companion.task import query_target
