@@ -80,12 +80,14 @@ from companion.constructions import (
     rank_one_length_three_worst_inputs,
     softmax_min_ip_head,
 )
+from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 from companion.task import CONVENTIONS, all_sequences, min_ip_targets, query_target
 from companion.verification import exhaustive_check
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 
 # %% [markdown]
 # ## The task
@@ -184,8 +186,9 @@ counterexample = np.array([[x, np.zeros(m, dtype=int), x]])
 y = kernel_attention(head, counterexample, exact=True)[0]
 t = int(query_target(counterexample)[0])
 print("query x  =", x.tolist())
-print("key z    =", counterexample[0, 1].tolist(), " overlap", int(x @ counterexample[0, 1]))
-print("key z'   =", counterexample[0, 2].tolist(), " overlap", int(x @ counterexample[0, 2]))
+z, z_prime = counterexample[0, 1], counterexample[0, 2]
+print("key z    =", z.tolist(), " overlap", int(x @ z))
+print("key z'   =", z_prime.tolist(), " overlap", int(x @ z_prime))
 print(f"output y = {y},  target t = {t},  error = {y - t}")
 
 # %% [markdown]
@@ -195,9 +198,12 @@ print(f"output y = {y},  target t = {t},  error = {y - t}")
 
 # %%
 length_three = [exhaustive_check(head, 3, m) for m in range(1, 8)]
-Table([{"m": r.m, "inputs": r.sequences, "error < 1/2": r.within_half,
-        "failure rate": float(Fraction(r.sequences - r.within_half, r.sequences)),
-        "max |y - t|": r.max_error} for r in length_three], formats={"failure rate": ".4f"})
+Table(
+    [{"m": r.m, "inputs": r.sequences, "error < 1/2": r.within_half,
+      "failure rate": float(Fraction(r.sequences - r.within_half, r.sequences)),
+      "max |y - t|": r.max_error} for r in length_three],
+    formats={"failure rate": ".4f"},
+)
 
 # %% [markdown]
 # At $m = 1$ the head is still correct after rounding (its worst error is $1/3$). From $m = 2$
@@ -251,17 +257,18 @@ print("exactly the three inputs of the proposition:",
 # nonnegative kernel head needs exponentially many features there.
 
 # %% tags=["hide-input"]
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.4))
 ms = [r.m for r in length_three]
 ax1.bar(ms, [1 - r.within_half / r.sequences for r in length_three], color="tab:red")
-ax1.set(xlabel="token width m", ylabel="share of inputs with error ≥ 1/2",
-        title="Rank-1 head at length 3: failure rate")
+ax1.set(xlabel="token width $m$", ylabel=r"share of inputs with error $\geq 1/2$",
+        title="Rank-1 head, length 3: failure rate")
 ax2.plot(ms, [float(r.max_error) for r in length_three], "o-", label="exact max error")
-ax2.axhline(0.5, color="gray", ls="--", label="1/2 (rounding threshold)")
-short = [max(float(r.max_error) for r in rows if r.m == m) for m in ms]  # lengths 1 and 2
+ax2.axhline(0.5, color="gray", ls="--", label="$1/2$ (rounding threshold)")
+# the same head at lengths 1 and 2
+short = [max(float(r.max_error) for r in rows if r.m == m) for m in ms]
 ax2.plot(ms, short, "s--", color="tab:green", label="same head, lengths 1–2")
-ax2.set(xlabel="token width m", ylabel="max |y − t|", title="Worst-case error")
-ax2.legend(fontsize=8)
+ax2.set(xlabel="token width $m$", ylabel="max $|y - t|$", title="Worst-case error")
+ax2.legend(loc="upper left")
 fig.tight_layout()
 plt.show()
 
@@ -326,12 +333,13 @@ for beta in (0.0, 2.0, 4.0, 6.0):
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
-ax.semilogy(betas, achieved, label="max error of the softmax head on {P, P′, A, B}")
+family_label = "$\\{P, P', A, B\\}$"
+ax.semilogy(betas, achieved, label=f"max error of the softmax head on {family_label}")
 ax.semilogy(betas, forced, "--", label="lower bound forced by the weights")
-ax.axhline(0.5, color="gray", ls=":", label="1/2")
-ax.set(xlabel="β", ylabel="error (log scale)",
-       title="Error 0 is never reached; error < 1/2 is (m = 3, g = 3)")
-ax.legend(fontsize=8)
+ax.axhline(0.5, color="gray", ls=":", label="$1/2$")
+ax.set(xlabel=r"$\beta$", ylabel="error (log scale)",
+       title="Error 0 is never reached; error $< 1/2$ is ($m = 3$, $g = 3$)")
+ax.legend(loc="lower left")
 fig.tight_layout()
 plt.show()
 

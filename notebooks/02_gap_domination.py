@@ -75,7 +75,11 @@ import numpy as np
 from IPython.display import display
 
 from companion.attention import kernel_attention
-from companion.constructions import balanced_link_head, rank_one_head, softmax_kernel_head
+from companion.constructions import (
+    balanced_link_head,
+    rank_one_head,
+    softmax_kernel_head,
+)
 from companion.gap_domination import (
     gap_domination_factor,
     gap_domination_ratio,
@@ -88,6 +92,7 @@ from companion.gap_domination import (
     split_gap_domination_factor,
     total_weight,
 )
+from companion.plotting import use_book_style
 from companion.random_heads import (
     counterexample_search,
     error_floor_survey,
@@ -100,6 +105,7 @@ from companion.tables import Table
 from companion.task import query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 
 # %% [markdown]
 # ## Pure and mixed sequences
@@ -184,7 +190,8 @@ for convention in ("bidirectional", "causal"):
 survey = mediant_survey(400, seed=0)
 rel = np.array([c.relative_error for c in survey])
 print("checks (heads x conventions):", len(survey))
-print("lengths covered:", sorted({c.n for c in survey}), " widths:", sorted({c.m for c in survey}))
+print("lengths covered:", sorted({c.n for c in survey}),
+      " widths:", sorted({c.m for c in survey}))
 for convention in ("bidirectional", "causal"):
     part = rel[[c.convention == convention for c in survey]]
     print(f"{convention:13s}: max relative error <= 1e-12: {bool(part.max() <= 1e-12)}")
@@ -215,10 +222,13 @@ for k in (1, 2, 3):
 
 # %%
 seqs = mixed_sequences(x3, z3, zp3, 1, 3, "causal")
-plain = sum(Fraction(v) for v in kernel_attention(head, seqs, "causal", exact=True)) / len(seqs)
-print("weighted mediant :", mediant_of_arrangements(head, x3, z3, zp3, 1, 3, "causal", exact=True))
+outputs = kernel_attention(head, seqs, "causal", exact=True)
+plain = sum(Fraction(v) for v in outputs) / len(seqs)
+print("weighted mediant :",
+      mediant_of_arrangements(head, x3, z3, zp3, 1, 3, "causal", exact=True))
 print("plain average    :", plain)
-print("k, l swapped     :", mediant_closed_form(head, x3, z3, zp3, 3, 1, "causal", exact=True))
+print("k, l swapped     :",
+      mediant_closed_form(head, x3, z3, zp3, 3, 1, "causal", exact=True))
 
 # %% [markdown]
 # ## Gap domination
@@ -265,24 +275,28 @@ print("k, l swapped     :", mediant_closed_form(head, x3, z3, zp3, 3, 1, "causal
 
 # %%
 for eps in (Fraction(1, 2), Fraction(1, 4)):
-    display(Table([{"g": g, **{f"n={n}": gap_domination_factor(g, n, eps) for n in (3, 4, 6, 10)}}
-                   for g in range(1, 9)], caption=f"c_(n,eps)(g) with eps = {eps}, k = 1"))
+    rows = [{"g": g, **{f"n={n}": gap_domination_factor(g, n, eps)
+                        for n in (3, 4, 6, 10)}}
+            for g in range(1, 9)]
+    display(Table(rows, caption=f"c_(n,eps)(g) with eps = {eps}, k = 1"))
 print("\nn = 3, eps = 49/100 (just below 1/2): c(g) - (g - 1) =",
-      [str(gap_domination_factor(g, 3, Fraction(49, 100)) - (g - 1)) for g in range(1, 5)])
+      [str(gap_domination_factor(g, 3, Fraction(49, 100)) - (g - 1))
+       for g in range(1, 5)])
 print("n = 5, g = 4, eps = 1/2, every k:",
       {k: str(gap_domination_factor(4, 5, Fraction(1, 2), k)) for k in (1, 2, 3)})
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(6.5, 3.6))
+fig, ax = plt.subplots(figsize=(7.2, 4.0))
 g_grid = np.arange(1, 13)
 for n, color in ((3, "tab:blue"), (4, "tab:orange"), (6, "tab:green")):
     for eps, style in ((Fraction(1, 2), "o-"), (Fraction(1, 4), "s--")):
-        ax.plot(g_grid, [float(gap_domination_factor(int(g), n, eps)) for g in g_grid], style,
-                color=color, ms=3, label=f"n = {n}, ε = {eps}")
+        factors = [float(gap_domination_factor(int(g), n, eps)) for g in g_grid]
+        ax.plot(g_grid, factors, style, color=color, ms=3,
+                label=f"$n = {n}$, $\\varepsilon = {eps}$")
 ax.axhline(1, color="gray", lw=0.8, ls=":")
-ax.set(xlabel="gap g", ylabel="forced ratio D(z)/D(z′) ≥ c", ylim=(0, None),
-       title="Gap domination factor c_{n,ε}(g), k = 1: linear in the gap")
-ax.legend(fontsize=7, ncol=2)
+ax.set(xlabel="gap $g$", ylabel="forced ratio $D(z)/D(z') \\geq c$", ylim=(0, None),
+       title=r"Gap domination factor $c_{n,\varepsilon}(g)$, $k = 1$: linear in $g$")
+ax.legend(loc="upper left", ncol=2)
 fig.tight_layout()
 plt.show()
 
@@ -306,9 +320,10 @@ crossings = []
 for shift in (Fraction(0), Fraction(1, 4), Fraction(1, 2)):
     rho_star = split_gap_domination_factor(g, n, shift, Fraction(1, 2))
     # link_errors(...)[1]: the balanced head's largest error on the mixed arrangements
-    errors = [link_errors(balanced_link_head(x4, z4, zp4, rho, n, shift=shift), x4, z4, zp4,
-                          1, n - 2, exact=True)[1]
-              for rho in (rho_star - Fraction(1, 100), rho_star, rho_star + Fraction(1, 100))]
+    errors = []
+    for rho in (rho_star - Fraction(1, 100), rho_star, rho_star + Fraction(1, 100)):
+        link_head = balanced_link_head(x4, z4, zp4, rho, n, shift=shift)
+        errors.append(link_errors(link_head, x4, z4, zp4, 1, n - 2, exact=True)[1])
     crossings.append({"shift s": shift, "predicted crossing rho": rho_star,
                       "mixed error at rho - 1/100": errors[0], "at rho": errors[1],
                       "at rho + 1/100": errors[2]})
@@ -324,28 +339,35 @@ print("\nc_(3,1/2)(3) =", gap_domination_factor(3, 3, Fraction(1, 2)),
 
 # %% tags=["hide-input"]
 rhos = np.geomspace(0.2, 40, 200)
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.9))
+fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.2, 6.6))
+ratio_label = r"weight ratio $\rho = D(z)/D(z')$"
 for shift, color in ((0.0, "tab:blue"), (0.25, "tab:orange"), (0.5, "tab:green")):
-    ax1.plot(rhos, [link_errors(balanced_link_head(x4, z4, zp4, float(r), n, shift=shift), x4,
-                                z4, zp4, 1, n - 2)[1] for r in rhos],
-             color=color, label=f"mixed error, shift s = {shift}")
-    ax1.axvline(float(split_gap_domination_factor(g, n, Fraction(shift), Fraction(1, 2))),
-                color=color, ls=":", lw=1)
-ax1.axhline(0.5, color="gray", ls="--", lw=1, label="1/2")
-ax1.set(xscale="log", xlabel="weight ratio ρ = D(z)/D(z′)", ylabel="max error on mixed sequence",
+    mixed_errors = [
+        link_errors(balanced_link_head(x4, z4, zp4, float(r), n, shift=shift),
+                    x4, z4, zp4, 1, n - 2)[1]
+        for r in rhos
+    ]
+    ax1.plot(rhos, mixed_errors, color=color, label=f"mixed error, shift $s = {shift}$")
+    threshold = split_gap_domination_factor(g, n, Fraction(shift), Fraction(1, 2))
+    ax1.axvline(float(threshold), color=color, ls=":", lw=1)
+ax1.axhline(0.5, color="gray", ls="--", lw=1, label="$1/2$")
+ax1.set(xscale="log", xlabel=ratio_label, ylabel="max error on mixed sequences",
         title="Crossings at the lemma's thresholds (dotted)")
-ax1.legend(fontsize=7)
+ax1.legend(loc="upper right")
 
 wide = np.geomspace(0.2, 3000, 200)
 ax2.plot(wide, min_error_for_ratio(wide, g, n), "k-",
-         label="error floor l·g / (2(kρ + l)) = balanced head")
-points = np.array([(c.ratio, c.eps) for c in perturbed_link_survey(x4, z4, zp4, n, 150)])
+         label=r"error floor $l g / (2(k\rho + l))$ = balanced head")
+survey_points = perturbed_link_survey(x4, z4, zp4, n, 150)
+points = np.array([(c.ratio, c.eps) for c in survey_points])
 ax2.scatter(points[:, 0], points[:, 1], s=8, alpha=0.6, label="perturbed heads")
 ax2.axhline(0.5, color="gray", ls="--", lw=1)
-ax2.axvline(float(gap_domination_factor(g, n, Fraction(1, 2))), color="gray", ls=":", lw=1)
-ax2.set(xscale="log", yscale="log", xlabel="weight ratio ρ = D(z)/D(z′)",
-        ylabel="max error on {P_z, P_z′, mixed}", title="No head below the floor (n = 3, g = 3)")
-ax2.legend(fontsize=7)
+c_factor = gap_domination_factor(g, n, Fraction(1, 2))
+ax2.axvline(float(c_factor), color="gray", ls=":", lw=1)
+ax2.set(xscale="log", yscale="log", xlabel=ratio_label,
+        ylabel="max error on $\\{P_z, P_{z'}$, mixed$\\}$",
+        title="No head below the floor ($n = 3$, $g = 3$)")
+ax2.legend(loc="lower left")
 fig.tight_layout()
 plt.show()
 below = points[:, 1] < min_error_for_ratio(points[:, 0], g, n) * (1 - 1e-9)
@@ -415,27 +437,33 @@ print(f"links with error >= 1/2 whose ratio is below c_(n,1/2)(g): {len(above_ha
 
 # %%
 x1, z1, zp1 = np.array([1]), np.array([0]), np.array([1])
-gaps = error_floor_survey(200)  # (exact error, floor) of 200 random integer heads x 2 forms
-print("random exact heads:", len(gaps), "| all errors > 0:", all(e > 0 for e, _ in gaps),
+# (exact error, floor) of 200 random integer heads x 2 forms
+gaps = error_floor_survey(200)
+print("random exact heads:", len(gaps),
+      "| all errors > 0:", all(e > 0 for e, _ in gaps),
       "| all errors >= floor:", all(e >= f for e, f in gaps))
 print("smallest error among them:", min(e for e, _ in gaps))
-# link_errors: the errors on P_z and P_z' and the largest on the arrangements; their max is
-# the head's error on this link's family
+# link_errors: the errors on P_z and P_z' and the largest on the arrangements;
+# their max is the head's error on this link's family
 pure, mixed = link_errors(rank_one_head(), x1, z1, zp1, exact=True)
+rho = gap_domination_ratio(rank_one_head(), x1, z1, zp1, 3, exact=True)
 print("rank-1 head of chapter 1: error", max(*pure, mixed), ", floor",
-      min_error_for_ratio(gap_domination_ratio(rank_one_head(), x1, z1, zp1, 3, exact=True), 1, 3))
+      min_error_for_ratio(rho, 1, 3))
 rows = []
 for beta in (1.0, 5.0, 10.0, 20.0):
     sk = softmax_kernel_head(beta, 1, 3)
     pure, mixed = link_errors(sk, x1, z1, zp1)
     rho = total_weight(sk, x1, z1, 3) / total_weight(sk, x1, zp1, 3)
-    rows.append({"beta": beta, "error": max(*pure, mixed), "floor": min_error_for_ratio(rho, 1, 3)})
+    rows.append({"beta": beta, "error": max(*pure, mixed),
+                 "floor": min_error_for_ratio(rho, 1, 3)})
 display(Table(rows, caption="softmax kernel", formats={"beta": ".1f", "error": ".3e",
                                                       "floor": ".3e"}))
 rows = []
 for rho in (Fraction(1), Fraction(10), Fraction(10**6)):
-    pure, mixed = link_errors(balanced_link_head(x1, z1, zp1, rho, 3), x1, z1, zp1, exact=True)
-    rows.append({"rho": rho, "error": max(*pure, mixed), "floor": min_error_for_ratio(rho, 1, 3)})
+    link_head = balanced_link_head(x1, z1, zp1, rho, 3)
+    pure, mixed = link_errors(link_head, x1, z1, zp1, exact=True)
+    rows.append({"rho": rho, "error": max(*pure, mixed),
+                 "floor": min_error_for_ratio(rho, 1, 3)})
 display(Table(rows, caption="balanced head: error = floor"))
 
 # %% [markdown]

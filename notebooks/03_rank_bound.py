@@ -104,10 +104,15 @@ from companion.asymptotics import (
 )
 from companion.code_search import search_code
 from companion.codes import paley_hadamard_code, paley_subset
-from companion.constructions import indicator_head, query_indicator_head, spread_query_head
+from companion.constructions import (
+    indicator_head,
+    query_indicator_head,
+    spread_query_head,
+)
 from companion.experiments.witness_suite import experiment_witness_24
 from companion.gap_domination import gap_domination_factor
 from companion.head_files import read_head_claims, verify_head_file
+from companion.plotting import use_book_style
 from companion.rank_bounds import certified_rank_bound, random_matrix_survey
 from companion.reproducibility import seed_everything
 from companion.sandwich import ratio_bounds, spread_products
@@ -122,6 +127,7 @@ from companion.witness import (
 )
 
 rng = seed_everything(0)
+use_book_style()  # figures fit the text column, text >= 9 pt
 
 # %% [markdown]
 # ## Lemma C: ladders of keys
@@ -256,7 +262,8 @@ print("kappa lambda^G <= rho(G) <= lambda^G, checked exactly for G0 <= G <= 300:
 # digit.
 
 # %%
-rows = [{"G": G, "rho by DP": best_chain_factor(G), "by brute force": brute_force_chain_factor(G),
+rows = [{"G": G, "rho by DP": best_chain_factor(G),
+         "by brute force": brute_force_chain_factor(G),
          "an optimal chain": best_chain(G)} for G in range(1, 21)]
 assert all(row["rho by DP"] == row["by brute force"] for row in rows)
 display(Table(rows, caption="n = 3, eps = 1/2"))
@@ -268,8 +275,10 @@ for n in (3, 4, 6, 10):
     for eps in (Fraction(1, 2), Fraction(2, 5), Fraction(1, 4), Fraction(1, 10)):
         for G in range(1, 17):
             checked += 1
-            mismatches += best_chain_factor(G, n, eps) != brute_force_chain_factor(G, n, eps)
-print(f"(n, eps, G) triples checked against brute force: {checked}, mismatches: {mismatches}")
+            dp = best_chain_factor(G, n, eps)
+            mismatches += dp != brute_force_chain_factor(G, n, eps)
+print(f"(n, eps, G) triples checked against brute force: {checked}, "
+      f"mismatches: {mismatches}")
 print("rho_{4,1/4}(16) =", best_chain_factor(16, 4, Fraction(1, 4)),
       " chain", best_chain(16, 4, Fraction(1, 4)))
 
@@ -284,29 +293,31 @@ rates = []
 for n in (3, 4, 6, 10):
     for eps in (Fraction(1, 2), Fraction(1, 4)):
         g_star, lam = chain_growth_rate(n, eps)
-        rates.append({"n": n, "eps": eps, "best step g*": g_star, "growth rate lambda": lam,
-                      "log2 lambda": math.log2(lam)})
+        rates.append({"n": n, "eps": eps, "best step g*": g_star,
+                      "growth rate lambda": lam, "log2 lambda": math.log2(lam)})
 display(Table(rates, formats={"growth rate lambda": ".6f", "log2 lambda": ".6f"}))
-print("rho(5k) == 4**k for k = 1..40:", all(best_chain_factor(5 * k) == 4**k for k in range(1, 41)))
+print("rho(5k) == 4**k for k = 1..40:",
+      all(best_chain_factor(5 * k) == 4**k for k in range(1, 41)))
 
 # %% tags=["hide-input"]
 Gs = np.arange(1, 201)
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.6))
 for n, color in zip((3, 4, 6, 10), ("C0", "C1", "C2", "C3"), strict=True):
     log2_rho = np.array([log2_best_chain_factor(int(G), n) for G in Gs])
     _, lam = chain_growth_rate(n)
     small = Gs <= 40
-    ax1.plot(Gs[small], log2_rho[small], "o-", ms=3, color=color, lw=1.2, label=f"n = {n}")
+    ax1.plot(Gs[small], log2_rho[small], "o-", ms=3, color=color, lw=1.2,
+             label=f"$n = {n}$")
     positive = np.isfinite(log2_rho) & (log2_rho > -np.inf)
-    ax2.plot(Gs[positive], np.exp2(log2_rho[positive] / Gs[positive]), color=color, lw=1.5,
-             label=f"n = {n}: ρ(G)^(1/G)")
+    ax2.plot(Gs[positive], np.exp2(log2_rho[positive] / Gs[positive]), color=color,
+             lw=1.5, label=f"$n = {n}$")
     ax2.axhline(lam, color=color, ls=":", lw=1)
-ax1.set(xlabel="total gap G", ylabel=r"$\log_2 \rho_{n,1/2}(G)$",
+ax1.set(xlabel="total gap $G$", ylabel=r"$\log_2 \rho_{n,1/2}(G)$",
         title="Best chain factor (exact DP)")
-ax1.legend(fontsize=8)
-ax2.set(xlabel="total gap G", ylabel=r"$\rho(G)^{1/G}$", ylim=(0.9, 3.0),
-        title="Growth per unit of gap → λ (dotted)")
-ax2.legend(fontsize=8)
+ax1.legend(loc="upper left")
+ax2.set(xlabel="total gap $G$", ylabel=r"$\rho(G)^{1/G}$", ylim=(0.9, 3.0),
+        title=r"Growth per unit of gap $\to \lambda$ (dotted)")
+ax2.legend(loc="upper right")
 plt.tight_layout()
 plt.show()
 
@@ -375,8 +386,8 @@ print("Lemma D violations (bound > rank):", int(np.sum(data[:, 2] > data[:, 1] +
 print("uniform form violations:", int(np.sum(data[:, 3] > data[:, 1] + 1e-9)))
 nn = kinds == "nonnegative"
 print("Lemma D' violations:", int(np.sum(data[nn, 4] > data[nn, 1] + 1e-6)))
-print("Lemma D' above Lemma D on", int(np.sum(data[nn, 4] > data[nn, 2])), "of", int(nn.sum()),
-      "nonnegative matrices")
+print("Lemma D' above Lemma D on", int(np.sum(data[nn, 4] > data[nn, 2])),
+      "of", int(nn.sum()), "nonnegative matrices")
 print("largest bound / rank ratio:", round(float(np.max(data[:, 2] / data[:, 1])), 4),
       "(Lemma D),", round(float(np.max(data[nn, 4] / data[nn, 1])), 4), "(Lemma D')")
 
@@ -384,12 +395,13 @@ print("largest bound / rank ratio:", round(float(np.max(data[:, 2] / data[:, 1])
 fig, ax = plt.subplots(figsize=(6.2, 4.4))
 ax.scatter(data[~nn, 1], data[~nn, 2], s=9, alpha=0.6, label="signed: Lemma D")
 ax.scatter(data[nn, 1], data[nn, 2], s=9, alpha=0.6, label="nonnegative: Lemma D")
-ax.scatter(data[nn, 1], data[nn, 4], s=9, alpha=0.6, marker="x", label="nonnegative: Lemma D′")
+ax.scatter(data[nn, 1], data[nn, 4], s=9, alpha=0.6, marker="x",
+           label="nonnegative: Lemma D′")
 top = data[:, 1].max()
 ax.plot([0, top], [0, top], "k--", lw=1, label="bound = true rank")
-ax.set(xlabel="true rank of M", ylabel="certified lower bound",
+ax.set(xlabel="true rank of $M$", ylabel="certified lower bound",
        title="Random unit-diagonal matrices: every bound stays below the line")
-ax.legend(fontsize=8)
+ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown]
@@ -470,16 +482,19 @@ plt.show()
 # %%
 family = experiment_witness_24()
 cert = family.certificate
-bound = verify_certificate(cert, family)  # re-derived from scratch; raises if anything is off
+# re-derived from scratch; raises if anything is off
+bound = verify_certificate(cert, family)
 key_ids = np.unique(family.token_ids[:, 1:])
-n_pure, n_mixed = int(np.sum(family.kinds == "pure")), int(np.sum(family.kinds == "mixed"))
+n_pure = int(np.sum(family.kinds == "pure"))
+n_mixed = int(np.sum(family.kinds == "mixed"))
 Table([["token width m", 24, family.S.shape[1]],
        ["|S| (queries)", "-", len(family.S)],
        ["distinct tokens", "-", len(family.tokens)],
        ["distinct key tokens", "-", len(key_ids)],
        ["sequences (length 3)", 1272, len(family)],
        ["pure / mixed sequences", "-", f"{n_pure} / {n_mixed}"],
-       ["certified bound (Theorem E)", "-", f"{bound.trace_bound}  -> r >= {bound.trace_rank}"],
+       ["certified bound (Theorem E)", "-",
+        f"{bound.trace_bound}  -> r >= {bound.trace_rank}"],
        ["certified bound (Lemma D prime)", "-", f"{bound.sharpened_bound}  -> r >= "
         f"{bound.sharpened_rank} (c = {bound.sharpened_c})"],
        ["integer bound r*", 8, bound.rank]], columns=["", "paper", "this book"])
@@ -509,16 +524,20 @@ targets = family.targets.copy()
 targets[5] += 1
 tampered = [
     ("one rho entry raised by 1", dataclasses.replace(cert, rho=rho), family),
-    ("one mixed arrangement removed", cert, without_rows(family, family.links[40].mixed_rows[1])),
-    ("one pure sequence removed", cert, without_rows(family, family.links[-1].pure_rows[1])),
+    ("one mixed arrangement removed", cert,
+     without_rows(family, family.links[40].mixed_rows[1])),
+    ("one pure sequence removed", cert,
+     without_rows(family, family.links[-1].pure_rows[1])),
     ("one target changed", cert, dataclasses.replace(family, targets=targets)),
     ("integer bound raised by 1", dataclasses.replace(
-        cert, bound=dataclasses.replace(cert.bound, sharpened_rank=cert.bound.sharpened_rank + 1)),
+        cert, bound=dataclasses.replace(
+            cert.bound, sharpened_rank=cert.bound.sharpened_rank + 1)),
      family),
 ]
 for label, certificate, fam in tampered:
     err = certificate_error(certificate, fam)
-    print(f"{label}: " + (f"rejected -- {err[:110]}" if err else "ACCEPTED (this would be a bug)"))
+    verdict = f"rejected -- {err[:110]}" if err else "ACCEPTED (this would be a bug)"
+    print(f"{label}: " + verdict)
 causal = experiment_witness_24("causal")
 print("causal form (query last):", len(causal), "sequences, bound",
       verify_certificate(causal.certificate, causal).rank)
@@ -550,9 +569,10 @@ print("M diagonal all 1:", all(M[i, i] == 1 for i in range(len(M))),
       "| rank of M:", int(np.linalg.matrix_rank(M.astype(float))))
 spread = spread_query_head(family)
 err_spread = max_error_exact(spread, family)
-print("one query spread over the others: rank", spread.rank, "| max error", err_spread, "=",
-      round(float(err_spread), 6), "| error < 1/2:", err_spread < Fraction(1, 2))
-print(f"sandwich: {bound.rank} <= minimum feature rank for this family <= {spread.rank}")
+print("one query spread over the others: rank", spread.rank, "| max error", err_spread,
+      "=", round(float(err_spread), 6), "| error < 1/2:", err_spread < Fraction(1, 2))
+print(f"sandwich: {bound.rank} <= minimum feature rank for this family "
+      f"<= {spread.rank}")
 
 
 # %% tags=["hide-input"]
@@ -563,7 +583,8 @@ query = np.array(cert.S[pair[0]])
 keys = [np.array(z) for z in cert.chains[pair]]
 fig, ax = plt.subplots(figsize=(7.2, 0.42 * (len(keys) + 1) + 1.0))
 ax.imshow(np.array([query, *keys]), cmap="Greys", vmin=0, vmax=1.5, aspect="auto")
-ax.set_yticks(range(len(keys) + 1), ["query $x$"] + [f"key $z_{k}$" for k in range(len(keys))])
+ax.set_yticks(range(len(keys) + 1),
+              ["query $x$"] + [f"key $z_{k}$" for k in range(len(keys))])
 ax.set_xticks(np.arange(-0.5, len(query)), minor=True)
 ax.set_yticks(np.arange(-0.5, len(keys) + 1), minor=True)
 ax.grid(which="minor", color="white", lw=1)
@@ -1002,7 +1023,8 @@ display(Table(rows, formats={"certified log2 (exact)": ".2f",
 # %%
 widths = np.arange(8, 1001, 4)
 curves = {n: asymptotic_rows(bases[n], widths, n) for n in (3, 4, 6, 10)}
-Table([{"n": n, "certified log2 / m at m = 1000": rows_n[-1].certified_log2 / rows_n[-1].m,
+Table([{"n": n,
+        "certified log2 / m at m = 1000": rows_n[-1].certified_log2 / rows_n[-1].m,
         "estimate log2 / m": rows_n[-1].estimate_log2 / rows_n[-1].m,
         "rate from lambda (per unit of gap)": math.log2(chain_growth_rate(n)[1])}
        for n, rows_n in curves.items()],
@@ -1014,15 +1036,15 @@ fig, ax = plt.subplots(figsize=(7.2, 4.8))
 for n, color in zip((3, 4, 6, 10), ("C0", "C1", "C2", "C3"), strict=True):
     rows_n = curves[n]
     ax.plot(widths, [r.certified_log2 for r in rows_n], color=color, lw=1.8,
-            label=f"n = {n}: certified (explicit code)")
+            label=f"$n = {n}$: certified (explicit code)")
     ax.plot(widths, [r.estimate_log2 for r in rows_n], color=color, lw=1, ls="--",
-            label=f"n = {n}: estimate (random code)")
+            label=f"$n = {n}$: estimate (random code)")
 ax.plot(widths, [r.large_context_lower_log2 for r in curves[3]], "k-.", lw=1.2,
         label=r"$n \to \infty$: limit $\geq \log_2(\binom{m}{m/2}/m)$")
-ax.plot(widths, widths, "k:", lw=1.2, label="ceiling 2^m")
-ax.set(xlabel="token width m", ylabel="log2 of the rank bound",
+ax.plot(widths, widths, "k:", lw=1.2, label="ceiling $2^m$")
+ax.set(xlabel="token width $m$", ylabel="$\\log_2$ of the rank bound",
        title="Certified feature-rank lower bounds at length three")
-ax.legend(fontsize=7)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
 plt.show()
 
 # %% [markdown]

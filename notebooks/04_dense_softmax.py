@@ -92,11 +92,13 @@ from companion.dense_softmax import (
     worst_profile,
 )
 from companion.gap_domination import family_checks
+from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 from companion.task import count_sequences, query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 
 # %% [markdown]
 # ## The construction
@@ -182,7 +184,8 @@ print(f"bound (n-1) e^-beta at beta = ln 4: {error_bound(beta0, 3):.6f}")
 # realising it. We first confirm the reduction against brute force over every sequence:
 
 # %%
-cases = [(3, m) for m in range(1, 7)] + [(4, m) for m in range(1, 5)] + [(5, m) for m in (1, 2, 3)]
+cases = ([(3, m) for m in range(1, 7)] + [(4, m) for m in range(1, 5)]
+         + [(5, m) for m in (1, 2, 3)])
 betas_check = (0.0, 0.5, 1.0, math.log(4), 3.0)
 largest_diff, sequences = 0.0, 0
 for n, m in cases:
@@ -194,8 +197,9 @@ print(f"(n, m) pairs: {len(cases)}, sequences enumerated per beta: {sequences}, 
       f"betas: {len(betas_check)}")
 print("profile worst case = brute-force worst case (to 1e-12):", largest_diff <= 1e-12)
 brute_38 = max_error_brute_force(1.0, 3, 8)
-print(f"n = 3, m = 8, beta = 1 over all {count_sequences(3, 8)} sequences: {brute_38:.6f}; "
-      f"from {count_profiles(3, 8)} profiles: {max_error(1.0, 3, 8):.6f}")
+print(f"n = 3, m = 8, beta = 1 over all {count_sequences(3, 8)} sequences: "
+      f"{brute_38:.6f}; from {count_profiles(3, 8)} profiles: "
+      f"{max_error(1.0, 3, 8):.6f}")
 
 # %% [markdown]
 # ### Max error against $\beta$, length 3, every $m \le 8$
@@ -203,10 +207,11 @@ print(f"n = 3, m = 8, beta = 1 over all {count_sequences(3, 8)} sequences: {brut
 # %%
 beta_table = [0.0, 0.5, 1.0, math.log(4), 2.0, 3.0, 5.0]
 labels = ["0", "0.5", "1", "ln 4", "2", "3", "5"]
-display(Table([{"m": m, **{lab: max_error(b, 3, m) for lab, b in zip(labels, beta_table)}}
-               for m in range(1, 9)]
-              + [{"m": "bound (beta >= 1)", **{lab: error_bound(b, 3)
-                                              for lab, b in zip(labels, beta_table)}}],
+rows = [{"m": m, **{lab: max_error(b, 3, m) for lab, b in zip(labels, beta_table)}}
+        for m in range(1, 9)]
+rows.append({"m": "bound (beta >= 1)",
+             **{lab: error_bound(b, 3) for lab, b in zip(labels, beta_table)}})
+display(Table(rows,
               caption="n = 3: exact max error over all inputs (6 decimals), by beta",
               formats={lab: ".6f" for lab in labels}))
 print("worst profile (|x|, key overlaps) at m = 8:",
@@ -228,38 +233,43 @@ print("worst profile (|x|, key overlaps) at m = 8:",
 
 # %%
 for n in (4, 5):
-    display(Table([{"m": m, **{lab: max_error(b, n, m) for lab, b in zip(labels, beta_table)}}
-                   for m in range(1, 9)]
-                  + [{"m": "bound", **{lab: error_bound(b, n)
-                                       for lab, b in zip(labels, beta_table)}}],
-                  caption=f"n = {n}: exact max error over all inputs, by beta",
+    rows = [{"m": m, **{lab: max_error(b, n, m) for lab, b in zip(labels, beta_table)}}
+            for m in range(1, 9)]
+    rows.append({"m": "bound",
+                 **{lab: error_bound(b, n) for lab, b in zip(labels, beta_table)}})
+    display(Table(rows, caption=f"n = {n}: exact max error over all inputs, by beta",
                   formats={lab: ".6f" for lab in labels}))
 
 # %% tags=["hide-input"]
 grid = np.linspace(0.0, 4.0, 161)
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.2, 7.0))
 colors = plt.cm.viridis(np.linspace(0, 0.9, 8))
 for m, color in zip(range(1, 9), colors, strict=True):
-    ax1.plot(grid, [max_error(float(b), 3, m) for b in grid], color=color, label=f"m = {m}")
-ax1.plot(grid, [error_bound(float(b), 3) for b in grid], "k--", label="bound 2·e^(−β)")
+    ax1.plot(grid, [max_error(float(b), 3, m) for b in grid], color=color,
+             label=f"$m = {m}$")
+ax1.plot(grid, [error_bound(float(b), 3) for b in grid], "k--",
+         label=r"bound $2 e^{-\beta}$")
 ax1.axvspan(0, 1, color="gray", alpha=0.12, lw=0)
-ax1.axhline(0.5, color="tab:red", lw=1, label="1/2")
-ax1.axvline(sufficient_threshold(3), color="tab:red", ls=":", label="ln 4 (sufficient)")
+ax1.axhline(0.5, color="tab:red", lw=1, label="$1/2$")
+ax1.axvline(sufficient_threshold(3), color="tab:red", ls=":",
+            label=r"$\ln 4$ (sufficient)")
 for m in (1, 2):
     ax1.plot(exact_threshold(3, m), 0.5, "o", color=colors[m - 1], ms=6)
-ax1.set(xlabel="β", ylabel="max |y − t| over all length-3 inputs", ylim=(0, 3),
-        title="n = 3 (shaded: β < 1, bound not claimed; dots: β*)")
-ax1.legend(fontsize=7, ncol=2)
+ax1.set(xlabel=r"$\beta$", ylabel="max $|y - t|$, all length-3 inputs", ylim=(0, 3),
+        title=r"$n = 3$ (shaded: $\beta < 1$, bound not claimed; dots: $\beta^*$)")
+ax1.legend(loc="upper right", ncol=3)
 for n, color in ((3, "tab:blue"), (4, "tab:orange"), (5, "tab:green")):
-    ax2.plot(grid, [max_error(float(b), n, 4) for b in grid], color=color, label=f"n = {n}, m = 4")
+    ax2.plot(grid, [max_error(float(b), n, 4) for b in grid], color=color,
+             label=f"$n = {n}$, $m = 4$")
     ax2.plot(grid, [error_bound(float(b), n) for b in grid], "--", color=color, lw=1,
-             label=f"bound {n - 1}·e^(−β)")
+             label=f"bound ${n - 1} e^{{-\\beta}}$")
     ax2.axvline(sufficient_threshold(n), color=color, ls=":", lw=1)
     ax2.plot(exact_threshold(n, 4), 0.5, "o", color=color, ms=6)
 ax2.axhline(0.5, color="tab:red", lw=1)
-ax2.set(xlabel="β", ylabel="max |y − t| over all inputs", ylim=(0, 2.5), xlim=(0, 4),
-        title="Lengths 3–5 (dotted: ln(2(n−1)); dots: β*)")
-ax2.legend(fontsize=7, ncol=2)
+ax2.set(xlabel=r"$\beta$", ylabel="max $|y - t|$ over all inputs", ylim=(0, 2.5),
+        xlim=(0, 4),
+        title=r"Lengths 3–5 (dotted: $\ln(2(n-1))$; dots: $\beta^*$)")
+ax2.legend(loc="upper right", ncol=2)
 fig.tight_layout()
 plt.show()
 
@@ -279,14 +289,17 @@ thresholds = {n: [exact_threshold(n, m) for m in range(1, 9)] for n in ns}
 columns = {f"n = {n}": n for n in ns}
 rows = [{"m": m, **{c: thresholds[n][m - 1] for c, n in columns.items()}}
         for m in range(1, 9)]
-rows.append({"m": "ln(2(n-1))", **{c: sufficient_threshold(n) for c, n in columns.items()}})
+rows.append({"m": "ln(2(n-1))",
+             **{c: sufficient_threshold(n) for c, n in columns.items()}})
 display(Table(rows, caption="beta*(n, m); last row: the sufficient temperature",
               formats={c: ".6f" for c in columns}))
 print("all beta* below ln(2(n-1)):",
       all(b < sufficient_threshold(n) for n in ns for b in thresholds[n]))
 print("sufficient - exact, n >= 4:",
-      sorted({round(sufficient_threshold(n) - b, 9) for n in ns if n >= 4 for b in thresholds[n]}))
-print("worst profile at beta*: n = 3, m = 8:", worst_profile(thresholds[3][7] - 1e-9, 3, 8),
+      sorted({round(sufficient_threshold(n) - b, 9)
+              for n in ns if n >= 4 for b in thresholds[n]}))
+print("worst profile at beta*: n = 3, m = 8:",
+      worst_profile(thresholds[3][7] - 1e-9, 3, 8),
       "| n = 5, m = 8:", worst_profile(thresholds[5][7] - 1e-9, 5, 8))
 
 # %% [markdown]
@@ -412,7 +425,8 @@ for n, m in ((2, 1), (2, 5), (3, 1), (3, 8), (4, 8), (8, 8)):
 # and on either side of ln(6)/2 (n = 3, m = 4) it is >= 1/2 or < 1/2
 print("n = 3, m = 1, e^-beta = 1/2: max error over all profiles =",
       max_error_exact(Fraction(1, 2), 3, 1))
-for y in (Fraction(408249, 1000000), Fraction(408248, 1000000)):  # 1/sqrt 6 = 0.40824829
+# 1/sqrt 6 = 0.40824829
+for y in (Fraction(408249, 1000000), Fraction(408248, 1000000)):
     side = "beta < beta*" if 6 * y * y > 1 else "beta > beta*"
     worst = max_error_exact(y, 3, 4)
     formula = worst == max_error_closed_form_exact(y, 3, 4)
@@ -466,11 +480,12 @@ plt.show()
 
 # %%
 checks = family_checks(softmax_kernel_head(1.4, 4, 3), 4, 3)
-print("links:", len(checks), "| all with error < 1/2:", all(c.eps < 0.5 for c in checks),
+print("links:", len(checks),
+      "| all with error < 1/2:", all(c.eps < 0.5 for c in checks),
       "| gap domination holds on all:", all(c.holds for c in checks))
 binding = [c for c in checks if c.factor and c.factor > 0]
-Table([{"gap": g, "smallest ratio / c_(3,eps)(g)": min(c.ratio / c.factor for c in binding
-                                                       if c.gap == g)}
+Table([{"gap": g, "smallest ratio / c_(3,eps)(g)": min(
+            c.ratio / c.factor for c in binding if c.gap == g)}
        for g in sorted({c.gap for c in binding})],
       formats={"smallest ratio / c_(3,eps)(g)": ".3f"})
 

@@ -25,7 +25,7 @@
 # ```{admonition} Key result
 # :class: tip
 # Any model whose tokens exchange information only through messages from a finite
-# alphabet, with any number of heads and layers, needs at least $q \log_2(s+1)$ transmitted
+# alphabet, with any number of heads and layers, needs at least $Q \log_2(s+1)$ transmitted
 # bits to be exact on the block construction ({prf:ref}`thm-transcript`), and a base-$(s+1)$
 # encoder shows the count is tight. It bounds precision times message count; it does not
 # extend the exponential feature-rank bound to signed kernels or to several heads.
@@ -72,6 +72,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
+from companion.plotting import use_book_style
 from companion.quantised_sketch import CountingSketchModel, QuantisedSketchModel
 from companion.reproducibility import seed_everything
 from companion.tables import Table
@@ -92,21 +93,24 @@ from companion.transcript import (
 )
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 
 # %% [markdown]
 # ## Inputs that carry many independent answers
 #
-# Fix two sizes, a number of blocks $q \ge 1$ and a block size $s \ge 1$. Split the $m = qs +
-# s + 1$ coordinates into $q$ disjoint blocks $B_1, \dots, B_q$ of $s$ coordinates each,
-# followed by one shared block $C$ of $s + 1$ coordinates. We give the tokens two owners.
+# Fix two sizes, a number of blocks $Q \ge 1$ and a block size $s \ge 1$ (we write $Q$, not
+# the explainer's $q$, because $q$ is the query position in Chapters 2 and 3; the package's
+# argument is still called `q`). Split the $m = Qs + s + 1$ coordinates into $Q$ disjoint
+# blocks $B_1, \dots, B_Q$ of $s$ coordinates each, followed by one shared block $C$ of
+# $s + 1$ coordinates. We give the tokens two owners.
 #
-# * **Bob**, the query side, owns $q$ fixed tokens $x_i = \mathbf 1_{B_i} + \mathbf 1_C$:
+# * **Bob**, the query side, owns $Q$ fixed tokens $x_i = \mathbf 1_{B_i} + \mathbf 1_C$:
 #   block $i$ together with the shared block.
 # * **Alice**, the key side, owns a single token $z$ whose ones all lie in
-#   $B_1 \cup \dots \cup B_q$.
+#   $B_1 \cup \dots \cup B_Q$.
 #
-# The sequence is $(z, x_1, \dots, x_q)$, of length $n = q + 1$: Alice's token first (position
-# 0 in code), Bob's tokens at positions $1, \dots, q$, and those $q$ positions are the queries.
+# The sequence is $(z, x_1, \dots, x_Q)$, of length $n = Q + 1$: Alice's token first (position
+# 0 in code), Bob's tokens at positions $1, \dots, Q$, and those $Q$ positions are the queries.
 # Putting Alice first means every query sees her token in the causal form as well as in the
 # bidirectional one.
 #
@@ -125,8 +129,8 @@ rng = seed_everything(0)  # seeds python, numpy and torch
 example = BlockConstruction(q=3, s=2)
 z = example.representative(np.array([2, 0, 1]))
 sequence = example.sequence(z)
-print(f"q = {example.q}, s = {example.s}, m = {example.m}, n = {example.n}")
-print("sequence (row 0 is Alice's token z, rows 1..q are Bob's queries):")
+print(f"Q = {example.q}, s = {example.s}, m = {example.m}, n = {example.n}")
+print("sequence (row 0 is Alice's token z, rows 1..Q are Bob's queries):")
 print(sequence)
 print("overlaps <x_i, x_j>:")
 print(sequence @ sequence.T)
@@ -135,18 +139,18 @@ print("|z n B_i| read off the blocks:     ", example.block_counts(z).tolist())
 
 # %% [markdown]
 # Bob's tokens never change; only Alice's token varies. Each count $|z \cap B_i|$ can be any
-# of $0, \dots, s$ independently of the others, so every one of the $(s+1)^q$ *answer
-# vectors* $(t_1, \dots, t_q)$ is realised by some choice of $z$. We check this by listing
-# every key token ($2^{qs}$ of them) and collecting the answer vectors they produce. Each
+# of $0, \dots, s$ independently of the others, so every one of the $(s+1)^Q$ *answer
+# vectors* $(t_1, \dots, t_Q)$ is realised by some choice of $z$. We check this by listing
+# every key token ($2^{Qs}$ of them) and collecting the answer vectors they produce. Each
 # vector $c$ is produced by $\prod_i \binom{s}{c_i}$ key tokens. The enumeration refuses,
-# with a `ValueError`, anything beyond $2^{16}$ key tokens ($qs \le 16$).
+# with a `ValueError`, anything beyond $2^{16}$ key tokens ($Qs \le 16$).
 
 # %%
 rows = []
-for q, s in [(1, 1), (1, 4), (2, 2), (3, 1), (3, 3), (4, 2), (2, 6), (6, 2), (4, 4)]:
-    counter = enumerate_answer_vectors(BlockConstruction(q, s))
-    rows.append({"q": q, "s": s, "key tokens": sum(counter.values()),
-                 "answer vectors": len(counter), "(s+1)^q": answer_vector_count(q, s),
+for Q, s in [(1, 1), (1, 4), (2, 2), (3, 1), (3, 3), (4, 2), (2, 6), (6, 2), (4, 4)]:
+    counter = enumerate_answer_vectors(BlockConstruction(Q, s))
+    rows.append({"Q": Q, "s": s, "key tokens": sum(counter.values()),
+                 "answer vectors": len(counter), "(s+1)^Q": answer_vector_count(Q, s),
                  "multiplicities = prod C(s, c_i)": all(
                      mult == math.prod(math.comb(s, ci) for ci in vec)
                      for vec, mult in counter.items())})
@@ -165,10 +169,10 @@ except ValueError as err:
 # :label: def-transcript-model
 #
 # Fix Bob's tokens. A *transcript model* of length $T$ over an alphabet $\Sigma$ is a
-# deterministic model on $(z, x_1, \dots, x_q)$ for which there are maps
+# deterministic model on $(z, x_1, \dots, x_Q)$ for which there are maps
 # $\tau : z \mapsto \tau(z) \in \Sigma^T$ (the *transcript*: everything Bob's positions
-# receive that depends on Alice's token) and $R : \Sigma^T \to \mathbb R^q$ with
-# outputs$(z) = R(\tau(z))$ at Bob's $q$ positions. The model is *exact* on the family if
+# receive that depends on Alice's token) and $R : \Sigma^T \to \mathbb R^Q$ with
+# outputs$(z) = R(\tau(z))$ at Bob's $Q$ positions. The model is *exact* on the family if
 # every output lies within less than $1/2$ of its integer target.
 # ```
 #
@@ -186,28 +190,28 @@ except ValueError as err:
 # ```{prf:theorem} Precision transcript bound
 # :label: thm-transcript
 #
-# Let $q, s \ge 1$. A transcript model of length $T$ over $\Sigma$ that is exact on all inputs
-# $(z, x_1, \dots, x_q)$ of the block construction satisfies $|\Sigma|^T \ge (s+1)^q$, i.e.
-# $T \log_2 |\Sigma| \ge q \log_2(s+1)$. The bound is tight: there is an exact transcript
-# model with $|\Sigma| = 2$ and $T = \lceil q \log_2(s+1) \rceil$.
+# Let $Q, s \ge 1$. A transcript model of length $T$ over $\Sigma$ that is exact on all inputs
+# $(z, x_1, \dots, x_Q)$ of the block construction satisfies $|\Sigma|^T \ge (s+1)^Q$, i.e.
+# $T \log_2 |\Sigma| \ge Q \log_2(s+1)$. The bound is tight: there is an exact transcript
+# model with $|\Sigma| = 2$ and $T = \lceil Q \log_2(s+1) \rceil$.
 # ```
 #
 # ```{prf:proof}
-# Exactness means that rounding Bob's $q$ outputs returns $(t_1, \dots, t_q)$. Take two key
+# Exactness means that rounding Bob's $Q$ outputs returns $(t_1, \dots, t_Q)$. Take two key
 # tokens $z, z'$ with different answer vectors. If $\tau(z) = \tau(z')$, Bob's outputs on
 # both inputs are the same vector $R(\tau(z))$, which cannot round to two different integer
 # vectors: in a coordinate where the targets differ by at least one, the common output is at
 # distance at least $1/2$ from one of them. So $\tau$ takes different values on inputs with
-# different answer vectors, and since all $(s+1)^q$ answer vectors occur, $\tau$ takes at
-# least $(s+1)^q$ values. At most $|\Sigma|^T$ are available.
+# different answer vectors, and since all $(s+1)^Q$ answer vectors occur, $\tau$ takes at
+# least $(s+1)^Q$ values. At most $|\Sigma|^T$ are available.
 #
-# For tightness, let Alice send the binary digits of $N(z) = \sum_{i=1}^q |z \cap B_i|
-# (s+1)^{i-1}$, a number in $\{0, \dots, (s+1)^q - 1\}$ that fits in
-# $\lceil q \log_2 (s+1) \rceil$ bits; Bob recovers the counts as the base-$(s+1)$ digits of
+# For tightness, let Alice send the binary digits of $N(z) = \sum_{i=1}^Q |z \cap B_i|
+# (s+1)^{i-1}$, a number in $\{0, \dots, (s+1)^Q - 1\}$ that fits in
+# $\lceil Q \log_2 (s+1) \rceil$ bits; Bob recovers the counts as the base-$(s+1)$ digits of
 # $N$.
 # ```
 #
-# The contrapositive is constructive: when $|\Sigma|^T < (s+1)^q$, listing one key token per
+# The contrapositive is constructive: when $|\Sigma|^T < (s+1)^Q$, listing one key token per
 # answer vector must hit a repeated transcript within the first $|\Sigma|^T + 1$ of them, and
 # the two colliding inputs have different answers but the same outputs. That is what
 # `find_collision` searches for; it then re-evaluates both inputs from scratch and checks
@@ -237,7 +241,7 @@ except ValueError as err:
 # which Alice's contribution $(\mathcal S_A, u_A)$ to each head's key sketch reaches Bob's queries
 # only as one code of $b$ bits per entry, shared by all of them. If such a network solves
 # the block construction exactly, then
-# $L \cdot H \cdot r \cdot (d+1) \cdot b \ge q \log_2 (s+1)$.
+# $L \cdot H \cdot r \cdot (d+1) \cdot b \ge Q \log_2 (s+1)$.
 # ```
 #
 # ```{prf:proof}
@@ -251,12 +255,15 @@ except ValueError as err:
 
 # %%
 demo = BlockConstruction(q=4, s=3)
-model = QuantisedSketchModel(demo, layers=2, heads=2, rank=2, value_dim=3, bits=2, seed=1)
+model = QuantisedSketchModel(demo, layers=2, heads=2, rank=2, value_dim=3, bits=2,
+                             seed=1)
 tokens = demo.all_key_tokens()
-agree = all(np.array_equal(model.outputs(z), model.read(model.transcript(z))) for z in tokens)
+agree = all(np.array_equal(model.outputs(z), model.read(model.transcript(z)))
+            for z in tokens)
 symbols = {sym for z in tokens[::64] for sym in model.transcript(z)}
 print(model)
-print("transcript length L*H*r*(d+1):", model.length, " alphabet size 2^b:", model.alphabet_size)
+print("transcript length L*H*r*(d+1):", model.length,
+      " alphabet size 2^b:", model.alphabet_size)
 print("symbols seen (every 64th key token):", sorted(symbols))
 print("outputs == read(transcript) on all", len(tokens), "key tokens:", agree)
 print("distinct transcripts:", count_transcripts(model, tokens),
@@ -275,17 +282,18 @@ print("distinct transcripts:", count_transcripts(model, tokens),
 # %%
 smallest_bits = sketch_bits(1, 1, 1, 1, 1)
 candidates = sorted(
-    ((q * s + s + 1, q, s) for q in range(1, 8) for s in range(1, 8)
-     if bits_needed(q, s) > smallest_bits),
+    ((Q * s + s + 1, Q, s) for Q in range(1, 8) for s in range(1, 8)
+     if bits_needed(Q, s) > smallest_bits),
 )
-m_min, q_min, s_min = candidates[0]
-tiny = QuantisedSketchModel(BlockConstruction(q_min, s_min))
+m_min, Q_min, s_min = candidates[0]
+tiny = QuantisedSketchModel(BlockConstruction(Q_min, s_min))
 collision = find_collision(tiny)
-print(f"smallest construction above {smallest_bits} bits: q = {q_min}, s = {s_min}, m = {m_min}, "
-      f"needs {bits_needed(q_min, s_min)} bits")
+print(f"smallest construction above {smallest_bits} bits: "
+      f"Q = {Q_min}, s = {s_min}, m = {m_min}, needs {bits_needed(Q_min, s_min)} bits")
 print(tiny)
 for k in (0, 1):
-    print(f"input {k}: z = {collision.key_tokens[k].tolist()}  targets = {collision.answers[k]}")
+    print(f"input {k}: z = {collision.key_tokens[k].tolist()}  "
+          f"targets = {collision.answers[k]}")
 print("common transcript:", collision.transcript)
 print("common outputs:   ", np.round(collision.outputs, 6).tolist())
 print("rounded outputs:  ", collision.predicted)
@@ -299,7 +307,7 @@ print("max error on each input:", [round(e, 6) for e in collision.errors],
 # ```{prf:corollary} A forced error
 # :label: cor-forced-error
 #
-# Let a transcript model use fewer than $(s+1)^q$ transcripts on the inputs of the block
+# Let a transcript model use fewer than $(s+1)^Q$ transcripts on the inputs of the block
 # construction and be right (every output within $1/2$) on as many answer vectors as it uses
 # transcripts. Then two inputs share a transcript, the model is right on one of them, and it
 # is wrong on the other.
@@ -309,7 +317,7 @@ print("max error on each input:", [round(e, 6) for e in collision.errors],
 # Within one transcript the outputs are a single vector, and two different integer answer
 # vectors cannot both lie within $1/2$ of it; so each transcript carries at most one answer
 # vector the model gets right. Having as many right answer vectors as transcripts, it has
-# one in every transcript. There are $(s+1)^q$ answer vectors and fewer transcripts, so some
+# one in every transcript. There are $(s+1)^Q$ answer vectors and fewer transcripts, so some
 # transcript carries a second answer vector, on which the model is wrong, beside the one it
 # gets right.
 # ```
@@ -327,50 +335,55 @@ print("max error on each input:", [round(e, 6) for e in collision.errors],
 
 # %%
 print("random weights, first collision: wrong on input(s)", collision.wrong_on)
-designed = CountingSketchModel(BlockConstruction(q_min, s_min))  # L = H = r = d = b = 1
+designed = CountingSketchModel(BlockConstruction(Q_min, s_min))  # L = H = r = d = b = 1
 tokens = designed.construction.all_key_tokens()
 print(designed)
 print("transcripts used:", count_transcripts(designed, tokens),
       "| answer vectors it gets right:", designed.exact_answer_vectors(),
-      "| answer vectors:", answer_vector_count(q_min, s_min))
+      "| answer vectors:", answer_vector_count(Q_min, s_min))
 forced = find_forced_error(designed)
 for k in (0, 1):
-    print(f"input {k}: z = {forced.key_tokens[k].tolist()} targets = {forced.answers[k]}")
+    print(f"input {k}: z = {forced.key_tokens[k].tolist()} "
+          f"targets = {forced.answers[k]}")
 print("common transcript:", forced.transcript)
 print("common outputs:   ", np.round(forced.outputs, 6).tolist())
 print("max error on each input:", [round(e, 6) for e in forced.errors],
       " wrong on input(s):", forced.wrong_on)
 
 # %% [markdown]
-# The same with more blocks read ($d$ up to $q$) and more bits per entry, always below the
+# The same with more blocks read ($d$ up to $Q$) and more bits per entry, always below the
 # bound ($\text{bits} = (d + 1) b$):
 
 # %%
 rows = []
-for q, s, d, b in [(3, 2, 3, 1), (4, 3, 2, 2), (5, 2, 2, 1), (2, 4, 1, 2)]:
-    model = CountingSketchModel(BlockConstruction(q, s), value_dim=d, bits=b)
+for Q, s, d, b in [(3, 2, 3, 1), (4, 3, 2, 2), (5, 2, 2, 1), (2, 4, 1, 2)]:
+    model = CountingSketchModel(BlockConstruction(Q, s), value_dim=d, bits=b)
     pair = find_forced_error(model)
-    rows.append({"q, s, d, b": f"{q}, {s}, {d}, {b}",
-                 "bits / need": f"{sketch_bits(1, 1, 1, d, b)} / {bits_needed(q, s)}",
+    rows.append({"Q, s, d, b": f"{Q}, {s}, {d}, {b}",
+                 "bits / need": f"{sketch_bits(1, 1, 1, d, b)} / {bits_needed(Q, s)}",
                  "right on": model.exact_answer_vectors(),
-                 "answers": answer_vector_count(q, s),
-                 "forced pair (right, wrong)": f"{pair.answers[0]} vs {pair.answers[1]}"})
+                 "answers": answer_vector_count(Q, s),
+                 "forced pair (right, wrong)":
+                     f"{pair.answers[0]} vs {pair.answers[1]}"})
 Table(rows)
 
 # %% [markdown]
 # The same search on a few larger sketches that are still below the bound ("bits" is
-# $L H r (d+1) b$, "need" is $\lceil q \log_2(s+1) \rceil$). By the pigeonhole principle the
+# $L H r (d+1) b$, "need" is $\lceil Q \log_2(s+1) \rceil$). By the pigeonhole principle the
 # search never visits more than $2^{\text{bits}} + 1$ answer vectors.
 
 # %%
 rows = []
-for q, s, L, H, r, d, b in [(3, 1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1, 1), (5, 3, 1, 1, 2, 1, 2),
-                            (8, 1, 2, 1, 1, 2, 1), (6, 2, 1, 2, 1, 1, 2), (4, 7, 2, 2, 1, 1, 1)]:
-    col = find_collision(QuantisedSketchModel(BlockConstruction(q, s), layers=L, heads=H,
-                                              rank=r, value_dim=d, bits=b, seed=0))
-    rows.append({"q": q, "s": s, "L": L, "H": H, "r": r, "d": d, "b": b,
-                 "bits": sketch_bits(L, H, r, d, b), "need": bits_needed(q, s),
-                 "answers of the colliding pair": f"{col.answers[0]} vs {col.answers[1]}",
+sizes = [(3, 1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1, 1), (5, 3, 1, 1, 2, 1, 2),
+         (8, 1, 2, 1, 1, 2, 1), (6, 2, 1, 2, 1, 1, 2), (4, 7, 2, 2, 1, 1, 1)]
+for Q, s, L, H, r, d, b in sizes:
+    sketch = QuantisedSketchModel(BlockConstruction(Q, s), layers=L, heads=H, rank=r,
+                                  value_dim=d, bits=b, seed=0)
+    col = find_collision(sketch)
+    rows.append({"Q": Q, "s": s, "L": L, "H": H, "r": r, "d": d, "b": b,
+                 "bits": sketch_bits(L, H, r, d, b), "need": bits_needed(Q, s),
+                 "answers of the colliding pair":
+                     f"{col.answers[0]} vs {col.answers[1]}",
                  "wrong on": col.wrong_on})
 Table(rows)
 
@@ -385,60 +398,63 @@ Table(rows)
 
 
 rows = []
-for q, s in [(1, 1), (3, 1), (2, 2), (3, 2), (4, 2), (2, 5), (4, 3), (6, 2)]:
-    c = BlockConstruction(q, s)
+for Q, s in [(1, 1), (3, 1), (2, 2), (3, 2), (4, 2), (2, 5), (4, 3), (6, 2)]:
+    c = BlockConstruction(Q, s)
     enc = TightEncoder(c)
     short_col = find_collision(OneBitShortEncoder(c))
-    rows.append({"q": q, "s": s, "bits": enc.length, "q log2(s+1)": q * math.log2(s + 1),
+    rows.append({"Q": Q, "s": s, "bits": enc.length,
+                 "Q log2(s+1)": Q * math.log2(s + 1),
                  "key tokens checked": verify_exhaustively(enc),
                  "transcripts used": count_transcripts(enc, c.all_key_tokens()),
                  "one bit short: colliding answers":
                      f"{short_col.answers[0]} vs {short_col.answers[1]}"})
-Table(rows, formats={"q log2(s+1)": ".4f"})
+Table(rows, formats={"Q log2(s+1)": ".4f"})
 
 # %% [markdown]
 # ## What it means for feature rank
 #
 # Solving the corollary's inequality for $r$ gives the smallest feature rank a quantised
 # multi-head, multi-layer sketch needs on the block construction:
-# $r \ge \lceil \lceil q \log_2(s+1) \rceil / (L H (d+1) b) \rceil$ (computed exactly, with
+# $r \ge \lceil \lceil Q \log_2(s+1) \rceil / (L H (d+1) b) \rceil$ (computed exactly, with
 # integers).
 
 # %%
-Table([{"L": L, "H": H, "d": d, "b": b, "q": q, "s": s, "m": q * s + s + 1,
-        "bits needed": bits_needed(q, s), "smallest r": smallest_feature_rank(L, H, d, b, q, s)}
-       for L, H, d, b, q, s in [(1, 1, 1, 1, 3, 1), (1, 1, 1, 8, 64, 1), (1, 1, 16, 8, 1000, 1),
-                                (1, 4, 16, 8, 1000, 15), (2, 8, 64, 16, 10**5, 1),
-                                (12, 12, 64, 16, 10**6, 1), (12, 12, 64, 4, 10**6, 3),
+Table([{"L": L, "H": H, "d": d, "b": b, "Q": Q, "s": s, "m": Q * s + s + 1,
+        "bits needed": bits_needed(Q, s),
+        "smallest r": smallest_feature_rank(L, H, d, b, Q, s)}
+       for L, H, d, b, Q, s in [(1, 1, 1, 1, 3, 1), (1, 1, 1, 8, 64, 1),
+                                (1, 1, 16, 8, 1000, 1), (1, 4, 16, 8, 1000, 15),
+                                (2, 8, 64, 16, 10**5, 1), (12, 12, 64, 16, 10**6, 1),
+                                (12, 12, 64, 4, 10**6, 3),
                                 (32, 32, 128, 16, 10**7, 1)]])
 
 # %% [markdown]
-# The bits the query side must receive grow linearly in the number of blocks $q$ and only
+# The bits the query side must receive grow linearly in the number of blocks $Q$ and only
 # logarithmically in the block size $s$. At a fixed token width $m$ the best choice is
-# $s = 1$, $q = m - 2$: then $m - 2$ bits are needed, with sequences of length $m - 1$.
+# $s = 1$, $Q = m - 2$: then $m - 2$ bits are needed, with sequences of length $m - 1$.
 
 # %% tags=["hide-input"]
-fig, (ax_q, ax_s) = plt.subplots(1, 2, figsize=(10, 4))
-qs_range = np.arange(1, 65)
+fig, (ax_Q, ax_s) = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=False)
+bits_label = r"bits needed $\lceil Q \log_2(s+1) \rceil$"
+Qs_range = np.arange(1, 65)
 for s in (1, 2, 3, 7, 15):
-    ax_q.plot(qs_range, [bits_needed(int(q), s) for q in qs_range], label=f"s = {s}")
-ax_q.set(xlabel="blocks q", ylabel="bits needed  ⌈q log2(s+1)⌉",
-         title="required transcript bits against q")
-ax_q.legend()
+    ax_Q.plot(Qs_range, [bits_needed(int(Q), s) for Q in Qs_range], label=f"$s = {s}$")
+ax_Q.set(xlabel="blocks $Q$", ylabel=bits_label, title="Bits against $Q$")
+ax_Q.legend(loc="upper left")
 s_range = np.unique(np.geomspace(1, 1024, 200).astype(int))
-for q in (1, 4, 16, 64):
-    ax_s.plot(s_range, [bits_needed(q, int(s)) for s in s_range], label=f"q = {q}")
+for Q in (1, 4, 16, 64):
+    ax_s.plot(s_range, [bits_needed(Q, int(s)) for s in s_range], label=f"$Q = {Q}$")
 ax_s.set_xscale("log", base=2)
-ax_s.set(xlabel="block size s (log scale)", ylabel="bits needed  ⌈q log2(s+1)⌉",
-         yscale="log", title="required transcript bits against s")
-ax_s.legend()
+ax_s.set(xlabel="block size $s$ (log scale)", ylabel=bits_label,
+         yscale="log", title="Bits against $s$")
+ax_s.legend(loc="upper left", ncol=2)
 fig.tight_layout()
 plt.show()
 
 # %%
-best = {m: max((bits_needed(q, s), q, s) for s in range(1, m) for q in range(1, m)
-               if q * s + s + 1 <= m) for m in (8, 16, 32, 64, 128)}
-Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.items()])
+best = {m: max((bits_needed(Q, s), Q, s) for s in range(1, m) for Q in range(1, m)
+               if Q * s + s + 1 <= m) for m in (8, 16, 32, 64, 128)}
+Table([{"m": m, "best (Q, s)": b[1:], "bits needed": b[0]} for m, b in best.items()])
 
 # %% [markdown]
 # ## What this does and does not say
@@ -446,7 +462,7 @@ Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.item
 # **What it covers.** {prf:ref}`thm-transcript` never uses the sign of the kernel, the
 # number of heads or the number of layers. Signed kernels, several heads that specialise,
 # deep stacks, position-dependent maps — all of them obey
-# $L H r (d+1) b \ge q \log_2(s+1)$ on the block construction, *provided* every entry of
+# $L H r (d+1) b \ge Q \log_2(s+1)$ on the block construction, *provided* every entry of
 # every key sketch reaches the queries as a $b$-bit number.
 #
 # **What it does not say.**
@@ -460,36 +476,36 @@ Table([{"m": m, "best (q, s)": b[1:], "bits needed": b[0]} for m, b in best.item
 #   beat the single-head argument, and the paper does not claim that they fail. Anything we
 #   run on them elsewhere in the book is exploration and labelled as such.
 # * It says nothing at infinite precision: with real-valued sketches a single number can
-#   carry all $(s+1)^q$ answer vectors, so the bound becomes vacuous as $b \to \infty$.
+#   carry all $(s+1)^Q$ answer vectors, so the bound becomes vacuous as $b \to \infty$.
 # * Tightness is about transcripts, not networks: the base-$(s+1)$ code shows that
-#   $\lceil q \log_2(s+1) \rceil$ bits suffice for *some* reader of the transcript. Whether a
+#   $\lceil Q \log_2(s+1) \rceil$ bits suffice for *some* reader of the transcript. Whether a
 #   kernel-attention network with an affine readout can decode it is a separate question
 #   that this chapter does not address.
 # * The channel matters. We quantise Alice's contribution once per head and layer, and every
 #   query receives that same code. Quantising *after* a query-specific step widens the
 #   channel, in either form. If each causal query quantised its own prefix sum
-#   $\mathcal S_{<i} + \mathcal S_A$, the $q$ queries would receive $q$ different
+#   $\mathcal S_{<i} + \mathcal S_A$, the $Q$ queries would receive $Q$ different
 #   roundings of the same number,
 #   which together can locate it more finely than any single $b$-bit code. The bidirectional
 #   form is no different: if each query quantised its own projection
-#   $\varphi_Q(x_i)^\top (\mathcal S_B + \mathcal S_A)$ (or its attention output), $q$
+#   $\varphi_Q(x_i)^\top (\mathcal S_B + \mathcal S_A)$ (or its attention output), $Q$
 #   different linear readings
 #   of Alice's sketch, each offset by Bob's exact part, are rounded separately. Tests in
 #   `tests/test_transcript.py` and `tests/test_forced_error.py` show one scalar of Alice's
-#   reaching $q + 1$ distinct 1-bit patterns in each form, against 2 for one shared code. The
+#   reaching $Q + 1$ distinct 1-bit patterns in each form, against 2 for one shared code. The
 #   count $L H r (d+1) b$ is then no longer the size of the transcript, and the corollary does
 #   not apply as stated.
 
 # %% [markdown]
 # ## Summary
 #
-# - The block construction gives inputs whose $q$ answers are independent, and every one of
-#   the $(s+1)^q$ answer vectors occurs (counted exhaustively).
-# - {prf:ref}`thm-transcript`: an exact model needs $(s+1)^q$ distinct transcripts; below
+# - The block construction gives inputs whose $Q$ answers are independent, and every one of
+#   the $(s+1)^Q$ answer vectors occurs (counted exhaustively).
+# - {prf:ref}`thm-transcript`: an exact model needs $(s+1)^Q$ distinct transcripts; below
 #   that count we find a colliding pair of inputs every time, and a base-$(s+1)$ encoder
 #   meets the bound.
 # - {prf:ref}`cor-transcript-rank`: for $b$-bit kernel-attention sketches,
-#   $L H r (d+1) b \ge q \log_2(s+1)$; {prf:ref}`cor-forced-error` shows a concrete model
+#   $L H r (d+1) b \ge Q \log_2(s+1)$; {prf:ref}`cor-forced-error` shows a concrete model
 #   forced to err below the bound.
 # - The bound grows with the number of independent answers, so it needs long sequences; at
 #   three tokens the single-head, nonnegative bound of Chapter 3 is the relevant one.

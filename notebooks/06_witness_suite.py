@@ -95,7 +95,11 @@ import torch
 from IPython.display import display
 
 from companion.attention import kernel_attention
-from companion.constructions import indicator_head, query_indicator_head, spread_query_head
+from companion.constructions import (
+    indicator_head,
+    query_indicator_head,
+    spread_query_head,
+)
 from companion.experiments.reference import check_against_reference
 from companion.experiments.store import config_hash
 from companion.experiments.witness_suite import (
@@ -115,16 +119,20 @@ from companion.experiments.witness_suite import (
     train_e1_unit,
 )
 from companion.head_files import family_from_spec, read_head_claims
+from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 from companion.witness import kernel_ratio_matrix, max_error_exact, verify_certificate
 
 rng = seed_everything(0)  # seeds python, numpy and torch
-RESULTS = Path("..") / "results" if (Path("..") / "results").is_dir() else Path("results")
+use_book_style()  # figures fit the text column, text >= 9 pt
+RESULTS = Path("..") / "results"
+RESULTS = RESULTS if RESULTS.is_dir() else Path("results")
 spread = json.loads((RESULTS / "cross_path_spread.json").read_text())
 by_rank = spread["e1_quick_best_max_error_by_rank"]
-# the moves the live check must absorb: the live ranks between code paths, and the live
-# subset against the sweep it is compared with (other batch companions round differently)
+# the moves the live check must absorb: the live ranks between code paths, and the
+# live subset against the sweep it is compared with (other batch companions round
+# differently)
 live_moves = ([by_rank[str(r)] for r in E1_LIVE_RANKS] + [spread["e1_live"]]
               + list(spread["e1_live_against_sweep"].values()))
 TOLERANCE = 0.25  # max error, per model: >= 3x every one of those moves
@@ -149,11 +157,12 @@ print(f"|S| = {len(family.S)} queries, token width m = {family.S.shape[1]}, "
       f"weight {int(family.S[0].sum())}")
 print(f"distinct tokens T = {len(family.tokens)}, sequences N = {len(family)}  "
       + ", ".join(f"{k}: {c}" for k, c in zip(kinds, counts)))
-print(f"chain links: {len(family.links)}, gaps used: {sorted({l.gap for l in family.links})}")
+print(f"chain links: {len(family.links)}, "
+      f"gaps used: {sorted({link.gap for link in family.links})}")
 print(f"certified bound, Theorem E (trace):  r >= {bound.trace_bound} = "
       f"{float(bound.trace_bound):.3f}  ->  r >= {bound.trace_rank}")
-print(f"certified bound, Lemma D' (c = {bound.sharpened_c}): r >= {bound.sharpened_bound}"
-      f"  ->  r >= {bound.sharpened_rank}")
+print(f"certified bound, Lemma D' (c = {bound.sharpened_c}): "
+      f"r >= {bound.sharpened_bound}  ->  r >= {bound.sharpened_rank}")
 print(f"r* = {r_star}")
 
 # %% [markdown]
@@ -176,9 +185,9 @@ print(f"r* = {r_star}")
 
 # %%
 quick = E1_QUICK
-Table([(key, getattr(quick, key)) for key in ("ranks", "rank_groups", "seeds", "dense_seeds",
-                                               "feature", "d", "lr", "steps",
-                                               "surrogate_steps", "surrogate_power")]
+settings = ("ranks", "rank_groups", "seeds", "dense_seeds", "feature", "d", "lr",
+            "steps", "surrogate_steps", "surrogate_power")
+Table([(key, getattr(quick, key)) for key in settings]
       + [("config hash", config_hash(quick))], columns=["setting", "value"])
 
 # %% [markdown]
@@ -199,7 +208,8 @@ Table([(key, getattr(quick, key)) for key in ("ranks", "rank_groups", "seeds", "
 
 # %%
 sweep = load_e1_results(RESULTS / "e1_quick.json")
-assert sweep["config_hash"] == config_hash(quick), "results/e1_quick.json is not E1_QUICK's"
+assert sweep["config_hash"] == config_hash(quick), \
+    "results/e1_quick.json is not E1_QUICK's"
 rows = summarise_e1(sweep)
 summary_table(rows, caption="quick sweep (committed results/e1_quick.json)")
 
@@ -226,10 +236,11 @@ summary_table(rows, caption="quick sweep (committed results/e1_quick.json)")
 e1_spread = spread["e1_quick"]["best_max_error"]
 paths = spread["paths"]
 print(f"measured moves of best max errors ({paths['plain']['cpu_capability']} vs "
-      f"{paths['default']['cpu_capability']} kernels, and a subset trained apart from its "
-      "sweep):")
+      f"{paths['default']['cpu_capability']} kernels, and a subset trained apart "
+      "from its sweep):")
 moves = ([("quick sweep, all models", e1_spread)]
-         + [(f"quick sweep, r = {r}", by_rank[str(r)]) for r in (*E1_LIVE_RANKS, 27, 28)]
+         + [(f"quick sweep, r = {r}", by_rank[str(r)])
+            for r in (*E1_LIVE_RANKS, 27, 28)]
          + [("live subset", spread["e1_live"])]
          + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
             for path, move in spread["e1_live_against_sweep"].items()])
@@ -241,7 +252,8 @@ live_records, live_model = train_e1_live(quick, family)  # ranks E1_LIVE_RANKS, 
 stored = model_values(sweep)
 live = model_values(live_records)
 check = check_against_reference(live, {key: stored[key] for key in live},
-                                quantity="best max error", tolerance=TOLERANCE, threshold=0.5)
+                                quantity="best max error", tolerance=TOLERANCE,
+                                threshold=0.5)
 print(check.summary())
 assert check.passed, check.failure_message()
 
@@ -257,8 +269,10 @@ violations = consistency_violations(sweep, r_star)
 trained_below = [r for r in quick.ranks if r < r_star]
 print(f"heads with r < r* = {r_star}: ranks {trained_below} x {len(quick.seeds)} seeds")
 print("violations:", violations)
-assert not violations, "a head below the certified rank solved the family: bound or code is wrong"
-solved_ranks = sorted({row["r"] for row in rows if row["r"] != "dense" and row["solved"] > 0})
+assert not violations, \
+    "a head below the certified rank solved the family: bound or code is wrong"
+solved_ranks = sorted({row["r"] for row in rows
+                       if row["r"] != "dense" and row["solved"] > 0})
 all_seeds = sorted({row["r"] for row in rows
                     if row["r"] != "dense" and row["solved"] == row["seeds"]})
 r_train = min(solved_ranks) if solved_ranks else None
@@ -283,7 +297,8 @@ print(f"causal: query position {family_causal.query_position + 1} of 3, "
 causal_records, _ = train_e1_live(quick, family_causal)
 causal = {"units": {"causal": {"models": causal_records}}}
 assert not consistency_violations(causal, bound_causal.rank)
-print(f"consistency check on the live causal heads (no r < {bound_causal.rank} solves): passed")
+print("consistency check on the live causal heads "
+      f"(no r < {bound_causal.rank} solves): passed")
 
 # %% [markdown]
 # ## The dense softmax baseline, and the initialisation that makes it train
@@ -302,16 +317,19 @@ print(f"consistency check on the live causal heads (no r < {bound_causal.rank} s
 # %%
 Table([{"init std": std, **dense_init_statistics(family, quick.dense_seeds, std)}
        for std in (1.0, 0.2)],
-      formats={"logit_std": ".2f", "mean_largest_weight": ".3f", "saturated_share": ".3f"})
+      formats={"logit_std": ".2f", "mean_largest_weight": ".3f",
+               "saturated_share": ".3f"})
 
 # %%
 dense_rows = [row for row in rows if row["r"] == "dense"]
 dense_std1, _ = train_e1_unit(replace(quick, qk_std=1.0), family, None, seeds=(0,))
 # std 1 stays stuck far above 1/2: a margin many times the measured spread
-assert all(m["best_max_error"] > 0.5 + TOLERANCE for m in dense_std1), "std-1 head trained"
+assert all(m["best_max_error"] > 0.5 + TOLERANCE for m in dense_std1), \
+    "std-1 head trained"
 print(f"q, k init std 0.2 (committed quick sweep): solved {dense_rows[0]['solved']}/"
       f"{dense_rows[0]['seeds']} seeds")
-print(f"q, k init std 1 (live, seed 0): max error stays above 1/2 + {TOLERANCE} (checked)")
+print(f"q, k init std 1 (live, seed 0): max error stays above 1/2 + {TOLERANCE} "
+      "(checked)")
 assert dense_rows[0]["solved"] == dense_rows[0]["seeds"], "dense baseline failed a seed"
 
 # %% [markdown]
@@ -342,9 +360,9 @@ print(f"rank-{spread_head.rank} construction: links with eps < 1/2: "
 assert all(c.holds for c in spread_checks)
 
 ids = torch.as_tensor(family.token_ids)
-examples = {"construction": (spread_head.rank, spread_checks,
-                             float(np.abs(kernel_attention(spread_head, family.sequences)
-                                          - family.targets).max()))}
+spread_error = np.abs(kernel_attention(spread_head, family.sequences) - family.targets)
+examples = {"construction":
+            (spread_head.rank, spread_checks, float(spread_error.max()))}
 for j, rec in enumerate(live_records):
     r = rec["rank"]
     head = live_model.to_kernel_head(j, family.tokens)
@@ -354,10 +372,12 @@ for j, rec in enumerate(live_records):
     # the float64 evaluator and the float32 training forward pass agree
     assert np.abs(y64 - y_torch).max() < 1e-3, "evaluator and training forward disagree"
     checks = link_checks(head, family)  # Lemma B on every link, eps = the link's error
-    assert all(c.holds for c in checks), "a trained head breaks Lemma B: the evaluator is wrong"
-    examples[f"trained r = {r}"] = (r, checks, float(np.abs(y64 - family.targets).max()))
-print(f"live trained heads (ranks {list(E1_LIVE_RANKS)}, seed {E1_LIVE_SEEDS[0]}): Lemma B "
-      "holds on every link with eps < 1/2 (checked)")
+    assert all(c.holds for c in checks), \
+        "a trained head breaks Lemma B: the evaluator is wrong"
+    error = float(np.abs(y64 - family.targets).max())
+    examples[f"trained r = {r}"] = (r, checks, error)
+print(f"live trained heads (ranks {list(E1_LIVE_RANKS)}, seed {E1_LIVE_SEEDS[0]}): "
+      "Lemma B holds on every link with eps < 1/2 (checked)")
 
 # %% [markdown]
 # Theorem E's proof goes one step further: for a head with error $< 1/2$ on the whole family,
@@ -398,14 +418,15 @@ for ax, (label, (_rank, checks, err)) in zip(axes, examples.items()):
     jitter = np.random.default_rng(0).uniform(-0.15, 0.15, len(gap))
     ax.scatter(gap[inside] + jitter[inside], ratio[inside], s=6, alpha=0.5,
                label=r"$\varepsilon_{link} < 1/2$")
-    ax.scatter(gap[~inside] + jitter[~inside], ratio[~inside], s=6, alpha=0.5, marker="x",
-               color="tab:red", label=r"$\varepsilon_{link} \geq 1/2$")
+    ax.scatter(gap[~inside] + jitter[~inside], ratio[~inside], s=6, alpha=0.5,
+               marker="x", color="tab:red", label=r"$\varepsilon_{link} \geq 1/2$")
     ax.plot(gs, gs - 1, "k--", lw=1, label=r"$c_{3,1/2}(g) = g - 1$")
     ax.set_yscale("log")
-    ax.set_xlabel("gap g of the link")
-    ax.set_title(f"{label}\n(max error {err:.2f})", fontsize=9)
+    ax.set_xlabel("gap $g$ of the link")
+    ax.set_title(f"{label}\n(max error {err:.2f})")
 axes[0].set_ylabel(r"$D(x;z)\,/\,D(x;z')$")
-axes[0].legend(fontsize=8, loc="upper left")
+fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3,
+           bbox_to_anchor=(0.5, -0.08))
 plt.tight_layout()
 plt.show()
 
@@ -427,11 +448,11 @@ fig, ax = plt.subplots(figsize=(7.2, 2.8))
 x = np.arange(len(live_points))
 ax.bar(x - 0.2, [p[2] for p in live_points], 0.4, label="live run (this machine)")
 ax.bar(x[:2] + 0.2, [p[1] for p in live_points[:2]], 0.4, label="committed quick sweep")
-ax.axhline(0.5, color="k", lw=0.8, ls=":", label="error 1/2")
-ax.set_xticks(x, [p[0] for p in live_points], fontsize=8)
+ax.axhline(0.5, color="k", lw=0.8, ls=":", label="error $1/2$")
+ax.set_xticks(x, [p[0].replace("E1 quick ", "") for p in live_points])
 ax.set_yscale("log")
 ax.set_ylabel("best max error")
-ax.legend(fontsize=8, loc="upper right")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 plt.tight_layout()
 plt.show()
 
@@ -456,16 +477,18 @@ plt.show()
 # %%
 full_cfg = E1_FULL
 full = load_e1_results(RESULTS / "e1_full.json")
-print("configuration hash matches E1_FULL:", full["config_hash"] == config_hash(full_cfg))
-print(f"seeds {list(full_cfg.seeds)}, steps {full_cfg.steps} + {full_cfg.surrogate_steps} "
-      "surrogate")
+print("configuration hash matches E1_FULL:",
+      full["config_hash"] == config_hash(full_cfg))
+print(f"seeds {list(full_cfg.seeds)}, "
+      f"steps {full_cfg.steps} + {full_cfg.surrogate_steps} surrogate")
 full_rows = summarise_e1(full)
 display(summary_table(full_rows, caption="full sweep (committed results/e1_full.json)"))
 full_violations = consistency_violations(full, r_star)
 print("consistency check (no r < r* solves):",
       "passed" if not full_violations else full_violations)
 assert not full_violations
-full_solved = [row["r"] for row in full_rows if row["r"] != "dense" and row["solved"] > 0]
+full_solved = [row["r"] for row in full_rows
+               if row["r"] != "dense" and row["solved"] > 0]
 full_by_r = {row["r"]: row for row in full_rows}
 print("smallest rank solving a seed:", min(full_solved) if full_solved else None)
 
@@ -486,9 +509,10 @@ print("smallest rank solving a seed:", min(full_solved) if full_solved else None
 # them, from the committed full sweep (5 seeds, the longer schedule).
 
 # %%
-# the searched heads of Chapter 3, committed in results/heads/ and verified exactly on every
-# input by tests/test_head_files.py and `python -m companion verify-head` (Chapter 3 re-runs
-# the signed one live); here their claims are read, after checking they are about this family
+# the searched heads of Chapter 3, committed in results/heads/ and verified exactly on
+# every input by tests/test_head_files.py and `python -m companion verify-head`
+# (Chapter 3 re-runs the signed one live); here their claims are read, after checking
+# they are about this family
 heads = {v: read_head_claims(RESULTS / "heads" / f"e1_28_{v}.json")
          for v in ("signed", "nonnegative")}
 for claim in heads.values():
@@ -496,22 +520,27 @@ for claim in heads.values():
     assert claim["max_error"] < Fraction(1, 2)
 key_ind = indicator_head(family)
 query_ind = query_indicator_head(family)
-err_key, err_query = max_error_exact(key_ind, family), max_error_exact(query_ind, family)
+err_key = max_error_exact(key_ind, family)
+err_query = max_error_exact(query_ind, family)
 err_spread = max_error_exact(spread_head, family)
 assert max(err_key, err_query, err_spread) < Fraction(1, 2)
 r_full = min(full_solved)
-failed_ranks = [row["r"] for row in full_rows if row["r"] != "dense" and row["solved"] == 0]
+failed_ranks = [row["r"] for row in full_rows
+                if row["r"] != "dense" and row["solved"] == 0]
 sandwich = [
     ("certified lower bound, Theorem E (trace)", bound.trace_rank,
      f"r >= {float(bound.trace_bound):.2f}"),
-    ("certified lower bound, Lemma D'", bound.sharpened_rank, f"r >= {bound.sharpened_bound}"),
+    ("certified lower bound, Lemma D'", bound.sharpened_rank,
+     f"r >= {bound.sharpened_bound}"),
     ("exact construction: searched head, signed features", heads["signed"]["rank"],
      f"exact max error {float(heads['signed']['max_error']):.5f}"),
-    ("exact construction: searched head, nonnegative features", heads["nonnegative"]["rank"],
+    ("exact construction: searched head, nonnegative features",
+     heads["nonnegative"]["rank"],
      f"exact max error {float(heads['nonnegative']['max_error']):.5f}"),
     ("exact construction: one query spread", spread_head.rank,
      f"exact max error {float(err_spread):.5f}"),
-    ("exact construction: query indicators", query_ind.rank, f"exact max error {err_query}"),
+    ("exact construction: query indicators", query_ind.rank,
+     f"exact max error {err_query}"),
     ("exact construction: key indicators", key_ind.rank, f"exact max error {err_key}"),
     ("training: largest rank failing on every seed",
      max(r for r in failed_ranks if r < r_full), "full sweep, 5 seeds"),
@@ -519,7 +548,8 @@ sandwich = [
      f"full sweep: {full_by_r[r_full]['solved']}/{full_by_r[r_full]['seeds']} seeds"),
 ]
 display(Table(sandwich, columns=["", "r", "note"]))
-upper = min(heads["signed"]["rank"], spread_head.rank, query_ind.rank, key_ind.rank, r_full)
+upper = min(heads["signed"]["rank"], spread_head.rank, query_ind.rank, key_ind.rank,
+            r_full)
 upper_nonneg = min(heads["nonnegative"]["rank"], spread_head.rank, query_ind.rank,
                    key_ind.rank, r_full)
 print(f"=> {bound.sharpened_rank} <= r_min <= {upper} (any real features); "
@@ -533,16 +563,17 @@ rs = [row["r"] for row in nka_rows]
 med = [row["median_max_error"] for row in nka_rows]
 lo = [row["min_max_error"] for row in nka_rows]
 hi = [row["max_max_error"] for row in nka_rows]
-ax.errorbar(rs, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], fmt="o-", capsize=3,
-            label="trained NKA heads (full sweep): median, min–max over 5 seeds")
+ax.errorbar(rs, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], fmt="o-",
+            capsize=3,
+            label="trained NKA heads (full sweep): median, min–max of 5 seeds")
 dense_row = full_by_r["dense"]
 ax.axhline(dense_row["median_max_error"], color="tab:green", lw=1,
            label="dense softmax (median)")
-ax.axhline(0.5, color="k", lw=0.8, ls=":", label="error 1/2 (solved below)")
+ax.axhline(0.5, color="k", lw=0.8, ls=":", label="error $1/2$ (solved below)")
 ax.axvspan(0.8, bound.sharpened_rank, color="tab:red", alpha=0.08,
-           label=f"certified impossible: r < {bound.sharpened_rank}")
+           label=f"certified impossible: $r < {bound.sharpened_rank}$")
 ax.axvspan(bound.sharpened_rank, upper, color="tab:orange", alpha=0.25,
-           label=f"$r_{{min}}$ lies in [{bound.sharpened_rank}, {upper}]")
+           label=f"$r_{{\\min}}$ lies in $[{bound.sharpened_rank}, {upper}]$")
 ax.axvspan(upper, upper_nonneg, color="tab:orange", alpha=0.08,
            label=f"nonnegative features: up to {upper_nonneg}")
 ax.axvline(bound.trace_rank, color="tab:red", ls="--", lw=1,
@@ -550,10 +581,10 @@ ax.axvline(bound.trace_rank, color="tab:red", ls="--", lw=1,
 ax.axvline(key_ind.rank, color="tab:purple", ls="--", lw=1,
            label=f"key-indicator construction {key_ind.rank}")
 ax.set_xscale("log", base=2)
-ax.set_xlabel("feature rank r")
-ax.set_ylabel("max error on F(S)")
-ax.legend(fontsize=8, loc="lower left")
-ax.set_title("E1 sandwich: certified bounds, constructions and training", fontsize=10)
+ax.set_xlabel("feature rank $r$")
+ax.set_ylabel("max error on $F(S)$")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+ax.set_title("E1 sandwich: certified bounds, constructions and training")
 plt.tight_layout()
 plt.show()
 
@@ -577,16 +608,18 @@ paper_vs_ours = [
      f"r >= {r_star} (trace {bound.trace_rank}, Lemma D' {bound.sharpened_rank})",
      "different S; we also apply Lemma D'"),
     ("r < 8: max error", "> 0.80",
-     f"min over r<8, seeds: {min(row['min_max_error'] for row in below):.2f}", "full sweep"),
+     f"min over r<8, seeds: {min(row['min_max_error'] for row in below):.2f}",
+     "full sweep"),
     ("r = 32", "solved exactly",
-     f"solved {full_by_r[32]['solved']}/{full_by_r[32]['seeds']} seeds", "max error < 1/2"),
+     f"solved {full_by_r[32]['solved']}/{full_by_r[32]['seeds']} seeds",
+     "max error < 1/2"),
     ("ranks that fail / solve", "r < 8 fail, r = 32 solves",
      f"all r <= {max(r for r in full_cfg.ranks if r < min(full_solved))} fail; "
      f"r = {min(full_solved)} solves {full_by_r[min(full_solved)]['solved']}/"
      f"{full_by_r[min(full_solved)]['seeds']}", "grid {1,...,64} + {20,24,27,28}"),
     ("dense softmax", "exact on all seeds",
-     f"solved {full_by_r['dense']['solved']}/{full_by_r['dense']['seeds']}, max error <= "
-     f"{full_by_r['dense']['max_max_error']:.3f}", "q, k init std 0.2"),
+     f"solved {full_by_r['dense']['solved']}/{full_by_r['dense']['seeds']}, "
+     f"max error <= {full_by_r['dense']['max_max_error']:.3f}", "q, k init std 0.2"),
 ]
 display(Table(paper_vs_ours, columns=["quantity", "reported", "ours", "setting"]))
 print(f"smallest max error over r <= 16 and seeds (full sweep): "

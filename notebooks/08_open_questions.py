@@ -73,19 +73,17 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
 from companion.experiments.witness_suite import experiment_witness_24
+from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 
 rng = seed_everything(0)  # seeds python, numpy and torch
-# the book's figure style: fits the text column (<= 7.2 in at dpi 100), legends >= 9 pt
-mpl.rcParams.update({"figure.dpi": 100, "font.size": 10, "legend.fontsize": 9,
-                     "axes.titlesize": 10})
+use_book_style()  # figures fit the text column, text >= 9 pt
 RESULTS = Path("..") / "results"
 RESULTS = RESULTS if RESULTS.is_dir() else Path("results")
 probes = json.loads((RESULTS / "probes_full.json").read_text())
@@ -202,7 +200,8 @@ K = [[kernel(int(x @ t)) for t in tokens] for x in S]
 U, V = rank_factorisation(K)
 assert (U.dot(V.T) == np.array(K, dtype=object)).all()  # exact factorisation K = U V^T
 negative = sum(v < 0 for v in U.ravel()) + sum(v < 0 for v in V.ravel())
-# the head's output depends on its features only through the kernel values: evaluate them
+# the head's output depends on its features only through the kernel values:
+# evaluate them
 ids, q = np.asarray(family.token_ids), family.query_position
 query_row = {tuple(t): i for i, t in enumerate(S)}
 worst = Fraction(0)
@@ -603,7 +602,7 @@ ax.plot([2], [1e-5], marker="*", ms=12, color="tab:blue", ls="none",
         label="2 heads of rank 1 (Prop.)")
 ax.plot([28], [0.45], marker="*", ms=12, color="tab:red", ls="none",
         label="signed features (Sec. 1.2)")
-ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
 ax.set_xlim(1.5, 80)
 plt.tight_layout()
 plt.show()
