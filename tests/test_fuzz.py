@@ -106,6 +106,19 @@ SKIP = {
     "companion.multihead:overlap_scores_lp": "an exact LP (see companion.level_heads:level_lp); "
     "argument checks tested in tests/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
+    "companion.experiments.pool_sequences:SharedPoolData": _REC + " (shared_pool_split)",
+    "companion.experiments.pool_sequences:DisjointPoolData": _REC + " (disjoint_pool_split)",
+    **{f"companion.experiments.{c}": "a constant" for c in (
+        "pool_sequences:HARD_DISTRIBUTIONS", "pool_sequences:MAX_POOL",
+        "pool_sequences:MAX_TRIPLES", "pool_sequences:MAX_SEQUENCES",
+        "pool_table_heads:READOUTS", "transition_rule:RULE_THRESHOLD",
+        "transition_rule:RULE_LOW", "transition_rule:RULE_DENSE_EXACT",
+        "transition_rule:PAPER_TRANSITIONS", "e2_readings:READINGS", "e2_readings:HEADLINE")},
+    **{f"companion.experiments.e2_readings:{c}": "a constant: ReadingConfig instances "
+       "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
+       for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
+    "companion.experiments.e2_readings:config_dict": "store.config_dict re-exported "
+    "(fuzzed as companion.experiments.store:config_dict)",
     "companion.experiments.store:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",
@@ -256,6 +269,19 @@ _CH8 = {
                                                        "setting": "positive"},
     "companion.signed_heads:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
 }
+_PS = "companion.experiments.pool_sequences"
+_TR = "companion.experiments.transition_rule"
+_ER = "companion.experiments.e2_readings"
+_RV = "companion.experiments.reading_verdicts"
+GRAM = _arr(f"{_PS}:pool_gram", POOL)
+CLOSED_POOL = _arr(f"{_PS}:complement_closed_pool", 6, 8, 0)
+#: The S-code smoke reading cut to one readout, two ranks, one seed and 2 Adam steps.
+TINY_READING = _arr("dataclasses:replace", _arr("operator:getitem", _ref(
+    f"{_ER}:READINGS_SMOKE"), "S-code"), n_train=40, n_test=20, readouts=("overlap",),
+    ranks=(1, 4), rank_groups=((1, 4),), seeds=(0,), steps=2)
+READING = Lazy(f"{_ER}:load_reading", ("results/e2_S-code_full.json",), cache=True)
+READINGS_ = Lazy("builtins:dict", (), {"S-code": READING})  # the harness builds no dict values
+E2_SUMMARY = Lazy(f"{_RV}:e2_summary", (READINGS_,), cache=True)
 OVERRIDES = {
     **_CH8,
     "companion.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
@@ -380,6 +406,49 @@ OVERRIDES = {
             "query_features", "key_features", "self_features", "self_value_scale", "bias")},
     "companion.sandwich_search:search_ratio_factors": {"rank": 14, "nonnegative": True},
     "companion.sandwich_search:exact_head_from_search": {"result": SEARCH},
+    # E2 readings (issue 10): pools and sequence distributions, table heads, the rule
+    f"{_PS}:pool_gram": {},
+    f"{_PS}:multiset_codes": {},
+    f"{_PS}:check_triples": {},
+    f"{_PS}:uniform_triples": {},
+    f"{_PS}:gap_triples": {"gram": GRAM},
+    f"{_PS}:tight_triples": {"gram": GRAM},
+    f"{_PS}:partners": {"gram": GRAM},
+    f"{_PS}:partner_triples": {"gram": GRAM},
+    f"{_PS}:complement_index": {"pool": CLOSED_POOL},
+    f"{_PS}:witness_triples": {"pool": CLOSED_POOL},
+    f"{_PS}:draw_triples": {"name": "gap1"},
+    f"{_PS}:complement_closed_pool": {"m": 6, "pairs": 8},
+    f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
+    f"{_PS}:held_out": {"test_fraction": 0.3},
+    f"{_PS}:shared_pool_split": {"m": 6, "pool_size": 16, "n_train": 20, "n_test": 10},
+    f"{_PS}:disjoint_pool_split": {"m": 6, "pool_size": 16, "train_fraction": 0.5,
+                                   "n_train": 20, "n_test": 10},
+    "companion.experiments.pool_table_heads:PoolTableKernelHeads": {"ranks": (1, 2),
+                                                                   "seeds": (0, 1)},
+    "companion.experiments.pool_table_heads:PoolTableSoftmaxHeads": {"score_dim": 4},
+    f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
+                          "train_acc": np.array([[0.2], [0.9], [1.0]])},
+    f"{_TR}:dense_exact": {"dense_acc": np.array([1.0, 0.995, 0.98])},
+    f"{_TR}:verdict": {"sizes": [{"rule": {"r_star": r, "sharp": True},
+                                  "dense": {"all_exact": True}} for r in (8, 16, 64)]},
+    f"{_ER}:ReadingConfig": {},
+    f"{_ER}:reading_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
+    f"{_ER}:reading_unit": {"cfg": TINY_READING, "size": 0, "readout": "overlap",
+                            "which": "heads"},
+    f"{_ER}:reading_units": {"cfg": TINY_READING},
+    f"{_ER}:reading_result": {"store": Lazy("companion.experiments.store:ResultStore",
+                                            (None, TINY_READING))},
+    f"{_ER}:run_reading": {"config": TINY_READING},
+    f"{_ER}:reading_path": {"out_dir": "results/x", "reading": "X"},
+    f"{_ER}:load_reading": {"path": "results/e2_S-code_full.json"},
+    f"{_ER}:complement_power_rank": {"m": 6, "k": 2},
+    f"{_ER}:complement_power_head_accuracy": {"pool": CLOSED_POOL, "k": 2},
+    f"{_RV}:judge_reading": {"result": READING},
+    f"{_RV}:e2_summary": {"readings": READINGS_},
+    f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
+    f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},
+    f"{_RV}:curve_table": {"result": READING, "readout": "overlap"},
 }
 
 # --------------------------------------------------------------------------- extreme values
@@ -416,19 +485,22 @@ SIZE_NAMES = set("m n G G_max g k l q s a b L H r d w N R count size pool_size s
                  "surrogate_power layers heads rank symbol_bits min_gap weight max_m max_n "
                  "exact_every n_train n_test seed_block only_rank r_star pad_to max_w pad_heads "
                  "eval_every batch_size history_steps data_seed rows cols num_inputs "
-                 "shift_period upper low high min_ndim residue restarts rounds denominator".split())
+                 "shift_period upper low high min_ndim residue restarts rounds denominator "
+                 "pairs".split())
 REAL_NAMES = set("eps beta ratio decay sigma lo hi lr final_lr_fraction train_fraction "
                  "threshold tol c eps_pure eps_mixed eta tau zero_fraction qk_std overhead "
                  "near_tie_fraction phi_std value_std score_std tolerance fill margin floor "
-              "self_weight".split())
+              "self_weight test_fraction pure_fraction".split())
 ARRAY_NAMES = set("sequences S x z z_prime pool M values codes token predictions targets "
                   "prob log2_rho accuracy key_features query_features readout_weights "
                   "readout_bias idx outputs off_diagonal_bounds inputs arr query_factor key_factor "
-                  "factor self_features self_value_scale bias".split())
+                  "factor self_features self_value_scale bias gram seqs acc train_acc "
+                  "dense_acc".split())
 STR_NAMES = set("convention device mode feature encoding name distribution key kind "
-                "caption text variant quantity construction".split())
+                "caption text variant quantity construction which reading test".split())
 BOOL_NAMES = set("exact integer complements progress restart keep_models allow_empty "
-                 "positional skip sparse low_open high_open strict nonnegative".split())
+                 "positional skip sparse low_open high_open strict nonnegative "
+                 "complement_closed".split())
 SEQ_NAMES = set("seeds ranks widths hidden pool_sizes gaps group rank_groups dense_seeds "
                 "transcript blocks choices denominators".split())
 DICT_NAMES = set("dist d1 d2 gap_counts rho_counts counts changes live stored spec "

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from ..checks import (
+    check_array,
     check_choice,
     check_device,
     check_float,
@@ -35,6 +36,7 @@ from ..checks import (
     check_int,
     check_int_sequence,
     check_path,
+    check_tokens,
 )
 from ..codes import paley_hadamard_code
 from ..task import min_ip_targets
@@ -44,6 +46,9 @@ from .ood_data import pool_inputs
 from .ood_scaling import exact_sequence_accuracy
 from .pool_sequences import (
     HARD_DISTRIBUTIONS,
+    MAX_POOL,
+    MAX_SEQUENCES,
+    check_triples,
     complement_closed_pool,
     disjoint_pool_split,
     shared_pool_split,
@@ -70,6 +75,14 @@ HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 def _tuple(value):
     return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _tuple_of(value, name: str) -> tuple:
+    """`value` (a list or tuple, nested ones too) as nested tuples, or TypeError naming it."""
+    out = _tuple(value)
+    if not isinstance(out, tuple):
+        raise TypeError(f"{name} must be a tuple, got {value!r:.80}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -115,10 +128,12 @@ class ReadingConfig(FrozenConfig):
                     raise ValueError(f"sizes: a Paley code pool of width m has P = 2(m - 1) "
                                      f"tokens, got (m, P) = ({m}, {p})")
         for m, p in self.sizes:
-            if p > 2 ** m or p % 2:
+            if p > min(2 ** m, MAX_POOL) or p % 2:
                 raise ValueError(f"sizes: P must be even (complementary pairs) and at most "
-                                 f"2**m, got (m, P) = ({m}, {p})")
-        for name in ("n_train", "n_test", "steps", "value_dim"):
+                                 f"2**m and {MAX_POOL}, got (m, P) = ({m}, {p})")
+        for name in ("n_train", "n_test"):
+            put(name, check_int(getattr(self, name), name, 1, MAX_SEQUENCES))
+        for name in ("steps", "value_dim"):
             put(name, check_int(getattr(self, name), name, 1))
         mix = _tuple(self.train_mix)
         if not isinstance(mix, tuple) or not mix or not all(
@@ -128,16 +143,16 @@ class ReadingConfig(FrozenConfig):
                                 check_float(w, "train_mix[i][1]", 0, 1, low_open=True))
                                for d, w in mix))
         put("tests", tuple(check_choice(t, "tests[i]", HARD_DISTRIBUTIONS)
-                           for t in _tuple(self.tests)))
+                           for t in _tuple_of(self.tests, "tests")))
         put("readouts", tuple(check_choice(r, "readouts[i]", READOUTS)
-                              for r in _tuple(self.readouts)))
+                              for r in _tuple_of(self.readouts, "readouts")))
         if not self.tests or not self.readouts:
             raise ValueError("tests and readouts must be non-empty")
         put("ranks", tuple(check_int_sequence(_tuple(self.ranks), "ranks", 1, 4096)))
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
         groups = tuple(tuple(check_int_sequence(g, "rank_groups[i]", 1))
-                       for g in _tuple(self.rank_groups))
+                       for g in _tuple_of(self.rank_groups, "rank_groups"))
         if sorted(r for g in groups for r in g) != sorted(self.ranks):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         put("rank_groups", groups)
@@ -203,6 +218,15 @@ def reading_data(cfg: ReadingConfig, m: int, pool_size: int) -> dict:
     each mixture component, and all of them) and, for X, "train/<d>" (fresh draws from the
     training pool)."""
     check_instance(cfg, "cfg", ReadingConfig)
+    m = check_int(m, "m", 2, 62)
+    pool_size = check_int(pool_size, "pool_size", 4, min(2**m, MAX_POOL))
+    if pool_size % 2:
+        raise ValueError(f"pool_size must be even (complementary pairs), got {pool_size}")
+    if cfg.reading == "X" and m > 30:
+        raise ValueError(f"m must be at most 30 for reading X, got {m}")
+    if cfg.reading == "S-code" and (m, pool_size) not in cfg.sizes:
+        raise ValueError(f"m, pool_size: reading S-code needs one of cfg.sizes (a Paley code "
+                         f"pool), got ({m}, {pool_size})")
     mix = dict(cfg.train_mix)
     if cfg.reading == "X":
         d = disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
@@ -357,7 +381,8 @@ def load_reading(path) -> dict | None:
     """A stored reading (the file :func:`run_reading` writes) as :func:`reading_result`
     returns it, or None while a unit is missing."""
     data = read_json_file(path, "E2 reading results file")
-    if not isinstance(data, dict) or not isinstance(data.get("units"), dict):
+    if not isinstance(data, dict) or not isinstance(data.get("units"), dict) or \
+            not isinstance(data.get("config"), dict):
         raise ValueError(f"path {str(path)!r} is not an E2 reading results file")
     store = ResultStore(None, data["config"])
     store.units = data["units"]
@@ -382,14 +407,14 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
     more sharply as k grows; its features (monomials of x times monomials of 1 - z, positive
     coefficients) are nonnegative, and its rank is :func:`complement_power_rank`. A
     token-generic head of known rank: it needs no training and sees no pool."""
-    tokens = np.asarray(pool, dtype=np.int64)
-    if tokens.ndim != 2 or not np.isin(tokens, (0, 1)).all():
-        raise ValueError("pool must be a (P, m) array of 0/1 tokens")
-    rows = np.asarray(idx, dtype=np.int64)
+    tokens = check_tokens(pool, "pool", 2)
+    if tokens.ndim != 2 or not 1 <= len(tokens) <= MAX_POOL:
+        raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
+                         f"shape {tokens.shape}")
+    rows = check_array(idx, "idx")
     if rows.ndim != 2 or rows.shape[1] != 3 or not len(rows):
         raise ValueError(f"idx must have shape (S, 3) with S >= 1, got {rows.shape}")
-    if rows.min() < 0 or rows.max() >= len(tokens):
-        raise ValueError(f"idx must hold pool indices in [0, {len(tokens) - 1}]")
+    rows = check_triples(rows, "idx", len(tokens))
     k = check_int(k, "k", 0, 6)
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:

@@ -60,7 +60,8 @@ class PoolTableKernelHeads(torch.nn.Module):
         d = check_positive_int(value_dim, "value_dim")
         phi_std = check_float(phi_std, "phi_std", 0, 100, low_open=True)
         m_, p, r = len(self.ranks), self.pool_size, max(self.ranks)
-        check_model_size(m_ * p * (2 * r + 2 * d + 1), "PoolTableKernelHeads parameters")
+        check_model_size(m_ * p * (2 * r + 2 * d + 1), "pool_size, ranks, seeds and value_dim"
+                         " (PoolTableKernelHeads)")
         q = torch.zeros(m_, p, r)
         k = torch.zeros(m_, p, r)
         v = torch.zeros(m_, p, d)
@@ -119,7 +120,8 @@ class PoolTableSoftmaxHeads(torch.nn.Module):
         d = check_positive_int(value_dim, "value_dim")
         qk_std = check_float(qk_std, "qk_std", 0, 100, low_open=True)
         m_, p = len(self.seeds), self.pool_size
-        check_model_size(m_ * p * (2 * s_dim + 2 * d + 1), "PoolTableSoftmaxHeads parameters")
+        check_model_size(m_ * p * (2 * s_dim + 2 * d + 1), "pool_size, seeds, score_dim and "
+                         "value_dim (PoolTableSoftmaxHeads)")
         q, k = torch.zeros(m_, p, s_dim), torch.zeros(m_, p, s_dim)
         v, a = torch.zeros(m_, p, d), torch.zeros(m_, p, d)
         for i, s in enumerate(self.seeds):

@@ -20,6 +20,33 @@ __all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table"
 # --------------------------------------------------------------------------- the rule
 
 
+_CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
+
+
+def _check_result(result, name: str) -> dict:
+    """A reading result (:func:`reading_result`, :func:`load_reading`): its config and one
+    entry per size, else an error naming `name`."""
+    check_mapping(result, name)
+    cfg, sizes = result.get("config"), result.get("sizes")
+    if not isinstance(cfg, dict) or not isinstance(sizes, dict) or any(
+            k not in cfg for k in _CONFIG_KEYS):
+        raise ValueError(f"{name} must be a reading result (reading_result / load_reading): a "
+                         f"dict with 'config' (holding {', '.join(_CONFIG_KEYS)}) and 'sizes'")
+    if cfg["reading"] not in READINGS or len(sizes) != len(cfg["sizes"]):
+        raise ValueError(f"{name}: config['reading'] must be one of {tuple(READINGS)} and "
+                         f"'sizes' must have one entry per config size")
+    return result
+
+
+def _check_summary(summary, name: str = "summary") -> dict:
+    check_mapping(summary, name)
+    if not (isinstance(summary.get("readings"), dict)
+            and isinstance(summary.get("stored_protocols"), dict)):
+        raise ValueError(f"{name} must be an E2 summary (e2_summary): a dict with dicts "
+                         f"'readings' and 'stored_protocols'")
+    return summary
+
+
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
     """The capacity curve for a test distribution: accuracy on the heads' own training
     sequences of that distribution, or on all their training sequences if they trained on
@@ -31,7 +58,7 @@ def judge_reading(result: dict) -> dict:
     """The rule applied to a reading: per readout and test distribution, per size the
     transition (r*, refined r*, first crossing), its sharpness, the capacity share below it
     and dense exactness, and the verdict over the sizes."""
-    check_mapping(result, "result")
+    _check_result(result, "result")
     cfg = result["config"]
     out = {}
     for readout in cfg["readouts"]:
@@ -67,6 +94,20 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     rule on its training and test curves) the sizes, r* per size (or None), the threshold,
     the sharpness and dense exact seeds / seeds, with each verdict."""
     check_mapping(readings, "readings")
+    for name, res in readings.items():
+        _check_result(res, f"readings[{name!r:.40}]")
+        if res["config"]["reading"] != name:
+            raise ValueError(f"readings: the result under {name!r:.40} is reading "
+                             f"{res['config']['reading']!r}")
+    if stored is not None:
+        check_mapping(stored, "stored")
+        for name, res in stored.items():
+            cfg = res.get("config") if isinstance(res, dict) else None
+            if not (isinstance(cfg, dict) and isinstance(res.get("widths"), dict) and all(
+                    k in cfg for k in ("ranks", "threshold", "pool_sizes", "widths",
+                                       "readout", "seeds"))):
+                raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
+                                 f"(load_e2_protocols): 'config' and 'widths'")
     out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
@@ -119,7 +160,7 @@ def _protocol_rows(summary: dict, test: str):
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """One row per protocol and readout: sizes, r* per size, the width of each transition
     in doublings, dense exact seeds per size, and the rule's verdict."""
-    check_mapping(summary, "summary")
+    _check_summary(summary)
     check_choice(test, "test", HARD_DISTRIBUTIONS)
     rows = []
     for name, readout, what, sizes, v, reason in _protocol_rows(summary, test):
@@ -138,7 +179,8 @@ def verdict_table(summary: dict, test: str = "uniform", caption: str | None = No
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """Rank against generalisation below the transition, per protocol, readout and size:
     the capacity share of the missing test accuracy and the call the rule makes."""
-    check_mapping(summary, "summary")
+    _check_summary(summary)
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
     rows = []
     for name, readout, what, sizes, _, _ in _protocol_rows(summary, test):
         for s in sizes:
@@ -156,8 +198,10 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
     """Exact-sequence accuracy by rank (rows, then dense) and size (columns) of one reading:
     'median [min, max]' over seeds on the held-out sequences of distribution ``test``."""
-    check_mapping(result, "result")
+    _check_result(result, "result")
     cfg = result["config"]
+    check_choice(readout, "readout", tuple(cfg["readouts"]))
+    check_choice(test, "test", tuple(cfg["tests"]))
 
     def cell(values) -> str:
         a = np.asarray(values, dtype=np.float64)

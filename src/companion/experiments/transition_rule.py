@@ -18,6 +18,8 @@ The curve a(r) is the median over seeds at each run rank.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from ..checks import check_array, check_float, check_int_sequence
@@ -30,6 +32,18 @@ RULE_LOW = 0.5
 RULE_DENSE_EXACT = 0.99
 #: The transition ranks the paper reports (reported: second-hand, see book/reading.md).
 PAPER_TRANSITIONS = (8, 16, 64)
+#: Most run ranks one curve may have (the stay-above search is quadratic in their number).
+MAX_RANKS = 4096
+
+
+def _check_accuracy(values, name: str, ndim: int | None = None) -> np.ndarray:
+    """Accuracies: a non-empty array of numbers in [0, 1], as float64."""
+    a = check_array(values, name, ndim).astype(np.float64)
+    if a.size == 0 or (ndim == 2 and a.shape[1] == 0):
+        raise ValueError(f"{name} must hold at least one accuracy per row, got shape {a.shape}")
+    if not (np.isfinite(a).all() and (a >= 0).all() and (a <= 1).all()):
+        raise ValueError(f"{name} must hold accuracies in [0, 1]")
+    return a
 
 
 def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
@@ -44,15 +58,22 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     decomposition over the grid ranks below r_star (all grid ranks if none): the share of the
     missing test accuracy that is capacity (1 - train) rather than generalisation
     (train - test), and `limit` = "rank" if that share >= 1/2, else "generalisation"."""
-    ranks = check_int_sequence(ranks, "ranks", 1)
+    ranks = check_int_sequence(ranks, "ranks", 1, 2**40)
+    if len(ranks) > MAX_RANKS:
+        raise ValueError(f"ranks must hold at most {MAX_RANKS} run ranks, got {len(ranks)}")
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
     threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
     low = check_float(low, "low", 0, threshold, high_open=True)
-    acc = check_array(acc, "acc", 2).astype(np.float64)
+    acc = _check_accuracy(acc, "acc", 2)
     med = np.median(acc, axis=1)
     if len(med) != len(ranks):
         raise ValueError(f"acc must have one row per rank ({len(ranks)}), got {len(med)}")
+    if train_acc is not None:
+        train_acc = _check_accuracy(train_acc, "train_acc", 2)
+        if len(train_acc) != len(ranks):
+            raise ValueError(f"train_acc must have one row per rank ({len(ranks)}), got "
+                             f"{len(train_acc)}")
     grid = [i for i, r in enumerate(ranks) if r & (r - 1) == 0]
 
     def stay_above(idx):
@@ -113,7 +134,8 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
 
 def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
     """Dense seeds counted exact (test accuracy >= level) and at exactly 1.0."""
-    a = np.asarray(dense_acc, dtype=np.float64)
+    a = _check_accuracy(dense_acc, "dense_acc")
+    level = check_float(level, "level", 0, 1, low_open=True)
     return {"exact": int((a >= level).sum()), "perfect": int((a == 1.0).sum()),
             "seeds": int(a.size), "all_exact": bool((a >= level).all())}
 
@@ -121,6 +143,19 @@ def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
 def verdict(sizes: list[dict]) -> dict:
     """The rule's verdict from per-size results in increasing size order; each item has
     "size", "rule" (from `curve_rule`) and "dense" (from `dense_exact`)."""
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+        raise TypeError(f"sizes must be a list of per-size results, got {sizes!r:.80}")
+    for i, s in enumerate(sizes):
+        rule, dense = (s.get("rule"), s.get("dense")) if isinstance(s, Mapping) else (None, None)
+        if not (isinstance(rule, Mapping) and isinstance(dense, Mapping)):
+            raise TypeError(f"sizes[{i}] must be a dict with dicts 'rule' (curve_rule) and "
+                            f"'dense' (dense_exact), got {s!r:.80}")
+        r_star, sharp = rule.get("r_star"), rule.get("sharp")
+        r_ok = r_star is None or (isinstance(r_star, int) and not isinstance(r_star, bool)
+                                  and r_star >= 1)
+        if not (r_ok and isinstance(sharp, bool) and isinstance(dense.get("all_exact"), bool)):
+            raise ValueError(f"sizes[{i}]: rule needs 'r_star' (an int >= 1 or None) and a "
+                             f"bool 'sharp', dense a bool 'all_exact', got {s!r:.120}")
     sharp = [s for s in sizes if s["rule"]["sharp"] and s["dense"]["all_exact"]]
     stars = [s["rule"]["r_star"] for s in sharp]
     for i in range(len(sharp) - 2):
