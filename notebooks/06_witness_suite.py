@@ -583,7 +583,7 @@ ax.axvline(key_ind.rank, color="tab:purple", ls="--", lw=1,
 ax.set_xscale("log", base=2)
 ax.set_xlabel("feature rank $r$")
 ax.set_ylabel("max error on $F(S)$")
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
 ax.set_title("E1 sandwich: certified bounds, constructions and training")
 plt.tight_layout()
 plt.show()
