@@ -12,6 +12,7 @@ import torch
 from companion.codes import paley_hadamard_code
 from companion.experiments import e2_readings as er
 from companion.experiments import pool_sequences as dev
+from companion.experiments import pool_splits as splits
 from companion.experiments import reading_verdicts as rv
 from companion.experiments import transition_rule as rule
 from companion.experiments.ood_data import pool_inputs
@@ -38,7 +39,7 @@ def test_multiset_codes_ignore_order_and_separate_different_multisets():
 
 @pytest.mark.parametrize("name", ["uniform", "gap1", "gap2", "tight", "partner"])
 def test_shared_pool_train_and_test_share_no_sequence(name):
-    d = dev.shared_pool_split(10, 120, 2000, 300, train_mix={"uniform": 0.5, name: 0.5},
+    d = splits.shared_pool_split(10, 120, 2000, 300, train_mix={"uniform": 0.5, name: 0.5},
                               test_distributions=(name, "uniform"), seed=2)
     train = set(dev.multiset_codes(d.train_idx, 120).tolist())
     for test_name, idx in d.test_idx.items():
@@ -51,10 +52,10 @@ def test_shared_pool_train_and_test_share_no_sequence(name):
 
 def test_held_out_is_a_function_of_the_multiset_with_the_right_rate():
     codes = np.arange(200_000)
-    side = dev.held_out(codes, 0.3, seed=5)
+    side = splits.held_out(codes, 0.3, seed=5)
     assert abs(side.mean() - 0.3) < 0.01
-    np.testing.assert_array_equal(side, dev.held_out(codes, 0.3, seed=5))
-    assert (side != dev.held_out(codes, 0.3, seed=6)).any()
+    np.testing.assert_array_equal(side, splits.held_out(codes, 0.3, seed=5))
+    assert (side != splits.held_out(codes, 0.3, seed=6)).any()
 
 
 def test_gap_and_tight_triples_have_their_defining_property():
@@ -111,8 +112,8 @@ def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
 
 
 def test_complement_closed_disjoint_pools():
-    d = dev.disjoint_pool_split(10, 400, 0.7, 500, 200, test_distributions=("uniform", "witness"),
-                                seed=1)
+    d = splits.disjoint_pool_split(10, 400, 0.7, 500, 200,
+                                   test_distributions=("uniform", "witness"), seed=1)
     tr = {tuple(t) for t in d.train_pool}
     te = {tuple(t) for t in d.test_pool}
     assert tr.isdisjoint(te) and len(tr) + len(te) == 400
@@ -159,17 +160,17 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="readout"):
         PoolTableKernelHeads(10, [1], [0], "free")
     with pytest.raises(ValueError, match="distribution"):
-        dev.shared_pool_split(8, 50, 10, 10, train_mix={"hard": 1.0})
+        splits.shared_pool_split(8, 50, 10, 10, train_mix={"hard": 1.0})
     with pytest.raises(ValueError, match="name"):
         dev.draw_triples("hard", token_pool(6, 10, 0), 5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="train_fraction"):
-        dev.disjoint_pool_split(8, 50, 1.5, 10, 10)
+        splits.disjoint_pool_split(8, 50, 1.5, 10, 10)
     with pytest.raises(ValueError, match="ranks"):
         rule.curve_rule([2, 1], [[0.5], [0.6]])
     with pytest.raises(ValueError, match="one row per rank"):
         rule.curve_rule([1, 2], [[0.5]])
     with pytest.raises(ValueError, match="test_fraction"):
-        dev.shared_pool_split(8, 50, 10, 10, test_fraction=1.0)
+        splits.shared_pool_split(8, 50, 10, 10, test_fraction=1.0)
 
 
 def test_curve_rule_stay_above_width_and_limit():

@@ -106,8 +106,8 @@ SKIP = {
     "companion.multihead:overlap_scores_lp": "an exact LP (see companion.level_heads:level_lp); "
     "argument checks tested in tests/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
-    "companion.experiments.pool_sequences:SharedPoolData": _REC + " (shared_pool_split)",
-    "companion.experiments.pool_sequences:DisjointPoolData": _REC + " (disjoint_pool_split)",
+    "companion.experiments.pool_splits:SharedPoolData": _REC + " (shared_pool_split)",
+    "companion.experiments.pool_splits:DisjointPoolData": _REC + " (disjoint_pool_split)",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "pool_sequences:HARD_DISTRIBUTIONS", "pool_sequences:MAX_POOL",
         "pool_sequences:MAX_TRIPLES", "pool_sequences:MAX_SEQUENCES",
@@ -270,6 +270,7 @@ _CH8 = {
     "companion.signed_heads:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
 }
 _PS = "companion.experiments.pool_sequences"
+_SP = "companion.experiments.pool_splits"
 _TR = "companion.experiments.transition_rule"
 _ER = "companion.experiments.e2_readings"
 _RV = "companion.experiments.reading_verdicts"
@@ -420,9 +421,9 @@ OVERRIDES = {
     f"{_PS}:draw_triples": {"name": "gap1"},
     f"{_PS}:complement_closed_pool": {"m": 6, "pairs": 8},
     f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
-    f"{_PS}:held_out": {"test_fraction": 0.3},
-    f"{_PS}:shared_pool_split": {"m": 6, "pool_size": 16, "n_train": 20, "n_test": 10},
-    f"{_PS}:disjoint_pool_split": {"m": 6, "pool_size": 16, "train_fraction": 0.5,
+    f"{_SP}:held_out": {"test_fraction": 0.3},
+    f"{_SP}:shared_pool_split": {"m": 6, "pool_size": 16, "n_train": 20, "n_test": 10},
+    f"{_SP}:disjoint_pool_split": {"m": 6, "pool_size": 16, "train_fraction": 0.5,
                                    "n_train": 20, "n_test": 10},
     "companion.experiments.pool_table_heads:PoolTableKernelHeads": {"ranks": (1, 2),
                                                                    "seeds": (0, 1)},

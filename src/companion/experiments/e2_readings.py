@@ -50,9 +50,8 @@ from .pool_sequences import (
     MAX_SEQUENCES,
     check_triples,
     complement_closed_pool,
-    disjoint_pool_split,
-    shared_pool_split,
 )
+from .pool_splits import disjoint_pool_split, shared_pool_split
 from .pool_table_heads import READOUTS, PoolTableKernelHeads, PoolTableSoftmaxHeads
 from .scheduler import Unit, run_units
 from .store import FrozenConfig, ResultStore, check_writable, config_dict, read_json_file
