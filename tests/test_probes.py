@@ -16,12 +16,14 @@ from companion.experiments.probes import (  # noqa: E402
     PROBES_SMOKE,
     denominator_structure,
     probe_unit_keys,
+    probe_unit_records,
+    probe_units,
     run_probe_sweep,
     signed_bound_violations,
     summarise_probes,
 )
 from companion.experiments.store import config_hash  # noqa: E402
-from companion.experiments.witness_suite import experiment_witness_24  # noqa: E402
+from companion.experiments.witness_suite import E1_FULL, experiment_witness_24  # noqa: E402
 from companion.reproducibility import seed_everything  # noqa: E402
 
 
@@ -31,10 +33,17 @@ def family():
 
 
 def test_configs_validate_and_split_into_units():
-    assert probe_unit_keys(PROBES_FULL) == ["signed_pos", "signed_shared", "signed_columns",
-                                            "multi_H2", "multi_H4", "multi_H8"]
+    assert probe_unit_keys(PROBES_FULL) == [
+        f"{kind}_s{block}" for kind in ("signed_pos", "signed_shared", "signed_columns",
+                                        "multi_H2", "multi_H4", "multi_H8")
+        for block in ("0-1-2", "3-4")]
     assert probe_unit_keys(PROBES_QUICK) == ["multi_H4"]
-    assert PROBES_FULL.steps + PROBES_FULL.surrogate_steps == 2000
+    assert probe_unit_keys(dataclasses.replace(PROBES_FULL, seed_block=None))[:2] == [
+        "signed_pos", "signed_shared"]
+    with pytest.raises(ValueError, match="seed_block"):
+        dataclasses.replace(PROBES_FULL, seed_block=0)
+    with pytest.raises(ValueError, match="seed_block"):
+        dataclasses.replace(PROBES_FULL, signed_ranks=tuple(range(1, 101)))
     with pytest.raises(ValueError, match="lr"):
         dataclasses.replace(PROBES_FULL, lr=0)
     with pytest.raises(TypeError, match="signed_ranks"):
@@ -43,6 +52,26 @@ def test_configs_validate_and_split_into_units():
         dataclasses.replace(PROBES_FULL, multi_heads=(1,))
     with pytest.raises(ValueError, match="seeds"):
         dataclasses.replace(PROBES_FULL, seeds=(0, 0))
+
+
+def test_the_full_run_has_e1s_full_budget_and_seeds():
+    # the issue: "same budget and seeds as E1" -- E1's full configuration, not its quick one
+    for name in ("seeds", "steps", "surrogate_steps", "surrogate_power", "lr",
+                 "final_lr_fraction", "d", "phi_std"):
+        assert getattr(PROBES_FULL, name) == getattr(E1_FULL, name), name
+    assert PROBES_FULL.steps + PROBES_FULL.surrogate_steps == 5000
+
+
+def test_units_are_the_keys_and_check_their_arguments(family):
+    units = probe_units(PROBES_FULL, family)
+    assert [u.key for u in units] == probe_unit_keys(PROBES_FULL)
+    assert units[1].args[2:4] == ("signed_pos", (3, 4))
+    with pytest.raises(ValueError, match="kind"):
+        probe_unit_records(PROBES_SMOKE, family, "multi_H4", (0,))
+    with pytest.raises(ValueError, match="seeds"):
+        probe_unit_records(PROBES_SMOKE, family, "multi_H2", (7,))
+    with pytest.raises(ValueError, match="scheduler"):
+        run_probe_sweep(PROBES_SMOKE, keep_models=True, scheduler="local:2", family=family)
 
 
 def test_tiny_sweep_runs_stores_and_resumes(tmp_path, family):
@@ -60,6 +89,13 @@ def test_tiny_sweep_runs_stores_and_resumes(tmp_path, family):
     stored = json.loads(out.read_text())
     again = run_probe_sweep(cfg, out=out)  # resumes: nothing retrained, same records
     assert again["units"] == stored["units"]
+    kept = run_probe_sweep(cfg, keep_models=True, family=family)  # the in-process-only path
+    assert set(kept["models"]) == set(stored["units"])
+    assert {k: u["models"] for k, u in kept["units"].items()} == {
+        k: u["models"] for k, u in stored["units"].items()}
+    blocks = dataclasses.replace(cfg, seeds=(0, 1), seed_block=1)
+    assert set(run_probe_sweep(blocks, family=family)["units"]) == {
+        "signed_pos_s0", "signed_pos_s1", "multi_H2_s0", "multi_H2_s1"}
     with pytest.raises(ValueError, match="restart"):
         run_probe_sweep(dataclasses.replace(cfg, steps=4), out=out)
 
