@@ -16,8 +16,8 @@ same schedule instead of retraining it. A unit is one of these model kinds x a b
 (:func:`probe_units`); the units run here or as tasks on a Dask cluster
 (:mod:`companion.experiments.scheduler`, CLI ``--scheduler``), and each is stored as soon as
 it finishes (:class:`companion.experiments.store.ResultStore`), so the CLI
-``python -m companion probes`` resumes an interrupted run. Every model that solves (max error < 1/2) with total rank below
-``verify_below`` is re-verified in exact arithmetic
+``python -m companion probes`` resumes an interrupted run. Every model that solves (max
+error < 1/2) with total rank below ``verify_below`` is re-verified in exact arithmetic
 (:func:`companion.exact_tables.exact_table_max_error`); signed models also store the signs of
 their denominators (:func:`denominator_structure`), which decide which part of
 ``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
