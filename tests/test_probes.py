@@ -176,18 +176,27 @@ def test_committed_signed_heads_never_solve_below_the_nka_threshold(family):
     pos = [rec for rec in recs if rec["kind"] in ("signed_pos", "signed_shared")]
     assert all(rec["sign_consistent"] and rec["negative_weights"] == 0 for rec in pos)
     cols = [rec for rec in recs if rec["kind"] == "signed_columns"]
-    assert cols and all(rec["negative_weights"] > 0.1 and rec["best_max_error"] > 0.5
+    assert cols and all(rec["negative_weights"] > 0.1 and rec["best_max_error"] > 4
                         for rec in cols)
     assert signed_bound_violations(res, family.certificate.bound) == []
 
 
-def test_committed_multihead_runs_solve_far_below_the_certificate(family):
-    rows = summarise_probes(committed("probes_full.json"))
+def smallest_solving(rows):
+    """Smallest solving total rank per model class: H for several heads, kind for one head."""
     smallest = {}
     for r in rows:
-        if r["kind"] == "multi" and r["solved"]:
-            smallest[r["heads"]] = min(smallest.get(r["heads"], 10**9), r["total_rank"])
-    assert smallest == {2: 8, 4: 4, 8: 8}
+        if r["solved"]:
+            key = r["heads"] if r["kind"] == "multi" else r["kind"]
+            smallest[key] = min(smallest.get(key, 10**9), r["total_rank"])
+    return smallest
+
+
+def test_committed_multihead_runs_solve_far_below_the_certificate(family):
+    rows = summarise_probes(committed("probes_full.json"))
+    assert smallest_solving(rows) == {2: 4, 4: 4, 8: 8, "signed_pos": 28}
+    # at E1's quick budget two heads needed total rank 8; the rest is the same
+    before = summarise_probes(committed("probes_full_e1quick.json"))
+    assert smallest_solving(before) == {2: 8, 4: 4, 8: 8, "signed_pos": 28}
     bound = family.certificate.bound.rank
     below = [r for r in rows if r["kind"] == "multi" and r["solved"] and r["total_rank"] < bound]
     # every solving head below the certificate was re-verified exactly, and solves exactly
