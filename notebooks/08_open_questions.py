@@ -340,8 +340,8 @@ Table([{"sequence": name, "denominator": str(d), "output": str(y), "target": t,
 # its full schedule and seeds (3,000 MSE + 2,000 surrogate steps, seeds 0–4), so the one-head
 # NKA reference is the committed `results/e1_full.json` at the same budget. The run behind
 # this section is `python -m companion probes --full --scheduler local:2`
-# (`results/probes_full.json`; about half an hour of one core, 12 units of a model kind × a
-# block of seeds). An earlier run at E1's quick budget (1,200 + 800 steps, seeds 0–2) is kept
+# (`results/probes_full.json`; 12 units, each a model kind × a block of seeds; 38 minutes on
+# two shared, busy cores, 4,300 s of unit time in all). An earlier run at E1's quick budget (1,200 + 800 steps, seeds 0–2) is kept
 # as `results/probes_full_e1quick.json`; Section 2.1 compares the two.
 
 # %% tags=["hide-input"]
