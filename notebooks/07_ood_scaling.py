@@ -83,10 +83,12 @@ import numpy as np
 from IPython.display import display
 
 from companion.experiments.ood_scaling import E2_LIVE
+from companion.plotting import use_book_style
 from companion.reproducibility import seed_everything
 from companion.tables import Table
 
 rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 RESULTS = Path("..") / "results" if (Path("..") / "results").is_dir() else Path("results")
 spread = json.loads((RESULTS / "cross_path_spread.json").read_text())
 # the moves the live check must absorb: single heads between code paths, and the live

@@ -257,6 +257,11 @@ _CH8 = {
     "companion.experiments.probe_heads:TableMultiHeads": {"heads": (2,), "ranks": (1,)},
     "companion.experiments.probes:probe_unit_keys": {
         "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
+    "companion.experiments.probes:probe_unit_records": {
+        "config": _ref("companion.experiments.probes:PROBES_SMOKE"), "kind": "multi_H2",
+        "seeds": (0,)},
+    "companion.experiments.probes:probe_units": {
+        "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
     "companion.experiments.probes:signed_bound_violations": {"bound": RANK_BOUND},
     "companion.experiments.probes:denominator_structure": {"tables": TABLES},
     "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},

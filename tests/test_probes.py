@@ -16,12 +16,14 @@ from companion.experiments.probes import (  # noqa: E402
     PROBES_SMOKE,
     denominator_structure,
     probe_unit_keys,
+    probe_unit_records,
+    probe_units,
     run_probe_sweep,
     signed_bound_violations,
     summarise_probes,
 )
 from companion.experiments.store import config_hash  # noqa: E402
-from companion.experiments.witness_suite import experiment_witness_24  # noqa: E402
+from companion.experiments.witness_suite import E1_FULL, experiment_witness_24  # noqa: E402
 from companion.reproducibility import seed_everything  # noqa: E402
 
 
@@ -31,10 +33,17 @@ def family():
 
 
 def test_configs_validate_and_split_into_units():
-    assert probe_unit_keys(PROBES_FULL) == ["signed_pos", "signed_shared", "signed_columns",
-                                            "multi_H2", "multi_H4", "multi_H8"]
+    assert probe_unit_keys(PROBES_FULL) == [
+        f"{kind}_s{block}" for kind in ("signed_pos", "signed_shared", "signed_columns",
+                                        "multi_H2", "multi_H4", "multi_H8")
+        for block in ("0-1-2", "3-4")]
     assert probe_unit_keys(PROBES_QUICK) == ["multi_H4"]
-    assert PROBES_FULL.steps + PROBES_FULL.surrogate_steps == 2000
+    assert probe_unit_keys(dataclasses.replace(PROBES_FULL, seed_block=None))[:2] == [
+        "signed_pos", "signed_shared"]
+    with pytest.raises(ValueError, match="seed_block"):
+        dataclasses.replace(PROBES_FULL, seed_block=0)
+    with pytest.raises(ValueError, match="seed_block"):
+        dataclasses.replace(PROBES_FULL, signed_ranks=tuple(range(1, 101)))
     with pytest.raises(ValueError, match="lr"):
         dataclasses.replace(PROBES_FULL, lr=0)
     with pytest.raises(TypeError, match="signed_ranks"):
@@ -43,6 +52,26 @@ def test_configs_validate_and_split_into_units():
         dataclasses.replace(PROBES_FULL, multi_heads=(1,))
     with pytest.raises(ValueError, match="seeds"):
         dataclasses.replace(PROBES_FULL, seeds=(0, 0))
+
+
+def test_the_full_run_has_e1s_full_budget_and_seeds():
+    # the issue: "same budget and seeds as E1" -- E1's full configuration, not its quick one
+    for name in ("seeds", "steps", "surrogate_steps", "surrogate_power", "lr",
+                 "final_lr_fraction", "d", "phi_std"):
+        assert getattr(PROBES_FULL, name) == getattr(E1_FULL, name), name
+    assert PROBES_FULL.steps + PROBES_FULL.surrogate_steps == 5000
+
+
+def test_units_are_the_keys_and_check_their_arguments(family):
+    units = probe_units(PROBES_FULL, family)
+    assert [u.key for u in units] == probe_unit_keys(PROBES_FULL)
+    assert units[1].args[2:4] == ("signed_pos", (3, 4))
+    with pytest.raises(ValueError, match="kind"):
+        probe_unit_records(PROBES_SMOKE, family, "multi_H4", (0,))
+    with pytest.raises(ValueError, match="seeds"):
+        probe_unit_records(PROBES_SMOKE, family, "multi_H2", (7,))
+    with pytest.raises(ValueError, match="scheduler"):
+        run_probe_sweep(PROBES_SMOKE, keep_models=True, scheduler="local:2", family=family)
 
 
 def test_tiny_sweep_runs_stores_and_resumes(tmp_path, family):
@@ -60,6 +89,13 @@ def test_tiny_sweep_runs_stores_and_resumes(tmp_path, family):
     stored = json.loads(out.read_text())
     again = run_probe_sweep(cfg, out=out)  # resumes: nothing retrained, same records
     assert again["units"] == stored["units"]
+    kept = run_probe_sweep(cfg, keep_models=True, family=family)  # the in-process-only path
+    assert set(kept["models"]) == set(stored["units"])
+    assert {k: u["models"] for k, u in kept["units"].items()} == {
+        k: u["models"] for k, u in stored["units"].items()}
+    blocks = dataclasses.replace(cfg, seeds=(0, 1), seed_block=1)
+    assert set(run_probe_sweep(blocks, family=family)["units"]) == {
+        "signed_pos_s0", "signed_pos_s1", "multi_H2_s0", "multi_H2_s1"}
     with pytest.raises(ValueError, match="restart"):
         run_probe_sweep(dataclasses.replace(cfg, steps=4), out=out)
 
@@ -107,12 +143,26 @@ def committed(name):
     return json.loads((ROOT / "results" / name).read_text())
 
 
+#: The committed full run before issue 13 moved it to E1's full budget: E1's quick budget,
+#: one unit per model kind; kept as results/probes_full_e1quick.json for the chapter's
+#: before/after table (its file predates the field seed_block, so its hash is without it).
+QUICK_BUDGET = dataclasses.replace(PROBES_FULL, seeds=(0, 1, 2), steps=1200,
+                                   surrogate_steps=800, seed_block=None)
+
+
 def test_committed_full_run_is_the_full_configuration():
     res = committed("probes_full.json")
     assert res["config_hash"] == config_hash(PROBES_FULL)
     assert set(res["units"]) == set(probe_unit_keys(PROBES_FULL))
+    assert sorted(rec["seed"] for unit in res["units"].values() for rec in unit["models"]
+                  if rec["kind"] == "multi" and rec["heads"] == 8 and rec["total_rank"] == 8
+                  ) == [0, 1, 2, 3, 4]
     quick = committed("probes_quick.json")
     assert quick["config_hash"] == config_hash(PROBES_QUICK)
+    before = committed("probes_full_e1quick.json")
+    cfg = {k: v for k, v in dataclasses.asdict(QUICK_BUDGET).items() if k != "seed_block"}
+    assert before["config_hash"] == config_hash(cfg)
+    assert set(before["units"]) == set(probe_unit_keys(QUICK_BUDGET))
 
 
 def test_committed_signed_heads_never_solve_below_the_nka_threshold(family):
@@ -126,18 +176,27 @@ def test_committed_signed_heads_never_solve_below_the_nka_threshold(family):
     pos = [rec for rec in recs if rec["kind"] in ("signed_pos", "signed_shared")]
     assert all(rec["sign_consistent"] and rec["negative_weights"] == 0 for rec in pos)
     cols = [rec for rec in recs if rec["kind"] == "signed_columns"]
-    assert cols and all(rec["negative_weights"] > 0.1 and rec["best_max_error"] > 0.5
+    assert cols and all(rec["negative_weights"] > 0.1 and rec["best_max_error"] > 4
                         for rec in cols)
     assert signed_bound_violations(res, family.certificate.bound) == []
 
 
-def test_committed_multihead_runs_solve_far_below_the_certificate(family):
-    rows = summarise_probes(committed("probes_full.json"))
+def smallest_solving(rows):
+    """Smallest solving total rank per model class: H for several heads, kind for one head."""
     smallest = {}
     for r in rows:
-        if r["kind"] == "multi" and r["solved"]:
-            smallest[r["heads"]] = min(smallest.get(r["heads"], 10**9), r["total_rank"])
-    assert smallest == {2: 8, 4: 4, 8: 8}
+        if r["solved"]:
+            key = r["heads"] if r["kind"] == "multi" else r["kind"]
+            smallest[key] = min(smallest.get(key, 10**9), r["total_rank"])
+    return smallest
+
+
+def test_committed_multihead_runs_solve_far_below_the_certificate(family):
+    rows = summarise_probes(committed("probes_full.json"))
+    assert smallest_solving(rows) == {2: 4, 4: 4, 8: 8, "signed_pos": 28}
+    # at E1's quick budget two heads needed total rank 8; the rest is the same
+    before = summarise_probes(committed("probes_full_e1quick.json"))
+    assert smallest_solving(before) == {2: 8, 4: 4, 8: 8, "signed_pos": 28}
     bound = family.certificate.bound.rank
     below = [r for r in rows if r["kind"] == "multi" and r["solved"] and r["total_rank"] < bound]
     # every solving head below the certificate was re-verified exactly, and solves exactly

@@ -79,7 +79,7 @@ def test_environment_without_torch(monkeypatch):
 dask = pytest.importorskip("dask.distributed")
 
 
-@pytest.mark.parametrize("experiment", ["e1", "e2"])
+@pytest.mark.parametrize("experiment", ["e1", "e2", "probes"])
 def test_smoke_records_are_identical_in_process_and_on_local_2(experiment, tmp_path):
     pytest.importorskip("torch")
     here, there = tmp_path / "here.json", tmp_path / "there.json"

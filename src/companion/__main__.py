@@ -17,9 +17,11 @@ this process still writes every result. ``--smoke`` runs a tiny configuration in
 Shows a tqdm progress bar on stderr.
 
     python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
+                               [--scheduler local:N|tcp://HOST:PORT]
 
-runs chapter 8's witness sweep (signed heads, several heads), resumable in the same way;
-``--exact`` writes its exact LP tables instead (results/probes_exact.json).
+runs chapter 8's witness sweep (signed heads, several heads; a unit is a model kind x a seed
+block), resumable and schedulable in the same way; ``--exact`` writes its exact LP tables
+instead (results/probes_exact.json; no training, always in this process).
 
     python -m companion verify-head FILE [FILE ...]
 
@@ -66,24 +68,23 @@ def _parser() -> argparse.ArgumentParser:
             help="a tiny configuration (seconds): checks an installation or a cluster",
         )
         s.set_defaults(mode="full")
-        if name == "probes":  # a few short units: always in this process
+        if name == "probes":
             mode.add_argument(
                 "--exact", dest="mode", action="store_const", const="exact",
-                help="the exact LP tables (level heads, overlap heads; no training)")
-            s.set_defaults(scheduler=None)
-        else:
-            if name == "e2":
-                s.add_argument(
-                    "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
-                    help="chapter 7's readings in which rank can bind (default with --full: "
-                    "all; --out is then a folder, default results)")
+                help="the exact LP tables (level heads, overlap heads; no training, always "
+                "in this process)")
+        if name == "e2":
             s.add_argument(
-                "--scheduler",
-                default=None,
-                metavar="local:N|ADDRESS",
-                help="run the units as Dask tasks: local:N starts N worker processes here, "
-                "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
-            )
+                "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
+                help="chapter 7's readings in which rank can bind (default with --full: "
+                "all; --out is then a folder, default results)")
+        s.add_argument(
+            "--scheduler",
+            default=None,
+            metavar="local:N|ADDRESS",
+            help="run the units as Dask tasks: local:N starts N worker processes here, "
+            "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
+        )
         s.add_argument(
             "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
         )
@@ -300,6 +301,10 @@ def _run_probes(args, device: str, out: str) -> None:
     if args.mode == "exact":
         import time
 
+        if args.scheduler is not None:
+            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
+                              "training units); drop it or use --full/--quick/--smoke")
+
         from .experiments.store import atomic_write_json
         from .level_heads import exact_probe_tables
 
@@ -322,7 +327,7 @@ def _run_probes(args, device: str, out: str) -> None:
 
     config = {"full": PROBES_FULL, "quick": PROBES_QUICK, "smoke": PROBES_SMOKE}[args.mode]
     res = run_probe_sweep(config, device=device, progress=args.progress, out=out,
-                          restart=args.restart)
+                          restart=args.restart, scheduler=args.scheduler, threads=args.threads)
     for row in summarise_probes(res):
         print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
               f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "

@@ -12,10 +12,12 @@ checkpoint, d = 16), the sweep trains
 * ``multi_H<H>``: H NKA heads of rank r each (:class:`TableMultiHeads`) at total rank H r.
 
 One head (H = 1, NKA) is E1 itself; the chapter reads it from E1's committed results at the
-same schedule instead of retraining it. Each unit is stored as soon as it finishes
-(:class:`companion.experiments.store.ResultStore`), so the CLI ``python -m companion probes``
-resumes an interrupted run. Every model that solves (max error < 1/2) with total rank below
-``verify_below`` is re-verified in exact arithmetic
+same schedule instead of retraining it. A unit is one of these model kinds x a block of seeds
+(:func:`probe_units`); the units run here or as tasks on a Dask cluster
+(:mod:`companion.experiments.scheduler`, CLI ``--scheduler``), and each is stored as soon as
+it finishes (:class:`companion.experiments.store.ResultStore`), so the CLI
+``python -m companion probes`` resumes an interrupted run. Every model that solves (max
+error < 1/2) with total rank below ``verify_below`` is re-verified in exact arithmetic
 (:func:`companion.exact_tables.exact_table_max_error`); signed models also store the signs of
 their denominators (:func:`denominator_structure`), which decide which part of
 ``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
@@ -36,20 +38,23 @@ import torch
 from ..checks import check_bool, check_float, check_instance, check_int, check_int_sequence
 from ..exact_tables import HeadTables, exact_table_max_error
 from ..rank_bounds import RankLowerBound
+from ..reproducibility import seed_everything
 from ..signed_heads import signed_rank_lower_bound
 from ..tables import Table
 from ..witness import WitnessFamily
 from .engine import check_model_size, train_batched
 from .probe_heads import TableMultiHeads, TableSignedHeads
-from .scheduler import environment
+from .scheduler import Unit, environment, run_units
 from .store import FrozenConfig, ResultStore
-from .witness_suite import experiment_witness_24, family_digest
+from .witness_suite import experiment_witness_24, family_digest, seed_blocks
 
-__all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
+__all__ = ["ProbeConfig", "probe_unit_keys", "probe_units", "probe_unit_records",
+           "run_probe_sweep", "summarise_probes", "probe_table",
            "signed_bound_violations",
            "denominator_structure", "e1_probe_rows", "probe_figure"]
 
-#: Most models one unit may stack (ranks x seeds): the sweeps use <= 24.
+#: Most models one unit may stack (ranks x seeds of its block); a guard against typos, not a
+#: memory limit (table heads are small): the committed sweeps stack <= 15.
 MAX_UNIT_MODELS = 256
 #: family_digest(experiment_witness_24()): a family passed to run_probe_sweep must match it.
 EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
@@ -66,16 +71,17 @@ class ProbeConfig(FrozenConfig):
     columns_ranks: tuple[int, ...] = (16, 32)
     multi_heads: tuple[int, ...] = (2, 4, 8)
     multi_totals: tuple[int, ...] = (2, 4, 8, 16)
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     d: int = 16
     phi_std: float = 1.0
     gain_scale: float = 0.1
     lr: float = 0.03
     final_lr_fraction: float = 0.02
-    steps: int = 1200
-    surrogate_steps: int = 800
+    steps: int = 3000
+    surrogate_steps: int = 2000
     surrogate_power: int = 16
     verify_below: int = 20
+    seed_block: int | None = 3  # seeds per unit (None: all seeds in one unit)
 
     def __post_init__(self):
         put = self._put
@@ -89,9 +95,13 @@ class ProbeConfig(FrozenConfig):
         put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0, 2**32 - 1)))
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and not empty, got {self.seeds}")
+        if self.seed_block is not None:
+            put("seed_block", check_int(self.seed_block, "seed_block", 1, 2**32 - 1))
+        block = min(len(self.seeds), self.seed_block or len(self.seeds))
         for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
-            if len(getattr(self, name)) * len(self.seeds) > MAX_UNIT_MODELS:
-                raise ValueError(f"{name} x seeds give more than {MAX_UNIT_MODELS} models")
+            if len(getattr(self, name)) * block > MAX_UNIT_MODELS:
+                raise ValueError(f"{name} x seeds per unit (seed_block) give more than "
+                                 f"{MAX_UNIT_MODELS} models")
         put("d", check_int(self.d, "d", 1, 1024))
         put("steps", check_int(self.steps, "steps", 1, 100_000))
         put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0, 100_000))
@@ -103,49 +113,60 @@ class ProbeConfig(FrozenConfig):
 
 
 #: The committed full run (``python -m companion probes --full``, results/probes_full.json):
-#: E1's *quick* schedule and seeds, so it compares with results/e1_quick.json at the same
-#: budget; reduced from the issue's E1 full schedule to fit 15 minutes on one core.
+#: E1's full schedule (3,000 MSE + 2,000 surrogate steps) and seeds 0-4, so it compares with
+#: results/e1_full.json at the same budget. Seeds in blocks of 3 (two units per model kind,
+#: 12 units) so that ``--scheduler local:2`` keeps both workers busy to the end; measured
+#: 4,300 s of unit time in all (38 min on two busy shared cores).
 PROBES_FULL = ProbeConfig()
 
 #: What the chapter re-trains live (seconds): four heads of rank 1, seeds 0-1, a short
 #: schedule (200 + 100 steps); checked against its committed run, results/probes_quick.json.
 PROBES_QUICK = dataclasses.replace(PROBES_FULL, signed_ranks=(), shared_ranks=(),
                                    columns_ranks=(), multi_heads=(4,), multi_totals=(4,),
-                                   seeds=(0, 1), steps=200, surrogate_steps=100)
+                                   seeds=(0, 1), steps=200, surrogate_steps=100,
+                                   seed_block=None)
 
-#: Installation check (``--smoke``, the tests): every unit kind, tiny grids, 30 steps.
+#: Installation / cluster check (``--smoke``, the tests): every unit kind, tiny grids, 30 steps.
 PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=(2,),
                                    columns_ranks=(2,), multi_heads=(2,), multi_totals=(4,),
-                                   seeds=(0,), steps=20, surrogate_steps=10)
+                                   seeds=(0,), steps=20, surrogate_steps=10, seed_block=None)
+
+
+def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(unit key, model kind, seed block) of every unit, in run order."""
+    kinds = [k for k, grid in (("signed_pos", cfg.signed_ranks),
+                               ("signed_shared", cfg.shared_ranks),
+                               ("signed_columns", cfg.columns_ranks)) if grid]
+    kinds += [f"multi_H{h}" for h in cfg.multi_heads
+              if any(t % h == 0 for t in cfg.multi_totals)]
+    blocks = seed_blocks(cfg.seeds, cfg.seed_block)
+    return [(kind + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, block))), kind, block)
+            for kind in kinds for block in blocks]
 
 
 def probe_unit_keys(config: ProbeConfig) -> list[str]:
     """The sweep's unit keys, in run order: signed_pos, signed_shared, signed_columns,
-    multi_H<H> (each only where its grid is not empty)."""
-    cfg = check_instance(config, "config", ProbeConfig)
-    keys = [k for k, grid in (("signed_pos", cfg.signed_ranks),
-                              ("signed_shared", cfg.shared_ranks),
-                              ("signed_columns", cfg.columns_ranks)) if grid]
-    keys += [f"multi_H{h}" for h in cfg.multi_heads
-             if any(t % h == 0 for t in cfg.multi_totals)]
-    return keys
+    multi_H<H> (each only where its grid is not empty), each x a seed block ('_s0-1-2'
+    appended when there are several blocks, as in E1)."""
+    return [key for key, _, _ in _plan(check_instance(config, "config", ProbeConfig))]
 
 
-def _build(cfg: ProbeConfig, family, key: str):
-    """The stacked models of one unit and their labels (kind, heads, rank, seed)."""
+def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
+    """The stacked models of one unit (a model kind x a seed block) and their labels (kind,
+    heads, rank, seed)."""
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
-    qpos, seeds = int(family.query_position), list(cfg.seeds)
-    if key.startswith("signed"):
+    qpos, seeds = int(family.query_position), list(seeds)
+    if kind.startswith("signed"):
         grid = {"signed_pos": cfg.signed_ranks, "signed_shared": cfg.shared_ranks,
-                "signed_columns": cfg.columns_ranks}[key]
+                "signed_columns": cfg.columns_ranks}[kind]
         ranks = [r for r in grid for _ in seeds]
         ss = [s for _ in grid for s in seeds]
         model = TableSignedHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
-                                 positional=key != "signed_shared", phi_std=cfg.phi_std,
+                                 positional=kind != "signed_shared", phi_std=cfg.phi_std,
                                  gain_scale=cfg.gain_scale,
-                                 sign_init="columns" if key == "signed_columns" else "positive")
-        return model, [(key, 1, r, s) for r, s in zip(ranks, ss)]
-    h = int(key.removeprefix("multi_H"))
+                                 sign_init="columns" if kind == "signed_columns" else "positive")
+        return model, [(kind, 1, r, s) for r, s in zip(ranks, ss)]
+    h = int(kind.removeprefix("multi_H"))
     pairs = [(t // h, t) for t in cfg.multi_totals if t % h == 0]
     ranks = [r for r, _ in pairs for _ in seeds]
     ss = [s for _ in pairs for s in seeds]
@@ -192,8 +213,9 @@ def _verify(tables: HeadTables, family) -> dict:
     return {"exact_max_error": str(err), "exact_solved": bool(err < Fraction(1, 2))}
 
 
-def _train_unit(cfg: ProbeConfig, family, key: str, device: str, progress: bool):
-    model, labels = _build(cfg, family, key)
+def _train_unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], device: str,
+                progress: bool = False):
+    model, labels = _build(cfg, family, kind, seeds)
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
                         device=device)
@@ -203,14 +225,14 @@ def _train_unit(cfg: ProbeConfig, family, key: str, device: str, progress: bool)
                         surrogate_power=cfg.surrogate_power, seed=0, device=device,
                         progress=progress)
     records = []
-    for i, (kind, h, r, s) in enumerate(labels):
-        rec = {"kind": kind, "heads": h, "rank": r, "total_rank": h * r, "seed": s,
+    for i, (k, h, r, s) in enumerate(labels):
+        rec = {"kind": k, "heads": h, "rank": r, "total_rank": h * r, "seed": s,
                "best_max_error": round(float(res.best_max_error[i]), 6),
                "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
                "final_max_error": round(float(res.final_max_error[i]), 6),
                "best_step": int(res.best_step[i])}
         tables = res.model.cpu().export(i)
-        if kind.startswith("signed"):
+        if k.startswith("signed"):
             rec.update(denominator_structure(tables, family))
         if rec["best_max_error"] < 0.5 and h * r < cfg.verify_below:
             rec.update(_verify(tables, family))
@@ -218,44 +240,80 @@ def _train_unit(cfg: ProbeConfig, family, key: str, device: str, progress: bool)
     return records, res
 
 
+def _check_device(device) -> str:
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r:.60}")
+    return str(device)
+
+
+def _check_family(family) -> WitnessFamily:
+    if family_digest(check_instance(family, "family", WitnessFamily)) \
+            != EXPERIMENT_FAMILY_DIGEST:
+        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
+    return family
+
+
+def probe_unit_records(config: ProbeConfig, family: WitnessFamily, kind: str,
+                       seeds: tuple[int, ...], device: str = "cpu") -> dict:
+    """Train one unit (a model kind of :func:`probe_unit_keys`, without its seed suffix, x a
+    seed block); what the store keeps of it: ``{"models": [per-model records]}``. A pure
+    function of its arguments (every model is seeded by its own seed), so it may run on a
+    Dask worker."""
+    cfg = check_instance(config, "config", ProbeConfig)
+    kinds = {k for _, k, _ in _plan(cfg)}
+    if kind not in kinds:
+        raise ValueError(f"kind must be one of {sorted(kinds)} (this configuration's model "
+                         f"kinds), got {kind!r:.60}")
+    seeds = tuple(check_int_sequence(seeds, "seeds", 0, 2**32 - 1))
+    if not seeds or not set(seeds) <= set(cfg.seeds):
+        raise ValueError(f"seeds must be a non-empty subset of the configuration's seeds "
+                         f"{list(cfg.seeds)}, got {list(seeds)[:8]}")
+    records, _ = _train_unit(cfg, _check_family(family), kind, seeds, _check_device(device))
+    return {"models": records}
+
+
+def probe_units(config: ProbeConfig, family: WitnessFamily | None = None,
+                device: str = "cpu") -> list[Unit]:
+    """The sweep's independent units (:class:`~companion.experiments.scheduler.Unit`), keys
+    as :func:`probe_unit_keys`; each runs :func:`probe_unit_records`."""
+    cfg = check_instance(config, "config", ProbeConfig)
+    family = experiment_witness_24() if family is None else _check_family(family)
+    device = _check_device(device)
+    return [Unit(key, probe_unit_records, (cfg, family, kind, block, device), device=device)
+            for key, kind, block in _plan(cfg)]
+
+
 def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = False,
                     out=None, restart: bool = False, keep_models: bool = False,
-                    family: WitnessFamily | None = None) -> dict:
+                    family: WitnessFamily | None = None, scheduler: str | None = None,
+                    threads: int = 1) -> dict:
     """Run (or resume) a sweep. Returns {"config", "config_hash", "units", "models"}: units
     maps a unit key (:func:`probe_unit_keys`) to {"models": [records], "wall_time",
     "environment"}; models (with ``keep_models``) the stacked modules trained in this call.
     ``family``: E1's witness family if the caller has built it already (checked by digest;
-    building it takes seconds)."""
+    building it takes seconds). ``scheduler``: where the units run (None: here; 'local:N' or
+    a Dask address: see :mod:`companion.experiments.scheduler`; not with ``keep_models``);
+    ``threads``: torch threads per unit."""
     cfg = check_instance(config, "config", ProbeConfig)
     check_bool(progress, "progress")
     check_bool(restart, "restart")
     check_bool(keep_models, "keep_models")
-    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r:.60}")
-    if family is None:
-        family = experiment_witness_24()
-    elif family_digest(check_instance(family, "family", WitnessFamily)) \
-            != EXPERIMENT_FAMILY_DIGEST:
-        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
+    if keep_models and scheduler is not None:
+        raise ValueError("keep_models needs the units to run here: pass scheduler=None")
+    units = probe_units(cfg, family, device)
     store = ResultStore(out, cfg, restart=restart)
-    keys, models = probe_unit_keys(cfg), {}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(keys), desc="probe units")
-    for key in keys:
-        if not store.done(key):
-            start = time.perf_counter()
-            records, res = _train_unit(cfg, family, key, device, progress)
-            store.put(key, {"models": records, "environment": environment(device),
-                            "wall_time": round(time.perf_counter() - start, 2)})
-            if keep_models:
-                models[key] = res.model
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+    models = {}
+    if keep_models:  # in this process, so that the trained modules can be returned
+        for unit in units:
+            if not store.done(unit.key):
+                seed_everything(0, threads=threads)  # as run_unit does on a worker
+                start = time.perf_counter()
+                records, res = _train_unit(cfg, *unit.args[1:], progress=progress)
+                store.put(unit.key, {"models": records, "environment": environment(device),
+                                     "wall_time": round(time.perf_counter() - start, 2)})
+                models[unit.key] = res.model
+    else:
+        run_units(units, store, scheduler=scheduler, threads=threads, progress=progress)
     result = store.as_dict()
     result["models"] = models
     return result
