@@ -23,7 +23,7 @@
 # grows?
 #
 # The paper {cite}`opazo2026threetokens` reports (in the sense of
-# [*reported*](reading.md#reported)) that on "larger, disjoint train/test pools" the
+# {ref}`reported <reported>`) that on "larger, disjoint train/test pools" the
 # accuracy shows a **sharp transition** in $r$ that moves from $r = 8$ to $16$ to $64$ as
 # the problem grows, with dense softmax attention exact on every seed. The words admit more
 # than one experiment, so we fixed a decision rule first, then ran three readings of them at
