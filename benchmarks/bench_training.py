@@ -26,6 +26,17 @@ allocation, Python), which a tiny op underestimates. A figure ``roofline_<device
 ``--out`` places every run on the roofline. Prints, never asserts: compare ratios measured in
 one run. The last line is the summary.
 
+Ceiling of the speed-up (CPU). Stacking models shares dispatch, autograd and Python work; it
+does not share the work of the kernels themselves: the matmuls and the gathers and scatters
+(:data:`WORK_OPS`) cost the same per element whether a model runs alone or in a stack (or
+more in a stack: larger arrays fall out of cache). A profiled short run gives the CPU time the
+loop spends inside those kernels; the loop's measured time over that is the largest
+batched/loop ratio any stacking of the same kernels can reach, with zero overhead left. On
+this machine kind (AMD EPYC, AVX2, 34 GFLOP/s float32 matmul on one core) E1's ceiling is
+x6.4 and E2's x3.1: E2's loop spends about a third of its time in table matmuls (179 x 179
+pair tables per model) and pair gathers/scatters, so x3 on E2 would need a batched step with
+under 4 % overhead beyond the loop's own kernels.
+
 Where E2's batched step goes (issue 11; torch.profiler and per-step CPU time, m = 8 quick
 protocol, 27 models as three stacked parts, one core of a heavily loaded 2-core machine):
 ~440 ops and ~220 MB per step. The MLP trunks and features take about a quarter of the step;
@@ -42,6 +53,20 @@ order (1.1 vs 0.4 ms gather, 1.35 vs 0.57 ms scatter-add; 15 x 32041 table, 2700
 order (no distinct-pair table, no per-run copies). It cut bytes per step by 12 % (220 -> 195
 MB) but the step was not faster (same-run minimum step time 32-34 ms vs 30-31 ms before):
 full-table zero-fills, more page faults and the reordering ate the gain.
+
+Tried on E2's readout (same machine kind, one core, the m = 8 shapes: 13,859 distinct pairs,
+27,000 (input, position) reads; M stacked models), none faster than the current kernels:
+- fewer page faults (glibc ``MALLOC_MMAP_THRESHOLD_`` = 32 MB): faults per step 200-500 -> ~1,
+  step time unchanged (4.2-4.4 s per 100 steps either way);
+- padding removed (one rank group per rank of 32, 64, 128): 4.5 s vs 4.3 s (the extra
+  programs cost more than the padded columns; one group for all ranks: 5.3 s);
+- the backward scatter in row chunks that fit in cache (1, 2 or 4 models at a time): 1.7-1.9
+  ms vs 1.6 ms at M = 15;
+- model-last layout (pairs x models) with the scatter as a CSR sparse product: the scatter
+  itself 2.3x faster at M = 15, but the transposes into and out of that layout cost the gain;
+- the whole kernel-mode readout as two CSR products (sum over positions = a sparse matrix with
+  three ones per row): 8.6 ms vs 7.6 ms forward + backward at M = 15, 5.5 vs 5.1 at M = 9.
+Kept: the step's own errors feed the max-error tracking (one pass over the outputs fewer).
 """
 
 from __future__ import annotations
@@ -155,6 +180,31 @@ def dispatch_time(device, repeats: int = 20000) -> float:
     return (t1 - t0) / repeats
 
 
+#: Kernels whose cost is the work itself (FLOPs, elements gathered or scattered): stacking
+#: models shares their dispatch, not this work.
+WORK_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::index_select",
+            "aten::scatter_add_", "aten::index_add_", "aten::gather", "aten::scatter_")
+
+
+def work_seconds(build, inputs, targets, kw, device, steps: int = 20) -> float:
+    """CPU seconds per training step that a variant's models spend inside WORK_OPS kernels
+    (the self time of those kernels in a short profiled training, per step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    short = dict(kw, steps=steps)
+    if short.get("surrogate_steps"):
+        short["surrogate_steps"] = steps // 2
+    models = build()
+    for model in models:  # warm-up: pair plans, allocator
+        train_batched(model, inputs, targets, device=device, **dict(short, steps=2,
+                                                                     surrogate_steps=0))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for model in models:
+            train_batched(model, inputs, targets, device=device, **short)
+    work = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in WORK_OPS) / 1e6
+    return work / (short["steps"] + short.get("surrogate_steps", 0))
+
+
 def step_counts(model, inputs, targets) -> tuple[float, float, int]:
     """(matmul FLOPs, bytes moved, ops dispatched) of one training step: forward, loss,
     backward, Adam."""
@@ -258,6 +308,19 @@ def roofline_figure(points, peak, bw_dram, bw_cache, path):
     plt.close(fig)
 
 
+def ceiling_line(variants, inputs, targets, kw, device, best, total_steps) -> float:
+    """Print (and return) the speed-up ceiling: the loop's measured time over the time its
+    work kernels take (from a profiled run, per step, times the steps)."""
+    loop = work_seconds(variants["loop"], inputs, targets, kw, device) * total_steps
+    batched = work_seconds(variants["batched"], inputs, targets, kw, device) * total_steps
+    loop, batched = loop / best["loop"][0], batched / best["batched"][0]
+    print(f"  ceiling: the loop spends {100 * loop:.0f}% of its CPU time in matmul and "
+          f"gather/scatter kernels ({', '.join(o[6:] for o in WORK_OPS[:6])}), work that "
+          f"stacking does not share, so batched/loop <= x{1 / loop:.2f} unless the batched "
+          f"kernels do that work faster; batched spends {100 * batched:.0f}% of its time there")
+    return 1 / loop
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100)
@@ -315,6 +378,9 @@ def main(argv=None) -> None:
     for v, (t, w) in best1.items():
         report("e1", v, t, w, best1["loop"][0], counts1[v])
     e1_ratio = best1["loop"][0] / best1["batched"][0]
+    ceilings = {}
+    if device.type == "cpu":
+        ceilings["e1"] = ceiling_line(variants, ids, y, kw, device, best1, total)
 
     e2_ratio = float("nan")
     if not args.skip_e2:
@@ -337,10 +403,16 @@ def main(argv=None) -> None:
         for v, (t, w) in best2.items():
             report("e2", v, t, w, best2["loop"][0], counts2[v])
         e2_ratio = best2["loop"][0] / best2["batched"][0]
+        if device.type == "cpu":
+            ceilings["e2"] = ceiling_line(e2_variants(m, cfg2), inputs, y2, kw2, device, best2,
+                                          args.steps)
 
     fig = Path(args.out) / f"roofline_{device.type}.png"
     roofline_figure(points, peak, bw_dram, bw_cache, fig)
     print(f"figure: {fig}")
+    if ceilings:
+        print("ceilings (1 / the loop's work-kernel share): " + "; ".join(
+            f"{k} x{v:.2f}" for k, v in ceilings.items()))
     print(f"e1 batched/loop x{e1_ratio:.2f}; e2 batched/loop x{e2_ratio:.2f}; "
           f"e1 achieved {pct[('e1', 'batched')]:.1f}% of roofline")
 

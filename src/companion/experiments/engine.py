@@ -304,8 +304,11 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     spans = [(int(index[id(p)][0]), int(index[id(p)].numel())) for p in params]
     on_cpu = device.type == "cpu"
 
-    def record(pred: torch.Tensor, step: int) -> None:
-        err = (pred.detach() - tgt_full).abs()
+    def record(pred: torch.Tensor, step: int, err: torch.Tensor | None = None) -> None:
+        """Keep the parameters of every model whose max error improved; ``err`` is
+        |pred - targets| when the caller already has it (full-batch steps)."""
+        if err is None:
+            err = (pred.detach() - tgt_full).abs()
         mx = err.amax(dim=-1)
         better = mx < best_err
         if not on_cpu:  # masked copies: no host synchronisation on an accelerator
@@ -364,18 +367,20 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             tgt = tgt_full.index_select(1, idx)
         pred = model(batch_inputs)
         err = pred - tgt
+        abs_err = None
         if surrogate:
             # smooth L_p norm of the errors, scaled by the (detached) max for stability
             a = err.abs()
-            scale = a.detach().amax(dim=-1, keepdim=True).clamp_min(1e-12)
+            abs_err = a.detach()
+            scale = abs_err.amax(dim=-1, keepdim=True).clamp_min(1e-12)
             per_model = scale[:, 0] * _int_power(a / scale, surrogate_power).mean(-1) ** (
                 1.0 / surrogate_power
             )
         else:
             per_model = (err * err).mean(-1)
         loss = per_model.sum()
-        if batch_size is None:
-            record(pred, step)
+        if batch_size is None:  # the step's own errors: no second pass over the outputs
+            record(pred, step, err.detach().abs() if abs_err is None else abs_err)
         elif step % eval_every == 0:
             with torch.no_grad():
                 record(model(inputs), step)
