@@ -35,7 +35,10 @@ batched/loop ratio any stacking of the same kernels can reach, with zero overhea
 this machine kind (AMD EPYC, AVX2, 34 GFLOP/s float32 matmul on one core) E1's ceiling is
 x6.4 and E2's x3.1: E2's loop spends about a third of its time in table matmuls (179 x 179
 pair tables per model) and pair gathers/scatters, so x3 on E2 would need a batched step with
-under 4 % overhead beyond the loop's own kernels.
+almost no overhead beyond the loop's own kernels. Both the ratio and the ceiling are for
+``--steps`` (default 100): with fewer steps the per-model set-up, which stacking does share,
+weighs more and both rise (``--steps 20``: E2 x2.3 of x4.0); at a sweep's 1,500 steps they
+settle slightly below the 100-step values.
 
 Where E2's batched step goes (issue 11; torch.profiler and per-step CPU time, m = 8 quick
 protocol, 27 models as three stacked parts, one core of a heavily loaded 2-core machine):
@@ -188,7 +191,8 @@ WORK_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::inde
 
 def work_seconds(build, inputs, targets, kw, device, steps: int = 20) -> float:
     """CPU seconds per training step that a variant's models spend inside WORK_OPS kernels
-    (the self time of those kernels in a short profiled training, per step)."""
+    (the self time of those kernels in a short profiled training, per step). The profiler adds
+    a microsecond or two to every op it records, so this is approximate (about +-10 % on E2)."""
     from torch.profiler import ProfilerActivity, profile
 
     short = dict(kw, steps=steps)
@@ -316,7 +320,7 @@ def ceiling_line(variants, inputs, targets, kw, device, best, total_steps) -> fl
     loop, batched = loop / best["loop"][0], batched / best["batched"][0]
     print(f"  ceiling: the loop spends {100 * loop:.0f}% of its CPU time in matmul and "
           f"gather/scatter kernels ({', '.join(o[6:] for o in WORK_OPS[:6])}), work that "
-          f"stacking does not share, so batched/loop <= x{1 / loop:.2f} unless the batched "
+          f"stacking does not share, so batched/loop <= about x{1 / loop:.2f} unless the batched "
           f"kernels do that work faster; batched spends {100 * batched:.0f}% of its time there")
     return 1 / loop
 
