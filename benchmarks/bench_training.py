@@ -32,13 +32,14 @@ does not share the work of the kernels themselves: the matmuls and the gathers a
 more in a stack: larger arrays fall out of cache). A profiled short run gives the CPU time the
 loop spends inside those kernels; the loop's measured time over that is the largest
 batched/loop ratio any stacking of the same kernels can reach, with zero overhead left. On
-this machine kind (AMD EPYC, AVX2, 34 GFLOP/s float32 matmul on one core) E1's ceiling is
-x6.4 and E2's x3.1: E2's loop spends about a third of its time in table matmuls (179 x 179
-pair tables per model) and pair gathers/scatters, so x3 on E2 would need a batched step with
-almost no overhead beyond the loop's own kernels. Both the ratio and the ceiling are for
-``--steps`` (default 100): with fewer steps the per-model set-up, which stacking does share,
-weighs more and both rise (``--steps 20``: E2 x2.3 of x4.0); at a sweep's 1,500 steps they
-settle slightly below the 100-step values.
+this machine kind (AMD EPYC, AVX2, 34 GFLOP/s float32 matmul on one core) E2's loop spends a
+quarter to a third of its time in table matmuls (179 x 179 pair tables per model) and pair
+gathers/scatters. Ratio and ceiling both move with the shared machine's state and with
+``--steps`` (the per-model set-up, which stacking shares, weighs more in short runs).
+Measured 2026-12-01, E2: x1.99-2.16 at 100 steps in three benchmark runs (ceilings x2.80 and
+x3.13), x2.35 at 100 steps alone, x2.42-2.57 at 400 steps (ceiling x4.2), x2.32 at 20 steps
+(ceiling x4.0); E1: x4.12-4.56 (ceiling x6.4-6.7). x3 on E2 needs the batched step's time
+outside the work kernels, 40-45 % of it now, to shrink to 4-29 % (by the run's ceiling).
 
 Where E2's batched step goes (issue 11; torch.profiler and per-step CPU time, m = 8 quick
 protocol, 27 models as three stacked parts, one core of a heavily loaded 2-core machine):
