@@ -7,9 +7,10 @@ E1: every (rank, seed) table head of the witness sweep plus the dense heads, tra
 Python loop, one model at a time, and (b) batched as the sweep does it (one program per unit);
 also all units stacked into one program, for reference. E2: one width (m = 8) of the quick
 protocol, its rank groups and dense heads as one program vs a loop. The speed-up is the loop's
-time over the batched time, the best of ``--repeats`` interleaved repeats. On the CPU times are
-the process's CPU time (single-threaded: robust to other load on a shared machine; wall times
-are printed beside them); on a GPU, synchronised wall time.
+time over the batched time, the best of ``--repeats`` interleaved repeats. On the CPU with one
+torch thread (the default, and what the sweeps use) times are the process's CPU time (robust to
+other load on a shared machine; wall times are printed beside them); with ``--threads`` > 1,
+wall time (CPU time would add up the threads); on a GPU, synchronised wall time.
 
 Roofline. These models are gather- and memory-bound: per step they move far more bytes through
 elementwise, gather and scatter kernels than their matmuls need. The benchmark measures the
@@ -40,6 +41,18 @@ Measured 2026-12-01, E2: x1.99-2.16 at 100 steps in three benchmark runs (ceilin
 x3.13), x2.35 at 100 steps alone, x2.42-2.57 at 400 steps (ceiling x4.2), x2.32 at 20 steps
 (ceiling x4.0); E1: x4.12-4.56 (ceiling x6.4-6.7). x3 on E2 needs the batched step's time
 outside the work kernels, 40-45 % of it now, to shrink to 4-29 % (by the run's ceiling).
+But most of that time is compute too: the ceiling line also prints the batched program's share
+of time in compute kernels of any kind (elementwise and reductions included, which cost the
+same per element stacked or not, or more once stacked arrays fall out of cache), and what a
+pair readout that cost nothing (a perfectly fused readout kernel, in both programs) would give.
+Measured 2026-12-01 on a quiet machine (100 steps, 3 repeats, two runs): E2 batched x2.26 and
+x2.32, with 57-62 % of its time in work kernels and 85-93 % in compute kernels, so even with no
+framework time left it would reach only x2.5-2.7; a free readout gives x2.53 (the loop spends
+as large a share in the readout as the batched program). E1 x4.35-4.44 (ceiling x5.8-6.1).
+With ``--threads 2`` (wall time, both cores): E1 x5.03, E2 x2.78 (the loop's small kernels
+gain nothing from a second thread, the stacked ones some). So x3 on E2 on this processor needs
+less kernel work per model in the batched program than in the loop, which stacking the same
+models cannot give.
 
 Where E2's batched step goes (issue 11; torch.profiler and per-step CPU time, m = 8 quick
 protocol, 27 models as three stacked parts, one core of a heavily loaded 2-core machine):
@@ -132,18 +145,19 @@ class ByteCounter(TorchDispatchMode):
 
 
 class Clock:
-    """CPU time of this process on the CPU (robust to a shared machine), synchronised wall
-    time on a GPU; wall time is kept beside it."""
+    """CPU time of this process on a CPU with one torch thread (robust to a shared machine);
+    wall time with more threads (CPU time would add up every thread's time, spinning included)
+    and synchronised wall time on a GPU. Wall time is kept beside it."""
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.wall = device.type != "cpu" or torch.get_num_threads() > 1
 
     def __call__(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            t = time.perf_counter()
-            return t, t
-        return time.process_time(), time.perf_counter()
+        w = time.perf_counter()
+        return (w if self.wall else time.process_time()), w
 
 
 def matmul_rate(device, n: int = 1024, repeats: int = 10) -> float:
@@ -190,10 +204,28 @@ WORK_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::inde
             "aten::scatter_add_", "aten::index_add_", "aten::gather", "aten::scatter_")
 
 
-def work_seconds(build, inputs, targets, kw, device, steps: int = 20) -> float:
-    """CPU seconds per training step that a variant's models spend inside WORK_OPS kernels
-    (the self time of those kernels in a short profiled training, per step). The profiler adds
-    a microsecond or two to every op it records, so this is approximate (about +-10 % on E2)."""
+#: Ops that only make views, allocate or read metadata: what remains of a profile after every
+#: other ``aten::`` op's self time is framework time (Python, dispatch, autograd bookkeeping).
+BOOKKEEPING_OPS = frozenset(f"aten::{name}" for name in (
+    "empty", "empty_strided", "empty_like", "as_strided", "view", "_unsafe_view", "reshape",
+    "_reshape_alias", "transpose", "t", "permute", "slice", "select", "narrow", "unsqueeze",
+    "squeeze", "unsqueeze_", "squeeze_", "expand", "expand_as", "view_as", "alias", "detach",
+    "split", "split_with_sizes", "chunk", "unbind", "resize_", "lift_fresh", "result_type",
+    "numel", "item", "_local_scalar_dense", "is_nonzero", "to", "contiguous", "zeros",
+    "zeros_like", "new_zeros", "new_empty"))
+
+
+#: The pair readout's autograd nodes (normalise and read out, forward and backward): their total
+#: time is what a fused readout kernel could at best remove.
+READOUT_NODES = ("_PairReadout", "_PairReadoutBackward")
+
+
+def work_seconds(build, inputs, targets, kw, device, steps: int = 20) -> tuple[float, ...]:
+    """CPU seconds per training step that a variant's models spend inside WORK_OPS kernels,
+    inside compute kernels of any kind (every ``aten::`` op but :data:`BOOKKEEPING_OPS`:
+    elementwise and reductions too) and inside the pair readout (:data:`READOUT_NODES`, with
+    everything they call), from a short profiled training. The profiler adds a microsecond or
+    two to every op it records, so all three are approximate (about +-10 % on E2)."""
     from torch.profiler import ProfilerActivity, profile
 
     short = dict(kw, steps=steps)
@@ -206,8 +238,13 @@ def work_seconds(build, inputs, targets, kw, device, steps: int = 20) -> float:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for model in models:
             train_batched(model, inputs, targets, device=device, **short)
-    work = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in WORK_OPS) / 1e6
-    return work / (short["steps"] + short.get("surrogate_steps", 0))
+    events = prof.key_averages()
+    work = sum(e.self_cpu_time_total for e in events if e.key in WORK_OPS) / 1e6
+    compute = sum(e.self_cpu_time_total for e in events
+                  if e.key.startswith("aten::") and e.key not in BOOKKEEPING_OPS) / 1e6
+    readout = sum(e.cpu_time_total for e in events if e.key in READOUT_NODES) / 1e6
+    total = short["steps"] + short.get("surrogate_steps", 0)
+    return work / total, compute / total, readout / total
 
 
 def step_counts(model, inputs, targets) -> tuple[float, float, int]:
@@ -316,13 +353,24 @@ def roofline_figure(points, peak, bw_dram, bw_cache, path):
 def ceiling_line(variants, inputs, targets, kw, device, best, total_steps) -> float:
     """Print (and return) the speed-up ceiling: the loop's measured time over the time its
     work kernels take (from a profiled run, per step, times the steps)."""
-    loop = work_seconds(variants["loop"], inputs, targets, kw, device) * total_steps
-    batched = work_seconds(variants["batched"], inputs, targets, kw, device) * total_steps
-    loop, batched = loop / best["loop"][0], batched / best["batched"][0]
+    loop, _, loop_readout = work_seconds(variants["loop"], inputs, targets, kw, device)
+    batched, compute, readout = work_seconds(variants["batched"], inputs, targets, kw, device)
+    t_loop, t_batched = best["loop"][0], best["batched"][0]
+    free_readout = ((t_loop - loop_readout * total_steps)
+                    / max(t_batched - readout * total_steps, 1e-9))
+    loop, batched, compute = (loop * total_steps / t_loop, batched * total_steps / t_batched,
+                              compute * total_steps / t_batched)
     print(f"  ceiling: the loop spends {100 * loop:.0f}% of its CPU time in matmul and "
           f"gather/scatter kernels ({', '.join(o[6:] for o in WORK_OPS[:6])}), work that "
           f"stacking does not share, so batched/loop <= about x{1 / loop:.2f} unless the batched "
-          f"kernels do that work faster; batched spends {100 * batched:.0f}% of its time there")
+          f"kernels do that work faster; batched spends {100 * batched:.0f}% of its time there "
+          f"and {100 * min(compute, 1):.0f}% in compute kernels of any kind (elementwise and "
+          f"reductions included): stacking can remove only the rest")
+    if loop_readout:
+        print(f"  a pair readout that cost nothing (in both programs; "
+              f"{100 * loop_readout * total_steps / t_loop:.0f}% of the loop's time, "
+              f"{100 * readout * total_steps / t_batched:.0f}% of batched's) would give "
+              f"batched/loop x{free_readout:.2f}")
     return 1 / loop
 
 
@@ -346,7 +394,7 @@ def main(argv=None) -> None:
     t_op = min(dispatch_time(device) for _ in range(3))
     bw_dram = max(bandwidth(device, 25 * 10**6, 2) for _ in range(2))
     bw_cache = max(bandwidth(device, n) for n in (10**5, 3 * 10**5, 10**6))
-    print(f"device {device} ({'CPU time' if device.type == 'cpu' else 'wall time'}), "
+    print(f"device {device} ({'wall time' if Clock(device).wall else 'CPU time'}), "
           f"torch threads={torch.get_num_threads()}, best of {args.repeats} interleaved repeats")
     print(f"ceilings: float32 matmul {peak / 1e9:.1f} GFLOP/s (1024^3); streaming add "
           f"{bw_cache / 1e9:.1f} GB/s cache-resident (<= 12 MB), {bw_dram / 1e9:.1f} GB/s DRAM "
@@ -384,7 +432,8 @@ def main(argv=None) -> None:
         report("e1", v, t, w, best1["loop"][0], counts1[v])
     e1_ratio = best1["loop"][0] / best1["batched"][0]
     ceilings = {}
-    if device.type == "cpu":
+    profiled = device.type == "cpu" and not Clock(device).wall  # CPU-time shares
+    if profiled:
         ceilings["e1"] = ceiling_line(variants, ids, y, kw, device, best1, total)
 
     e2_ratio = float("nan")
@@ -408,7 +457,7 @@ def main(argv=None) -> None:
         for v, (t, w) in best2.items():
             report("e2", v, t, w, best2["loop"][0], counts2[v])
         e2_ratio = best2["loop"][0] / best2["batched"][0]
-        if device.type == "cpu":
+        if profiled:
             ceilings["e2"] = ceiling_line(e2_variants(m, cfg2), inputs, y2, kw2, device, best2,
                                           args.steps)
 
