@@ -83,6 +83,13 @@ Tried on E2's readout (same machine kind, one core, the m = 8 shapes: 13,859 dis
   itself 2.3x faster at M = 15, but the transposes into and out of that layout cost the gain;
 - the whole kernel-mode readout as two CSR products (sum over positions = a sparse matrix with
   three ones per row): 8.6 ms vs 7.6 ms forward + backward at M = 15, 5.5 vs 5.1 at M = 9.
+Tried 2026-12-01 (M = 15; random pairs in a 179 x 179 table, 9000 inputs x 3 positions, unless
+said): ``embedding_bag`` on a model-last table, 12-13 ms vs 7.6 ms (its backward sorts); its
+forward with an ``index_add_`` backward, 7.9-8.9 vs 7.4-8.2 ms; products summed at the distinct
+pairs before the gather (no (M, 3, N) temporaries), 6.9-7.6 vs 7.4-8.0 ms, within noise; the
+scatter split into "k-th read of each pair" levels (bit-identical to ``index_add_``), x1.76 on
+random reads but no gain on E2's real plan, whose self-pairs are read ~50 times each; one
+preallocated table for all rank blocks, 0.6 ms faster for ranks 32-128, 0.7 ms slower for 1-16.
 Kept: the step's own errors feed the max-error tracking (one pass over the outputs fewer).
 """
 
