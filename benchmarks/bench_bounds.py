@@ -13,8 +13,8 @@ Usage: .venv/bin/python benchmarks/bench_bounds.py
 
 import time
 
-from companion import amplification
-from companion.asymptotics import asymptotic_rows, base_codes, explicit_code_log2_bounds
+from companion.bounds import amplification
+from companion.bounds.asymptotics import asymptotic_rows, base_codes, explicit_code_log2_bounds
 
 TARGET_S = 1.0
 NS = (3, 4, 6, 10)

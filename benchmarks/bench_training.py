@@ -104,10 +104,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from companion.book import seed_everything
+from companion.experiments.e1 import E1_FULL, build_unit, e1_family
 from companion.experiments.engine import ModelStack, train_batched
 from companion.experiments.table_heads import TableKernelHeads, TableSoftmaxHeads
-from companion.experiments.witness_suite import E1_FULL, build_unit, e1_family
-from companion.reproducibility import seed_everything
 
 # ops that return views or allocate without touching memory
 _NO_TRAFFIC = {
@@ -293,8 +293,8 @@ def e1_variants(cfg, fam, seeds):
 
 
 def e2_variants(m, cfg):
+    from companion.experiments.e2.protocols import build_e2_models
     from companion.experiments.mlp_heads import MLPKernelHeads, MLPSoftmaxHeads
-    from companion.experiments.ood_scaling import build_e2_models
 
     def loop():
         out = []
@@ -445,8 +445,8 @@ def main(argv=None) -> None:
 
     e2_ratio = float("nan")
     if not args.skip_e2:
-        from companion.experiments.ood_data import make_e2_data, pool_inputs
-        from companion.experiments.ood_scaling import E2_QUICK
+        from companion.experiments.e2.data import make_e2_data, pool_inputs
+        from companion.experiments.e2.protocols import E2_QUICK
 
         cfg2 = dataclasses.replace(E2_QUICK, seeds=seeds, steps=args.steps)
         m, pool = cfg2.widths[0], cfg2.pool_sizes[0]

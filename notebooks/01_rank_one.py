@@ -34,10 +34,11 @@
 # Everything below is checked by exhaustive enumeration in exact integer or rational
 # arithmetic; the code lives in the `companion` package and this page only calls it.
 #
-# **Code for this chapter:** `companion.task` (the Min-IP task), `companion.attention` (the
-# two kinds of head), `companion.constructions` (the rank-1 head of {prf:ref}`thm-rank-one`
-# and the softmax head), `companion.verification` (exhaustive exact checks) and
-# `companion.tables` (the tables).
+# **Code for this chapter:** `companion.core.task` (the Min-IP task), `companion.core.attention`
+# (the
+# two kinds of head), `companion.core.constructions` (the rank-1 head of {prf:ref}`thm-rank-one`
+# and the softmax head), `companion.core.exact` (exhaustive exact checks) and
+# `companion.book` (the tables).
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -70,21 +71,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.attention import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.core.attention import (
     kernel_attention,
     softmax_attention,
     softmax_weights,
 )
-from companion.constructions import (
+from companion.core.constructions import (
     rank_one_head,
     rank_one_length_three_worst_inputs,
     softmax_min_ip_head,
 )
-from companion.plotting import use_book_style
-from companion.reproducibility import seed_everything
-from companion.tables import Table
-from companion.task import CONVENTIONS, all_sequences, min_ip_targets, query_target
-from companion.verification import exhaustive_check
+from companion.core.exact import exhaustive_check
+from companion.core.task import CONVENTIONS, all_sequences, min_ip_targets, query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

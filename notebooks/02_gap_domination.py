@@ -37,11 +37,11 @@
 # position-dependent maps, a head that meets the inequality with equality, and a search
 # among perturbed heads for a violation.
 #
-# **Code for this chapter:** `companion.gap_domination` ({prf:ref}`lem-mediant`,
+# **Code for this chapter:** `companion.bounds.gap_domination` ({prf:ref}`lem-mediant`,
 # {prf:ref}`lem-gap-domination`: sequences, the total weight $D$, the factor, link checks),
-# `companion.constructions` (the balanced rank-1 head and the softmax kernel as a table head),
-# `companion.random_heads` (every random and perturbed head, and the surveys run on them) and
-# `companion.tables`.
+# `companion.core.constructions` (the balanced rank-1 head and the softmax kernel as a table head),
+# `companion.bounds.random_heads` (every random and perturbed head, and the surveys run on them) and
+# `companion.book`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -74,13 +74,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.attention import kernel_attention
-from companion.constructions import (
-    balanced_link_head,
-    rank_one_head,
-    softmax_kernel_head,
-)
-from companion.gap_domination import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.bounds.gap_domination import (
     gap_domination_factor,
     gap_domination_ratio,
     link_errors,
@@ -92,17 +87,20 @@ from companion.gap_domination import (
     split_gap_domination_factor,
     total_weight,
 )
-from companion.plotting import use_book_style
-from companion.random_heads import (
+from companion.bounds.random_heads import (
     counterexample_search,
     error_floor_survey,
     mediant_survey,
     perturbed_link_survey,
     random_kernel_head,
 )
-from companion.reproducibility import seed_everything
-from companion.tables import Table
-from companion.task import query_target
+from companion.core.attention import kernel_attention
+from companion.core.constructions import (
+    balanced_link_head,
+    rank_one_head,
+    softmax_kernel_head,
+)
+from companion.core.task import query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

@@ -40,16 +40,18 @@
 # is built and its certificate re-checked from scratch (and tampered with), and the bound is
 # pushed to $m = 1000$ with explicit codes.
 #
-# **Code for this chapter:** `companion.amplification` ({prf:ref}`lem-amplification`,
-# {prf:ref}`def-best-chain`), `companion.rank_bounds` ({prf:ref}`lem-trace-rank`,
-# {prf:ref}`lem-nonneg-sharpening`, {prf:ref}`thm-exponential-rank`), `companion.witness` (the
-# family $F(S)$ and its certificate), `companion.codes` and `companion.code_search` (query
-# sets), `companion.asymptotics` ({prf:ref}`lem-concatenation` and the growth in $m$),
-# `companion.constructions` (exact heads on $F(S)$), `companion.sandwich`,
-# `companion.sandwich_heads`, `companion.sandwich_search` and `companion.head_files`
+# **Code for this chapter:** `companion.bounds.amplification` ({prf:ref}`lem-amplification`,
+# {prf:ref}`def-best-chain`), `companion.bounds.rank_bounds` ({prf:ref}`lem-trace-rank`,
+# {prf:ref}`lem-nonneg-sharpening`, {prf:ref}`thm-exponential-rank`), `companion.bounds.witness`
+# (the
+# family $F(S)$ and its certificate), `companion.bounds.codes` and `companion.bounds.code_search`
+# (query
+# sets), `companion.bounds.asymptotics` ({prf:ref}`lem-concatenation` and the growth in $m$),
+# `companion.core.constructions` (exact heads on $F(S)$), `companion.sandwich.matrix`,
+# `companion.sandwich.heads`, `companion.sandwich.search` and `companion.sandwich.head_files`
 # ({prf:ref}`prop-sandwich-matrix-problem`: admissible matrices, heads built from them and
 # verified from their files), the E1 family from
-# `companion.experiments.witness_suite`, and `companion.tables`.
+# `companion.experiments.e1`, and `companion.book`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -86,7 +88,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.amplification import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.bounds.amplification import (
     best_chain,
     best_chain_factor,
     brute_force_chain_factor,
@@ -95,29 +98,18 @@ from companion.amplification import (
     check_chain_growth,
     log2_best_chain_factor,
 )
-from companion.asymptotics import (
+from companion.bounds.asymptotics import (
     asymptotic_rows,
     base_codes,
     every_width_rank_bound,
     explicit_code_log2_bounds,
     large_context_limit_log2_bounds,
 )
-from companion.code_search import search_code
-from companion.codes import paley_hadamard_code, paley_subset
-from companion.constructions import (
-    indicator_head,
-    query_indicator_head,
-    spread_query_head,
-)
-from companion.experiments.witness_suite import experiment_witness_24
-from companion.gap_domination import gap_domination_factor
-from companion.head_files import read_head_claims, verify_head_file
-from companion.plotting import use_book_style
-from companion.rank_bounds import certified_rank_bound, random_matrix_survey
-from companion.reproducibility import seed_everything
-from companion.sandwich import ratio_bounds, spread_products
-from companion.tables import Table
-from companion.witness import (
+from companion.bounds.code_search import search_code
+from companion.bounds.codes import paley_hadamard_code, paley_subset
+from companion.bounds.gap_domination import gap_domination_factor
+from companion.bounds.rank_bounds import certified_rank_bound, random_matrix_survey
+from companion.bounds.witness import (
     certificate_error,
     kernel_ratio_matrix,
     max_error_exact,
@@ -125,6 +117,14 @@ from companion.witness import (
     without_rows,
     witness_family,
 )
+from companion.core.constructions import (
+    indicator_head,
+    query_indicator_head,
+    spread_query_head,
+)
+from companion.experiments.e1 import experiment_witness_24
+from companion.sandwich.head_files import read_head_claims, verify_head_file
+from companion.sandwich.matrix import ratio_bounds, spread_products
 
 rng = seed_everything(0)
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -745,7 +745,7 @@ plt.show()
 # one needs only an explicit head, whatever its origin, checked in exact arithmetic.
 # ```
 #
-# The free numbers in (ii) need not be the proof's: `companion.sandwich_heads` picks each
+# The free numbers in (ii) need not be the proof's: `companion.sandwich.heads` picks each
 # ladder value as the simplest rational in the middle third of its window and each bias as a
 # simple rational near the centre of the query's error range, so head files stay small, and
 # the exact max error is always recomputed from the file.
@@ -791,7 +791,7 @@ plt.show()
 # is the query indicators (rank 23).
 #
 # **The three sandwiches.** Smaller admissible matrices come from a seeded numerical search
-# for low-rank factors (`companion.sandwich_search`, run by `scripts/search_heads.py`),
+# for low-rank factors (`companion.sandwich.search`, run by `scripts/search_heads.py`),
 # rounded to rationals; only the exact check of the rounded head counts. The heads are
 # committed in `results/heads/`; the table reads their claims, the lower ends are recomputed
 # here, and `python -m companion verify-head results/heads/*.json` re-verifies every file.
@@ -980,7 +980,7 @@ Table(rows, formats={"Theorem E bound": ".4f", "Lemma D'": ".3f"})
 # ```
 #
 # The cell computes $B_0$ exactly and checks the stated rate (rounded down) at every width up
-# to 1000; `tests/test_every_width.py` builds concatenated codes column by column and checks
+# to 1000; `tests/bounds/test_asymptotics.py` builds concatenated codes column by column and checks
 # that their bound is never below the corollary's.
 
 # %%

@@ -36,11 +36,11 @@
 # the worst case drops below $1/2$. The proposition's threshold is sufficient, not sharp;
 # the numbers say by how much.
 #
-# **Code for this chapter:** `companion.constructions` (Proposition F's head,
+# **Code for this chapter:** `companion.core.constructions` (Proposition F's head,
 # {prf:ref}`prop-dense-softmax`, and the softmax kernel as a table head),
-# `companion.dense_softmax` (exact worst cases over overlap profiles,
-# {prf:ref}`lem-overlap-profiles`, and the thresholds), `companion.gap_domination` (link
-# checks), `companion.attention` and `companion.tables`.
+# `companion.softmax` (exact worst cases over overlap profiles,
+# {prf:ref}`lem-overlap-profiles`, and the thresholds), `companion.bounds.gap_domination` (link
+# checks), `companion.core.attention` and `companion.book`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -74,9 +74,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.attention import softmax_attention
-from companion.constructions import softmax_kernel_head, softmax_min_ip_head
-from companion.dense_softmax import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.bounds.gap_domination import family_checks
+from companion.core.attention import softmax_attention
+from companion.core.constructions import softmax_kernel_head, softmax_min_ip_head
+from companion.core.task import count_sequences, query_target
+from companion.softmax import (
     count_profiles,
     error_bound,
     exact_threshold,
@@ -91,11 +94,6 @@ from companion.dense_softmax import (
     worst_gap,
     worst_profile,
 )
-from companion.gap_domination import family_checks
-from companion.plotting import use_book_style
-from companion.reproducibility import seed_everything
-from companion.tables import Table
-from companion.task import count_sequences, query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

@@ -35,11 +35,11 @@
 # tokens, every constant) is the companion's own; the paper states the result in words, and
 # we check every claim below by computation.
 #
-# **Code for this chapter:** `companion.transcript` (the block construction, transcript
+# **Code for this chapter:** `companion.transcript.bound` (the block construction, transcript
 # models, {prf:ref}`def-transcript-model`, {prf:ref}`thm-transcript`,
 # {prf:ref}`cor-transcript-rank`, collisions and the tight encoder),
-# `companion.quantised_sketch` (a b-bit kernel-attention network as a transcript model) and
-# `companion.tables`.
+# `companion.transcript.sketch` (a b-bit kernel-attention network as a transcript model) and
+# `companion.book`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -72,12 +72,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.plotting import use_book_style
-from companion.quantised_sketch import CountingSketchModel, QuantisedSketchModel
-from companion.reproducibility import seed_everything
-from companion.tables import Table
-from companion.task import min_ip_targets
-from companion.transcript import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.core.task import min_ip_targets
+from companion.transcript.bound import (
     BlockConstruction,
     OneBitShortEncoder,
     TightEncoder,
@@ -91,6 +88,7 @@ from companion.transcript import (
     smallest_feature_rank,
     verify_exhaustively,
 )
+from companion.transcript.sketch import CountingSketchModel, QuantisedSketchModel
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -491,7 +489,8 @@ Table([{"m": m, "best (Q, s)": b[1:], "bits needed": b[0]} for m, b in best.item
 #   $\varphi_Q(x_i)^\top (\mathcal S_B + \mathcal S_A)$ (or its attention output), $Q$
 #   different linear readings
 #   of Alice's sketch, each offset by Bob's exact part, are rounded separately. Tests in
-#   `tests/test_transcript.py` and `tests/test_forced_error.py` show one scalar of Alice's
+#   `tests/transcript/test_bound.py` and `tests/transcript/test_sketch.py` show one scalar of
+#   Alice's
 #   reaching $Q + 1$ distinct 1-bit patterns in each form, against 2 for one shared code. The
 #   count $L H r (d+1) b$ is then no longer the size of the transcript, and the corollary does
 #   not apply as stated.

@@ -50,14 +50,14 @@
 # between the certified 20 and the exact rank-27 construction.
 # ```
 #
-# **Code for this chapter:** `companion.experiments.witness_suite` (the E1 family, the
+# **Code for this chapter:** `companion.experiments.e1` (the E1 family, the
 # configuration `E1Config`, the sweep, summaries and the live Lemma B check),
 # `companion.experiments.table_heads` (the stacked table heads), `companion.experiments.engine`
 # (batched training), `companion.experiments.store` (result files),
 # `companion.experiments.reference` (live re-runs against committed results); from the theory,
-# `companion.witness` (the family and certificate of {prf:ref}`thm-exponential-rank`),
-# `companion.constructions` (exact heads), `companion.gap_domination`
-# ({prf:ref}`lem-gap-domination`) and `companion.tables`.
+# `companion.bounds.witness` (the family and certificate of {prf:ref}`thm-exponential-rank`),
+# `companion.core.constructions` (exact heads), `companion.bounds.gap_domination`
+# ({prf:ref}`lem-gap-domination`) and `companion.book`.
 
 # %% tags=["hide-input", "remove-output"]
 # Colab or a bare kernel: install the companion from its repository. pip adds only
@@ -94,15 +94,15 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from companion.attention import kernel_attention
-from companion.constructions import (
+from companion.book import Table, seed_everything, use_book_style
+from companion.bounds.witness import kernel_ratio_matrix, max_error_exact, verify_certificate
+from companion.core.attention import kernel_attention
+from companion.core.constructions import (
     indicator_head,
     query_indicator_head,
     spread_query_head,
 )
-from companion.experiments.reference import check_against_reference
-from companion.experiments.store import config_hash
-from companion.experiments.witness_suite import (
+from companion.experiments.e1 import (
     E1_FULL,
     E1_LIVE_RANKS,
     E1_LIVE_SEEDS,
@@ -118,11 +118,9 @@ from companion.experiments.witness_suite import (
     train_e1_live,
     train_e1_unit,
 )
-from companion.head_files import family_from_spec, read_head_claims
-from companion.plotting import use_book_style
-from companion.reproducibility import seed_everything
-from companion.tables import Table
-from companion.witness import kernel_ratio_matrix, max_error_exact, verify_certificate
+from companion.experiments.reference import check_against_reference
+from companion.experiments.store import config_hash
+from companion.sandwich.head_files import family_from_spec, read_head_claims
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -339,7 +337,8 @@ assert dense_rows[0]["solved"] == dense_rows[0]["seeds"], "dense baseline failed
 # $(x, z, z)$, $(x, z', z')$ and on every arrangement of its mixed sequence, where
 # $g = \langle x, z'\rangle - \langle x, z\rangle$, then its total weights on the pure
 # sequences obey $D(x;z)/D(x;z') \ge c_{3,\varepsilon}(g) = (g - 2\varepsilon)/(2\varepsilon)$.
-# We compute $D$ with the one `total_weights` of `companion.gap_domination` (float64), and for
+# We compute $D$ with the one `total_weights` of `companion.bounds.gap_domination` (float64), and
+# for
 # every link take $\varepsilon$ = the head's own max error on that link's rows. The lemma must
 # hold on every link where that $\varepsilon < 1/2$.
 #
@@ -510,7 +509,7 @@ print("smallest rank solving a seed:", min(full_solved) if full_solved else None
 
 # %%
 # the searched heads of Chapter 3, committed in results/heads/ and verified exactly on
-# every input by tests/test_head_files.py and `python -m companion verify-head`
+# every input by tests/sandwich/test_head_files.py and `python -m companion verify-head`
 # (Chapter 3 re-runs the signed one live); here their claims are read, after checking
 # they are about this family
 heads = {v: read_head_claims(RESULTS / "heads" / f"e1_28_{v}.json")

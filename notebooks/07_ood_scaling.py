@@ -43,12 +43,12 @@
 # scale.
 # ```
 #
-# **Code for this chapter:** `companion.experiments.transition_rule` (the pre-registered
-# rule), `companion.experiments.pool_sequences` (pools and hard test triples),
+# **Code for this chapter:** `companion.experiments.e2.rule` (the pre-registered
+# rule), `companion.experiments.e2.pools` (pools and hard test triples),
 # `companion.experiments.pool_table_heads` and `companion.experiments.mlp_heads` (the
-# heads), `companion.experiments.e2_readings` (the three readings, their stored runs and the
-# summary), `companion.experiments.ood_scaling` (the six earlier protocols),
-# `companion.experiments.engine` (batched training) and `companion.tables`. It tests the
+# heads), `companion.experiments.e2.readings` (the three readings, their stored runs and the
+# summary), `companion.experiments.e2.protocols` (the six earlier protocols),
+# `companion.experiments.engine` (batched training) and `companion.book`. It tests the
 # statistical side of {prf:ref}`thm-exponential-rank`.
 
 # %% tags=["hide-input", "remove-output"]
@@ -82,10 +82,8 @@ from pathlib import Path
 import numpy as np
 from IPython.display import display
 
-from companion.experiments.ood_scaling import E2_LIVE
-from companion.plotting import use_book_style
-from companion.reproducibility import seed_everything
-from companion.tables import Table
+from companion.book import Table, seed_everything, use_book_style
+from companion.experiments.e2.protocols import E2_LIVE
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -152,14 +150,13 @@ assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 # uniform triples. The next cell applies the rule to two hand-made curves, to show it at work.
 
 # %%
-from companion.experiments.transition_rule import (
+from companion.experiments.e2.rule import (
     PAPER_TRANSITIONS,
     RULE_DENSE_EXACT,
     RULE_LOW,
     RULE_THRESHOLD,
     curve_rule,
     dense_exact,
-    verdict,
 )
 
 print(f"threshold {RULE_THRESHOLD}, low level {RULE_LOW}, dense exact at >= "
@@ -213,7 +210,7 @@ Table([{"curve": name, "r*": rule["r_star"], "r50": rule["r50"], "width": rule["
 # each (size, readout, heads or dense) a stored unit of `python -m companion e2 --full`.
 
 # %%
-from companion.experiments.e2_readings import READINGS, READINGS_FULL
+from companion.experiments.e2.readings import READINGS, READINGS_FULL
 
 Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
         else "tables over the pool", "pool": READINGS[name][1],
@@ -236,8 +233,8 @@ Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
 # %%
 import json as _json
 
-from companion.experiments.e2_readings import HEADLINE, load_reading
-from companion.experiments.reading_verdicts import (
+from companion.experiments.e2.readings import HEADLINE, load_reading
+from companion.experiments.e2.verdicts import (
     curve_table,
     decomposition_table,
     verdict_table,
@@ -438,7 +435,7 @@ plt.show()
 # read from the committed file above.
 
 # %%
-from companion.experiments.e2_readings import READING_QUICK, run_reading
+from companion.experiments.e2.readings import READING_QUICK, run_reading
 
 live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
 full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
@@ -521,7 +518,7 @@ decomposition_table(summary_e2, "uniform", caption="uniform test triples: capaci
 # %%
 from fractions import Fraction
 
-from companion.experiments.e2_readings import (
+from companion.experiments.e2.readings import (
     complement_power_head_accuracy,
     complement_power_rank,
     reading_data,
@@ -581,8 +578,8 @@ Table(ladder_rows, caption="complement-power heads, overlap readout: rank, then 
 # uniform triples only).
 
 # %%
-from companion.experiments.ood_data import TEST_DISTRIBUTIONS, is_near_tie, make_e2_data
-from companion.experiments.ood_scaling import E2_QUICK
+from companion.experiments.e2.data import TEST_DISTRIBUTIONS, is_near_tie, make_e2_data
+from companion.experiments.e2.protocols import E2_QUICK
 
 cfg = E2_QUICK
 display(Table([(key, getattr(cfg, key)) for key in (
@@ -620,7 +617,7 @@ Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
 # its checkpoint with the smallest maximum training error.
 
 # %%
-from companion.experiments.ood_scaling import (
+from companion.experiments.e2.protocols import (
     accuracy_table,
     e2_live_result,
     e2_model_values,
@@ -774,13 +771,13 @@ plt.show()
 #
 # The quick mode above is one protocol among six. Each row below is a complete sweep
 # (three widths, ranks 1 to 128, three seeds, dense reference), registered in
-# `companion.experiments.ood_scaling.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
+# `companion.experiments.e2.protocols.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
 # the table is read from those files, so it shows the outcomes we did not keep as well as the
 # one we did.
 # Any row is regenerated (a few minutes on two cores) by
 #
 # ```
-# python -c "from companion.experiments.ood_scaling import E2_PROTOCOLS, run_e2_protocol as run; \
+# python -c "from companion.experiments.e2.protocols import E2_PROTOCOLS, run_e2_protocol as run; \
 #            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
 # ```
 #
@@ -807,7 +804,7 @@ plt.show()
 # stored protocol but E trains for 1,500 steps.
 
 # %%
-from companion.experiments.ood_scaling import E2_PROTOCOLS, load_e2_protocols
+from companion.experiments.e2.protocols import E2_PROTOCOLS, load_e2_protocols
 
 stored = load_e2_protocols(RESULTS / "e2_protocols")
 print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "

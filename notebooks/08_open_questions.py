@@ -36,11 +36,11 @@
 # open, and no trained signed head solved below rank 28, even at E1's full training budget.
 # ```
 #
-# **Code for this chapter:** `companion.signed_heads` ({prf:ref}`prop-signed-certificate`,
-# {prf:ref}`prop-overlap-rank`, the counterexample), `companion.multihead`
-# ({prf:ref}`prop-two-heads`, {prf:ref}`prop-cauchy-heads`), `companion.level_heads` and
-# `companion.exact_lp` ({prf:ref}`prop-level-heads`: exact LPs with checkable certificates),
-# `companion.exact_tables` (exact re-verification of trained heads), and the experiment code
+# **Code for this chapter:** `companion.open.signed` ({prf:ref}`prop-signed-certificate`,
+# {prf:ref}`prop-overlap-rank`, the counterexample), `companion.open.multihead`
+# ({prf:ref}`prop-two-heads`, {prf:ref}`prop-cauchy-heads`), `companion.open.level_heads` and
+# `companion.core.lp` ({prf:ref}`prop-level-heads`: exact LPs with checkable certificates),
+# `companion.core.exact` (exact re-verification of trained heads), and the experiment code
 # `companion.experiments.probe_heads` (stacked signed and multi-head models) and
 # `companion.experiments.probes` (the sweep behind `python -m companion probes`).
 
@@ -77,10 +77,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.experiments.witness_suite import experiment_witness_24
-from companion.plotting import use_book_style
-from companion.reproducibility import seed_everything
-from companion.tables import Table
+from companion.book import Table, seed_everything, use_book_style
+from companion.experiments.e1 import experiment_witness_24
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -176,7 +174,7 @@ print(f"alternating sum of the four targets: {alternating}; "
 # we realise it on $F(S)$ by an exact rank factorisation of its $28 \times 66$ kernel table.
 
 # %%
-from companion.signed_heads import (
+from companion.open.signed import (
     exact_rank,
     newton_coefficients,
     overlap_kernel_head,
@@ -272,7 +270,7 @@ display(Table([{"feature rank": r, "negative feature entries": int(negative),
 # ```
 
 # %%
-from companion.signed_heads import signed_rank_lower_bound
+from companion.open.signed import signed_rank_lower_bound
 
 settings = [("nka", "NKA head (Theorem E)"),
             ("positive", "signed, one sign per query: (a)"),
@@ -303,8 +301,8 @@ Table([{"head class": text, "rank needed on F(S)": signed_rank_lower_bound(bound
 # ```
 
 # %%
-from companion.gap_domination import gap_domination_factor
-from companion.signed_heads import (
+from companion.bounds.gap_domination import gap_domination_factor
+from companion.open.signed import (
     signed_attention,
     signed_denominators,
     signed_link_counterexample,
@@ -340,7 +338,8 @@ Table([{"sequence": name, "denominator": str(d), "output": str(y), "target": t,
 # NKA reference is the committed `results/e1_full.json` at the same budget. The run behind
 # this section is `python -m companion probes --full --scheduler local:2`
 # (`results/probes_full.json`; 12 units, each a model kind × a block of seeds; 38 minutes on
-# two shared, busy cores, 4,300 s of unit time in all). An earlier run at E1's quick budget (1,200 + 800 steps, seeds 0–2) is kept
+# two shared, busy cores, 4,300 s of unit time in all). An earlier run at E1's quick budget (1,200
+# + 800 steps, seeds 0–2) is kept
 # as `results/probes_full_e1quick.json`; Section 2.1 compares the two.
 
 # %% tags=["hide-input"]
@@ -412,7 +411,7 @@ print("trained heads contradicting the signed certificate:",
 # {prf:ref}`prop-normalisation-needed` rules it out.
 
 # %%
-from companion.level_heads import level_feature_rank, min_level_degree
+from companion.open.level_heads import level_feature_rank, min_level_degree
 
 level = exact_tables["level"]
 for w in range(1, 5):  # live re-derivation of the first rows (exact: compared exactly)
@@ -486,7 +485,7 @@ Table([{"w = m": w, "NKA degree": by_w["nka", w]["k"],
 # ```
 
 # %%
-from companion.multihead import multihead_max_error_exact, two_head_witness_heads
+from companion.open.multihead import multihead_max_error_exact, two_head_witness_heads
 
 heads = two_head_witness_heads(family)  # raises if some query's links are not a forest
 print(f"two rank-1 heads on E1's witness: exact max error "
@@ -526,7 +525,7 @@ print(f"two rank-1 heads on E1's witness: exact max error "
 # proved by checked Farkas certificates).
 
 # %%
-from companion.multihead import answer_function_count, cauchy_level_max_error
+from companion.open.multihead import answer_function_count, cauchy_level_max_error
 
 overlap = {row["w"]: row for row in exact_tables["overlap_heads"]}
 rows_all = []
@@ -624,7 +623,8 @@ Table(smallest, caption="smallest total rank H r that solves on at least one see
 # head and for signed heads the smallest solving rank stays 28 (a minority of seeds there,
 # all seeds at 32): below the certified bound 20 the longer budget rescued no single-head
 # model, signed or not. What it moved is the several-heads row, where
-# {prf:ref}`prop-two-heads` already allows solutions far below the certificate. Training does not find the rank-1 pair of
+# {prf:ref}`prop-two-heads` already allows solutions far below the certificate. Training does not
+# find the rank-1 pair of
 # {prf:ref}`prop-two-heads` (it has only $d = 16$ value dimensions per head, the construction
 # uses 28): it finds solutions with more features and fewer value dimensions.
 
@@ -649,7 +649,8 @@ plt.show()
 # %% [markdown]
 # *Figure.* Best max error on E1's witness family against total feature rank $Hr$ (log
 # scales; E1's full budget, median over seeds 0–4, bars from the best to the worst seed; all
-# read from the committed runs). Below the dotted line at $1/2$ a head solves the family. The grey region
+# read from the committed runs). Below the dotted line at $1/2$ a head solves the family. The grey
+# region
 # starts at the NKA certificate $r \geq 20$; the thin red lines mark the signed bounds 19
 # (one sign per query) and 13 (shared keys). Stars are exact constructions, placed at their
 # exact errors (error 0 drawn at the axis floor).

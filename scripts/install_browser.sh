@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the browser tests (tests/test_browser.py drives
+# Install Debian's chromium for the browser tests (tests/book/test_browser.py drives
 # /usr/bin/chromium through Playwright). Never lets a tool download a browser of its own.
 # Idempotent: does nothing when chromium is already installed. Needs root (or sudo) and apt.
 set -euo pipefail

@@ -32,8 +32,9 @@ PATHS = {"plain": {}, "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": 
 
 LIVE = r"""
 import json, sys
-from companion.experiments import ood_scaling as o, witness_suite as w
-from companion.reproducibility import seed_everything
+from companion.experiments import e1 as w
+from companion.experiments.e2 import protocols as o
+from companion.book import seed_everything
 import torch
 seed_everything(0, threads=1)
 if sys.argv[2] == "quick":
@@ -172,7 +173,7 @@ def main() -> int:
               for i, r in enumerate(live[p]["ranks"])}
           | {"dense": live[p]["dense"]["uniform"][0]} for p in PATHS}
     report["e2_live"] = _spread(lv["plain"], lv["default"])
-    from companion.experiments.ood_scaling import E2_LIVE
+    from companion.experiments.e2.protocols import E2_LIVE
 
     m = "8" if args.smoke else str(E2_LIVE["width"])
     report["e2_live_against_sweep"] = {

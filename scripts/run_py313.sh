@@ -81,7 +81,7 @@ import importlib.util, sys
 from pathlib import Path
 tests, have_torch = Path(sys.argv[1]), sys.argv[2] == "1"
 sys.path.insert(0, str(tests))
-for path in sorted(tests.glob("test_*.py")):
+for path in sorted(tests.rglob("test_*.py")):
     if not have_torch and path.name == "test_ledger.py":
         print("left out (collects every test file the ledger names, torch's too): "
               f"{path.name}", file=sys.stderr)
@@ -102,7 +102,7 @@ PY
 deselect=()
 if [ "$HAVE_TORCH" = 1 ]; then
   # this test compares torch with the lock's; here torch is the range's floor on purpose
-  deselect=(--deselect tests/test_versions.py::test_the_installed_environment_is_the_locked_one)
+  deselect=(--deselect tests/book/test_versions.py::test_the_installed_environment_is_the_locked_one)
 fi
 # shellcheck disable=SC2086
 # the fuzz suite is left out here: it checks argument handling, which does not depend on the

@@ -6,8 +6,8 @@ For each family (the 28-query E1 family, the 23 Paley rows, the 46-word Paley co
 writes results/heads/<family>_signed.json (the lowest rank the seeded signed search reaches,
 starting from the rank in SIGNED_RANKS) and results/heads/<family>_nonnegative.json (the
 one-query spread when sum_k u_sk u_ks > 1, else the query-indicator table), each verified
-exactly by companion.head_files.verify_head_file before it is written. --push also tries one
-rank lower than the committed one for both variants and reports what happened. Seeded;
+exactly by companion.sandwich.head_files.verify_head_file before it is written. --push also
+tries one rank lower than the committed one for both variants and reports what happened. Seeded;
 single thread. The committed head files are the reproducible artefact: a rerun on another
 CPU may take a different path through the search, and any head it finds is re-verified.
 """
@@ -20,12 +20,17 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from companion.codes import paley_subset
-from companion.head_files import verify_head_file, write_head_file
-from companion.sandwich import indicator_factors, ratio_bounds, spread_factors, spread_products
-from companion.sandwich_heads import build_exact_head
-from companion.sandwich_search import exact_head_from_search, search_ratio_factors
-from companion.witness import witness_family
+from companion.bounds.codes import paley_subset
+from companion.bounds.witness import witness_family
+from companion.sandwich.head_files import verify_head_file, write_head_file
+from companion.sandwich.heads import build_exact_head
+from companion.sandwich.matrix import (
+    indicator_factors,
+    ratio_bounds,
+    spread_factors,
+    spread_products,
+)
+from companion.sandwich.search import exact_head_from_search, search_ratio_factors
 
 #: family name -> Paley (q = 23) subset (a rows, complements of the first b of them)
 FAMILIES = {"e1_28": (23, 5), "paley_rows_23": (23, 0), "paley_code_46": (23, 23)}
@@ -99,7 +104,7 @@ def main(argv=None) -> int:
         if head is not None:
             path = write_head_file(OUT / f"{name}_signed.json", head, spec(name), "signed",
                                    "seeded L-BFGS search for a low-rank admissible ratio "
-                                   "matrix, rounded to rationals (companion.sandwich)")
+                                   "matrix, rounded to rationals (companion.sandwich.matrix)")
             report = verify_head_file(path)
             print("  " + report.summary(), flush=True)
             ok &= report.passed

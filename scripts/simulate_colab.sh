@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Colab, simulated (tests/test_colab.py): Chapter 1's install cell against real pip in a fresh
+# Colab, simulated (tests/book/test_colab.py): Chapter 1's install cell against real pip in a fresh
 # venv holding a Colab-like stack older than the lock, the repository served from a local git
 # copy of this checkout; then the rest of Chapter 1 in the same kernel, as on Colab; then the
 # restart message, provoked by a package pip must upgrade after it was imported.
@@ -37,6 +37,6 @@ else
   export COLAB_PYTHON COLAB_TORCH="torch==$locked+cpu"
 fi
 echo "== Colab simulation: $COLAB_PYTHON, $COLAB_TORCH"
-COMPANION_COLAB_SIM=1 OMP_NUM_THREADS=1 "$RUNNER_PYTHON" -m pytest tests/test_colab.py \
+COMPANION_COLAB_SIM=1 OMP_NUM_THREADS=1 "$RUNNER_PYTHON" -m pytest tests/book/test_colab.py \
   -p no:cacheprovider -q -rA "$@"
 echo "== Colab simulation done in $((SECONDS - start)) s"

@@ -97,7 +97,7 @@ def _child(conn, memory_cap: int) -> None:
     import torch
 
     torch.set_num_threads(1)
-    import companion.experiments.witness_suite  # noqa: F401
+    import companion.experiments.e1  # noqa: F401
 
     while True:
         try:
@@ -152,8 +152,8 @@ class Runner:
         # a MemoryError) is a fork of an interpreter that has torch imported already (~0.1 s
         # instead of ~2-10 s), and no child inherits the test process's threads or state
         self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["fuzz_harness", "companion.experiments.witness_suite",
-                                         "companion.experiments.ood_scaling"])
+        self.ctx.set_forkserver_preload(["fuzz_harness", "companion.experiments.e1",
+                                         "companion.experiments.e2.protocols"])
         self.proc = None
         self.conn = None
         self.starts = 0
@@ -186,7 +186,7 @@ class Runner:
         if self.proc is None or not self.proc.is_alive():
             self._start()
             # the first answer includes the imports: allow for them outside the call's cap
-            self.conn.send(("companion.reproducibility:seed_everything", {}))
+            self.conn.send(("companion.book:seed_everything", {}))
             if not self.conn.poll(120):
                 raise RuntimeError("the fuzz child did not start within 120 s")
             self.conn.recv()
@@ -258,7 +258,7 @@ def cli_one_line_error(argv) -> None:
     import contextlib
     import io
 
-    from companion.__main__ import main
+    from companion.cli import main
 
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):

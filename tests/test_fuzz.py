@@ -42,37 +42,37 @@ _REC = "a record dataclass: its constructor stores fields and computes nothing; 
        "functions that build it are fuzzed"
 #: Public callables not fuzzed directly, each with the reason.
 SKIP = {
-    "companion.amplification:ChainGrowth": _REC + " (chain_growth)",
-    "companion.asymptotics:BaseCode": _REC + " (base_codes)",
-    "companion.asymptotics:AsymptoticRow": _REC + " (asymptotic_rows)",
-    "companion.code_search:CodeSearchResult": _REC + " (search_code)",
-    "companion.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
-    "companion.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
-    "companion.gap_domination:LinkCheck": _REC + " (link_check)",
-    "companion.random_heads:MediantCase": _REC + " (mediant_survey)",
-    "companion.verification:ExhaustiveCheck": _REC + " (exhaustive_check)",
-    "companion.witness:Certificate": _REC + " (witness_family(...).certificate)",
-    "companion.witness:FamilyLink": _REC + " (witness_family)",
-    "companion.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
-    "companion.transcript:Collision": _REC + " (find_collision)",
+    "companion.bounds.amplification:ChainGrowth": _REC + " (chain_growth)",
+    "companion.bounds.asymptotics:BaseCode": _REC + " (base_codes)",
+    "companion.bounds.asymptotics:AsymptoticRow": _REC + " (asymptotic_rows)",
+    "companion.bounds.code_search:CodeSearchResult": _REC + " (search_code)",
+    "companion.bounds.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
+    "companion.bounds.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
+    "companion.bounds.gap_domination:LinkCheck": _REC + " (link_check)",
+    "companion.bounds.random_heads:MediantCase": _REC + " (mediant_survey)",
+    "companion.core.exact:ExhaustiveCheck": _REC + " (exhaustive_check)",
+    "companion.bounds.witness:Certificate": _REC + " (witness_family(...).certificate)",
+    "companion.bounds.witness:FamilyLink": _REC + " (witness_family)",
+    "companion.bounds.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
+    "companion.transcript.bound:Collision": _REC + " (find_collision)",
     "companion.experiments.engine:TrainResult": _REC + " (train_batched)",
-    "companion.experiments.ood_data:E2Data": _REC + " (make_e2_data)",
-    "companion.experiments.ood_data:PoolBits": _REC + " (pool_inputs)",
+    "companion.experiments.e2.data:E2Data": _REC + " (make_e2_data)",
+    "companion.experiments.e2.data:PoolBits": _REC + " (pool_inputs)",
     "companion.experiments.pair_readout:PairPlan": _REC + " (make_pair_plan)",
     "companion.experiments.scheduler:Unit": _REC + " (e1_units, e2_units)",
     "companion.experiments.scheduler:DaskMissingError": "an exception class",
     "companion.experiments.store:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
-    "companion.transcript:TranscriptModel": "an abstract base (the encoders are fuzzed)",
-    "companion.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
+    "companion.transcript.bound:TranscriptModel": "an abstract base (the encoders are fuzzed)",
+    "companion.core.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
     "constructions.lookup_head and random_heads.random_kernel_head",
-    "companion.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
+    "companion.core.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
     "constructions.softmax_min_ip_head",
     "companion.experiments.engine:ModelStack": "wraps torch modules; fuzzed through the "
     "head classes and train_batched",
     "companion.experiments.pair_readout:MODES": "a constant",
-    "companion.sandwich:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
+    "companion.sandwich.matrix:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
     "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
-    "companion.sandwich:exact_dot": "a two-line exact inner product; fuzzed through "
+    "companion.sandwich.matrix:exact_dot": "a two-line exact inner product; fuzzed through "
     "ratio_matrix_of_factors and build_exact_head",
     "companion.experiments.table_heads:FEATURES": "a constant",
     **{f"companion.experiments.pair_readout:{f}": "an internal tensor kernel of the head "
@@ -82,13 +82,13 @@ SKIP = {
                                                    "shifted_exp")},
     "companion.experiments.scheduler:run_units": "needs a store and units; fuzzed through "
     "run_e1_sweep / run_e2_sweep and the CLI",
-    "companion.experiments.ood_scaling:run_e2_protocol": "writes under results/; its "
+    "companion.experiments.e2.protocols:run_e2_protocol": "writes under results/; its "
     "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
     "companion.experiments.reference:ReferenceCheck": _REC + " (check_against_reference)",
-    "companion.head_files:HeadReport": _REC + " (verify_head_file)",
-    "companion.sandwich:RatioBounds": _REC + " (ratio_bounds)",
-    "companion.sandwich_heads:ExactHead": _REC + " (build_exact_head, exact_head_from_search)",
-    "companion.sandwich_search:SearchResult": _REC + " (search_ratio_factors)",
+    "companion.sandwich.head_files:HeadReport": _REC + " (verify_head_file)",
+    "companion.sandwich.matrix:RatioBounds": _REC + " (ratio_bounds)",
+    "companion.sandwich.heads:ExactHead": _REC + " (build_exact_head, exact_head_from_search)",
+    "companion.sandwich.search:SearchResult": _REC + " (search_ratio_factors)",
     "companion.experiments.scheduler:SchedulerUnreachableError": "an exception class",
     "companion.experiments.store:ResultFileError": "an exception class",
     "companion.experiments.store:UnwritablePathError": "an exception class",
@@ -97,27 +97,28 @@ SKIP = {
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
     "the caller's arguments (passed in as `what`); fuzzed through TableKernelHeads, "
     "MLPKernelHeads and build_unit, whose oversized arguments it rejects",
-    "companion.level_heads:LevelSolution": _REC + " (level_lp)",
-    **{f"companion.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
+    "companion.open.level_heads:LevelSolution": _REC + " (level_lp)",
+    **{f"companion.open.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
        "(query weight w <= 8) is a legitimately long computation (up to ~30 s): like the "
        "Adam steps of LONG_BY_DESIGN it is not drawn at random; its argument checks are "
-       "tested in tests/test_level_heads.py::test_level_bad_input"
+       "tested in tests/open/test_level_heads.py::test_level_bad_input"
        for f in ("level_lp", "min_level_degree", "level_degree_table", "exact_probe_tables")},
-    "companion.multihead:overlap_scores_lp": "an exact LP (see companion.level_heads:level_lp); "
-    "argument checks tested in tests/test_multihead.py::test_one_overlap_head_cannot_and_the_"
+    "companion.open.multihead:overlap_scores_lp":
+        "an exact LP (see companion.open.level_heads:level_lp); "
+    "argument checks tested in tests/open/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
-    "companion.experiments.pool_splits:SharedPoolData": _REC + " (shared_pool_split)",
-    "companion.experiments.pool_splits:DisjointPoolData": _REC + " (disjoint_pool_split)",
+    "companion.experiments.e2.splits:SharedPoolData": _REC + " (shared_pool_split)",
+    "companion.experiments.e2.splits:DisjointPoolData": _REC + " (disjoint_pool_split)",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "pool_sequences:HARD_DISTRIBUTIONS", "pool_sequences:MAX_POOL",
         "pool_sequences:MAX_TRIPLES", "pool_sequences:MAX_SEQUENCES",
         "pool_table_heads:READOUTS", "transition_rule:RULE_THRESHOLD",
         "transition_rule:RULE_LOW", "transition_rule:RULE_DENSE_EXACT",
         "transition_rule:PAPER_TRANSITIONS", "e2_readings:READINGS", "e2_readings:HEADLINE")},
-    **{f"companion.experiments.e2_readings:{c}": "a constant: ReadingConfig instances "
+    **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
-    "companion.experiments.e2_readings:config_dict": "store.config_dict re-exported "
+    "companion.experiments.e2.readings:config_dict": "store.config_dict re-exported "
     "(fuzzed as companion.experiments.store:config_dict)",
     "companion.experiments.store:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
@@ -154,8 +155,8 @@ def public_callables():
 # --------------------------------------------------------------------------- the values
 
 H = Fraction(1, 2)
-_WS = "companion.experiments.witness_suite"
-_OS = "companion.experiments.ood_scaling"
+_WS = "companion.experiments.e1"
+_OS = "companion.experiments.e2.protocols"
 
 
 def _ref(target):
@@ -174,21 +175,21 @@ E1_RESULTS = {"units": {"u": {"models": [
 ]}}}
 TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), widths=(6,), pool_sizes=(40,),
                n_train=20, n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
-SMALL_S = _arr("companion.codes:paley_subset", 11, 3, 11)
-FAMILY = Lazy("companion.witness:witness_family", (SMALL_S, 3, H), cache=True)
-SEQS = _arr("companion.task:all_sequences", 3, 3)
-HEAD = Lazy("companion.constructions:rank_one_head", cache=True)
-POOL = _arr("companion.task:token_pool", 6, 16, 0)
-BOUNDS = Lazy("companion.sandwich:ratio_bounds", (FAMILY,), cache=True)
-_IND = _arr("companion.sandwich:indicator_factors", BOUNDS)
+SMALL_S = _arr("companion.bounds.codes:paley_subset", 11, 3, 11)
+FAMILY = Lazy("companion.bounds.witness:witness_family", (SMALL_S, 3, H), cache=True)
+SEQS = _arr("companion.core.task:all_sequences", 3, 3)
+HEAD = Lazy("companion.core.constructions:rank_one_head", cache=True)
+POOL = _arr("companion.core.task:token_pool", 6, 16, 0)
+BOUNDS = Lazy("companion.sandwich.matrix:ratio_bounds", (FAMILY,), cache=True)
+_IND = _arr("companion.sandwich.matrix:indicator_factors", BOUNDS)
 QF = _arr("operator:getitem", _IND, 0)
 KF = _arr("operator:getitem", _IND, 1)
-EXACT = Lazy("companion.sandwich_heads:build_exact_head", (FAMILY, QF, KF), cache=True)
+EXACT = Lazy("companion.sandwich.heads:build_exact_head", (FAMILY, QF, KF), cache=True)
 SPEC = {"code": "paley_subset", "a": 11, "b": 3, "q": 11, "n": 3, "eps": "1/2",
         "convention": "bidirectional"}
-HEAD_FILE = _arr("companion.head_files:write_head_file", "/tmp/companion-fuzz/head.json",
+HEAD_FILE = _arr("companion.sandwich.head_files:write_head_file", "/tmp/companion-fuzz/head.json",
                  EXACT, SPEC, "signed", "query indicators")
-SEARCH = Lazy("companion.sandwich_search:search_ratio_factors", (BOUNDS, 14, 0, True),
+SEARCH = Lazy("companion.sandwich.search:search_ratio_factors", (BOUNDS, 14, 0, True),
               cache=True)
 
 #: Valid nominal value of each argument name (None in the table: the argument keeps its
@@ -221,10 +222,10 @@ NOMINAL = {
     "obj": {"a": 1}, "device": "cpu", "key": "k", "mode": "lookup", "blocks": [(0, 1)],
     "bases": None, "distribution": "test", "changes": {}, "out_dir": None,
     "qk_std": 0.5, "models": None, "only_rank": None, "store": None, "unit": None,
-    "construction": _arr("companion.transcript:BlockConstruction", 2, 2),
+    "construction": _arr("companion.transcript.bound:BlockConstruction", 2, 2),
     "certificate": None, "convention": "bidirectional",
-    "model": _arr("companion.transcript:TightEncoder",
-                  _arr("companion.transcript:BlockConstruction", 2, 2)),
+    "model": _arr("companion.transcript.bound:TightEncoder",
+                  _arr("companion.transcript.bound:BlockConstruction", 2, 2)),
     "flat": None, "left": None, "right": None,
     "plan": None, "scores": None, "bias": None, "shift": None, "mask": None,
     "inputs": None, "hidden": (8,), "tol": 1e-12, "min_gap": 2, "weight": 2,
@@ -240,19 +241,19 @@ NOMINAL = {
 CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
 RANK_BOUND = Lazy("builtins:getattr", (CERT, "bound"))
 _TABLE_HEAD = (np.ones((2, 1)), np.ones((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((2, 1)))
-TABLES = Lazy("companion.exact_tables:HeadTables", ((_TABLE_HEAD,), np.zeros(2), True, 0))
+TABLES = Lazy("companion.core.exact:HeadTables", ((_TABLE_HEAD,), np.zeros(2), True, 0))
 _CH8 = {
-    "companion.exact_lp:feasible_point": {"A": [[1, 0], [0, 1]], "b": [1, 1]},
-    "companion.exact_lp:check_point": {"A": [[1, 0], [0, 1]], "b": [1, 1], "x": [0, 0]},
-    "companion.exact_lp:check_farkas": {
-        "A": [[1], [-1]], "b": [0, -1], "cert": Lazy("companion.exact_lp:FarkasCertificate",
+    "companion.core.lp:feasible_point": {"A": [[1, 0], [0, 1]], "b": [1, 1]},
+    "companion.core.lp:check_point": {"A": [[1, 0], [0, 1]], "b": [1, 1], "x": [0, 0]},
+    "companion.core.lp:check_farkas": {
+        "A": [[1], [-1]], "b": [0, -1], "cert": Lazy("companion.core.lp:FarkasCertificate",
                                                       ([1, 1],))},
-    "companion.exact_lp:FarkasCertificate": {"y": [1, 2]},
-    "companion.exact_tables:HeadTables": {"heads": (_TABLE_HEAD,), "bias": np.zeros(2),
+    "companion.core.lp:FarkasCertificate": {"y": [1, 2]},
+    "companion.core.exact:HeadTables": {"heads": (_TABLE_HEAD,), "bias": np.zeros(2),
                                           "positional": True, "query_position": 0},
-    "companion.exact_tables:exact_table_outputs": {"tables": TABLES,
+    "companion.core.exact:exact_table_outputs": {"tables": TABLES,
                                                    "token_ids": np.array([[0, 1, 1]])},
-    "companion.exact_tables:exact_table_max_error": {
+    "companion.core.exact:exact_table_max_error": {
         "tables": TABLES, "token_ids": np.array([[0, 1, 1]]), "targets": np.array([0])},
     "companion.experiments.probe_heads:TableMultiHeads": {"heads": (2,), "ranks": (1,)},
     "companion.experiments.probes:probe_unit_keys": {
@@ -266,19 +267,19 @@ _CH8 = {
     "companion.experiments.probes:denominator_structure": {"tables": TABLES},
     "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},
     "companion.experiments.probes:probe_figure": {"bound": RANK_BOUND},
-    "companion.level_heads:level_max_error": {
-        "sol": Lazy("companion.level_heads:level_lp", (1, 1))},
-    "companion.multihead:multihead_attention": {"heads": (HEAD,)},
-    "companion.multihead:multihead_max_error_exact": {"heads": (HEAD,)},
-    "companion.signed_heads:signed_rank_lower_bound": {"bound": RANK_BOUND,
+    "companion.open.level_heads:level_max_error": {
+        "sol": Lazy("companion.open.level_heads:level_lp", (1, 1))},
+    "companion.open.multihead:multihead_attention": {"heads": (HEAD,)},
+    "companion.open.multihead:multihead_max_error_exact": {"heads": (HEAD,)},
+    "companion.open.signed:signed_rank_lower_bound": {"bound": RANK_BOUND,
                                                        "setting": "positive"},
-    "companion.signed_heads:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
+    "companion.open.signed:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
 }
-_PS = "companion.experiments.pool_sequences"
-_SP = "companion.experiments.pool_splits"
-_TR = "companion.experiments.transition_rule"
-_ER = "companion.experiments.e2_readings"
-_RV = "companion.experiments.reading_verdicts"
+_PS = "companion.experiments.e2.pools"
+_SP = "companion.experiments.e2.splits"
+_TR = "companion.experiments.e2.rule"
+_ER = "companion.experiments.e2.readings"
+_RV = "companion.experiments.e2.verdicts"
 GRAM = _arr(f"{_PS}:pool_gram", POOL)
 CLOSED_POOL = _arr(f"{_PS}:complement_closed_pool", 6, 8, 0)
 #: The S-code smoke reading cut to one readout, two ranks, one seed and 2 Adam steps.
@@ -290,86 +291,86 @@ READINGS_ = Lazy("builtins:dict", (), {"S-code": READING})  # the harness builds
 E2_SUMMARY = Lazy(f"{_RV}:e2_summary", (READINGS_,), cache=True)
 OVERRIDES = {
     **_CH8,
-    "companion.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
-    "companion.codes:paley_hadamard_matrix": {"q": 11},
-    "companion.codes:paley_hadamard_code": {"q": 11},
-    "companion.transcript:answer_vector_count": {"q": 2},
-    "companion.transcript:bits_needed": {"q": 2},
-    "companion.transcript:BlockConstruction": {"q": 2},
-    "companion.transcript:satisfies_rank_inequality": {"q": 2},
-    "companion.transcript:smallest_feature_rank": {"q": 2},
-    "companion.transcript:sketch_bits": {},
-    "companion.dense_softmax:max_error_brute_force": {"m": 2},
-    "companion.constructions:balanced_link_head": {"z": np.array([1, 0, 0])},
-    "companion.gap_domination:pure_sequence": {"z": np.array([1, 1, 0])},
-    "companion.gap_domination:family_checks": {"m": 2},
-    "companion.random_heads:perturbed_head": {"base": _arr(
-        "companion.random_heads:random_kernel_head", 3, 3)},
-    "companion.random_heads:counterexample_search": {"num_heads": 2, "m": 3},
-    "companion.random_heads:error_floor_survey": {"num_heads": 2},
-    "companion.random_heads:perturbed_link_survey": {"num_heads": 2},
-    "companion.constructions:indicator_head": {"base": None},
-    "companion.constructions:query_indicator_head": {"base": None},
-    "companion.constructions:rank_one_length_three_error": {"w": 3, "a": 1, "b": 1},
-    "companion.witness:without_rows": {"rows": [0]},
-    "companion.witness:verify_certificate": {"certificate": CERT},
-    "companion.witness:certificate_error": {"certificate": CERT},
-    "companion.transcript:count_transcripts": {"key_tokens": np.array([[1, 0, 0, 0, 0, 0, 0],
+    "companion.bounds.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
+    "companion.bounds.codes:paley_hadamard_matrix": {"q": 11},
+    "companion.bounds.codes:paley_hadamard_code": {"q": 11},
+    "companion.transcript.bound:answer_vector_count": {"q": 2},
+    "companion.transcript.bound:bits_needed": {"q": 2},
+    "companion.transcript.bound:BlockConstruction": {"q": 2},
+    "companion.transcript.bound:satisfies_rank_inequality": {"q": 2},
+    "companion.transcript.bound:smallest_feature_rank": {"q": 2},
+    "companion.transcript.bound:sketch_bits": {},
+    "companion.softmax:max_error_brute_force": {"m": 2},
+    "companion.core.constructions:balanced_link_head": {"z": np.array([1, 0, 0])},
+    "companion.bounds.gap_domination:pure_sequence": {"z": np.array([1, 1, 0])},
+    "companion.bounds.gap_domination:family_checks": {"m": 2},
+    "companion.bounds.random_heads:perturbed_head": {"base": _arr(
+        "companion.bounds.random_heads:random_kernel_head", 3, 3)},
+    "companion.bounds.random_heads:counterexample_search": {"num_heads": 2, "m": 3},
+    "companion.bounds.random_heads:error_floor_survey": {"num_heads": 2},
+    "companion.bounds.random_heads:perturbed_link_survey": {"num_heads": 2},
+    "companion.core.constructions:indicator_head": {"base": None},
+    "companion.core.constructions:query_indicator_head": {"base": None},
+    "companion.core.constructions:rank_one_length_three_error": {"w": 3, "a": 1, "b": 1},
+    "companion.bounds.witness:without_rows": {"rows": [0]},
+    "companion.bounds.witness:verify_certificate": {"certificate": CERT},
+    "companion.bounds.witness:certificate_error": {"certificate": CERT},
+    "companion.transcript.bound:count_transcripts": {"key_tokens": np.array([[1, 0, 0, 0, 0, 0, 0],
                                                                     [0, 1, 1, 0, 0, 0, 0]])},
-    "companion.experiments.ood_scaling:e2_result": {"store": Lazy(
+    "companion.experiments.e2.protocols:e2_result": {"store": Lazy(
         "companion.experiments.store:ResultStore", (None, TINY_E2))},
-    "companion.asymptotics:explicit_code_plan": {"bases": Lazy(
-        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
-    "companion.asymptotics:explicit_code_log2_bounds": {"bases": Lazy(
-        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
-    "companion.asymptotics:asymptotic_rows": {"bases": Lazy(
-        "companion.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
-    "companion.asymptotics:base_codes": {"widths": (12,), "max_size": 50},
-    "companion.asymptotics:random_code_log2_estimate": {"m": 12},
-    "companion.asymptotics:large_context_log2_limit": {"m": 12},
-    "companion.code_search:search_code": {"m": 8, "candidates": 200, "max_size": 30},
-    "companion.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
-    "companion.code_search:random_weight_w_words": {"m": 8, "w": 3},
-    "companion.quantised_sketch:QuantisedSketchModel": {},
-    "companion.experiments.ood_data:near_tie_triples": {"count": 4},
-    "companion.experiments.ood_data:make_e2_data": {"m": 6, "pool_size": 40, "n_train": 20,
+    "companion.bounds.asymptotics:explicit_code_plan": {"bases": Lazy(
+        "companion.bounds.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.bounds.asymptotics:explicit_code_log2_bounds": {"bases": Lazy(
+        "companion.bounds.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.bounds.asymptotics:asymptotic_rows": {"bases": Lazy(
+        "companion.bounds.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
+    "companion.bounds.asymptotics:base_codes": {"widths": (12,), "max_size": 50},
+    "companion.bounds.asymptotics:random_code_log2_estimate": {"m": 12},
+    "companion.bounds.asymptotics:large_context_log2_limit": {"m": 12},
+    "companion.bounds.code_search:search_code": {"m": 8, "candidates": 200, "max_size": 30},
+    "companion.bounds.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
+    "companion.bounds.code_search:random_weight_w_words": {"m": 8, "w": 3},
+    "companion.transcript.sketch:QuantisedSketchModel": {},
+    "companion.experiments.e2.data:near_tie_triples": {"count": 4},
+    "companion.experiments.e2.data:make_e2_data": {"m": 6, "pool_size": 40, "n_train": 20,
                                                    "n_test": 10},
-    "companion.experiments.ood_data:is_near_tie": {},
-    "companion.experiments.ood_data:pool_inputs": {},
-    "companion.experiments.ood_data:sample_index_triples": {},
-    "companion.experiments.ood_scaling:build_e2_models": {"cfg": TINY_E2, "m": 6},
-    "companion.experiments.ood_scaling:e2_width_result": {"cfg": TINY_E2, "m": 6,
+    "companion.experiments.e2.data:is_near_tie": {},
+    "companion.experiments.e2.data:pool_inputs": {},
+    "companion.experiments.e2.data:sample_index_triples": {},
+    "companion.experiments.e2.protocols:build_e2_models": {"cfg": TINY_E2, "m": 6},
+    "companion.experiments.e2.protocols:e2_width_result": {"cfg": TINY_E2, "m": 6,
                                                          "pool_size": 40},
-    "companion.experiments.ood_scaling:e2_units": {"cfg": TINY_E2},
-    "companion.experiments.ood_scaling:run_e2_sweep": {"config": TINY_E2},
-    "companion.experiments.ood_scaling:transition_rank": {"ranks": (1, 2)},
-    "companion.experiments.ood_scaling:exact_sequence_accuracy": {},
-    "companion.experiments.ood_scaling:summarise_e2": {"result": Lazy(
+    "companion.experiments.e2.protocols:e2_units": {"cfg": TINY_E2},
+    "companion.experiments.e2.protocols:run_e2_sweep": {"config": TINY_E2},
+    "companion.experiments.e2.protocols:transition_rank": {"ranks": (1, 2)},
+    "companion.experiments.e2.protocols:exact_sequence_accuracy": {},
+    "companion.experiments.e2.protocols:summarise_e2": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
-    "companion.experiments.ood_scaling:accuracy_table": {"result": Lazy(
+    "companion.experiments.e2.protocols:accuracy_table": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
-    "companion.experiments.ood_scaling:protocol_path": {"out_dir": "results/x", "name": "p"},
-    "companion.experiments.ood_scaling:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
-    "companion.experiments.ood_scaling:E2Config": {},
-    "companion.experiments.witness_suite:E1Config": {},
-    "companion.experiments.witness_suite:select_paley_witness": {"q": 11, "min_sequences": 10,
+    "companion.experiments.e2.protocols:protocol_path": {"out_dir": "results/x", "name": "p"},
+    "companion.experiments.e2.protocols:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
+    "companion.experiments.e2.protocols:E2Config": {},
+    "companion.experiments.e1:E1Config": {},
+    "companion.experiments.e1:select_paley_witness": {"q": 11, "min_sequences": 10,
                                                                  "max_sequences": 500},
-    "companion.experiments.witness_suite:build_unit": {"group": (1,)},
-    "companion.experiments.witness_suite:train_e1_unit": {"group": (1,)},
-    "companion.experiments.witness_suite:unit_records": {"group": (1,), "seeds": (0,)},
-    "companion.experiments.witness_suite:e1_units": {},
-    "companion.experiments.witness_suite:seed_blocks": {"seeds": (0, 1), "size": 1},
-    "companion.experiments.witness_suite:run_e1_sweep": {"family": FAMILY},
-    "companion.experiments.witness_suite:summarise_e1": {"results": E1_RESULTS},
-    "companion.experiments.witness_suite:find_trained_model": {"models": {}, "rank": 1},
-    "companion.experiments.witness_suite:load_e1_results": {"path": "/nonexistent.json"},
-    "companion.experiments.witness_suite:dense_init_statistics": {"seeds": (0,)},
-    "companion.experiments.witness_suite:link_checks": {},
-    "companion.experiments.witness_suite:consistency_violations": {},
-    "companion.experiments.witness_suite:all_records": {},
-    "companion.experiments.witness_suite:summary_table": {"rows": Lazy(
+    "companion.experiments.e1:build_unit": {"group": (1,)},
+    "companion.experiments.e1:train_e1_unit": {"group": (1,)},
+    "companion.experiments.e1:unit_records": {"group": (1,), "seeds": (0,)},
+    "companion.experiments.e1:e1_units": {},
+    "companion.experiments.e1:seed_blocks": {"seeds": (0, 1), "size": 1},
+    "companion.experiments.e1:run_e1_sweep": {"family": FAMILY},
+    "companion.experiments.e1:summarise_e1": {"results": E1_RESULTS},
+    "companion.experiments.e1:find_trained_model": {"models": {}, "rank": 1},
+    "companion.experiments.e1:load_e1_results": {"path": "/nonexistent.json"},
+    "companion.experiments.e1:dense_init_statistics": {"seeds": (0,)},
+    "companion.experiments.e1:link_checks": {},
+    "companion.experiments.e1:consistency_violations": {},
+    "companion.experiments.e1:all_records": {},
+    "companion.experiments.e1:summary_table": {"rows": Lazy(
         f"{_WS}:summarise_e1", (E1_RESULTS,))},
-    "companion.experiments.witness_suite:unit_key": {"group": (1, 2)},
+    "companion.experiments.e1:unit_key": {"group": (1, 2)},
     "companion.experiments.table_heads:TableKernelHeads": {"ranks": (1, 2), "seeds": (0,)},
     "companion.experiments.table_heads:TableSoftmaxHeads": {"seeds": (0,)},
     "companion.experiments.mlp_heads:MLPKernelHeads": {"m": 6, "ranks": (1,)},
@@ -391,27 +392,29 @@ OVERRIDES = {
     "companion.experiments.scheduler:run_unit": {"unit": Lazy(
         "companion.experiments.scheduler:Unit", ("k", Lazy("builtins:dict", call=False)))},
     "companion.experiments.scheduler:environment": {},
-    "companion.tables:Table": {},
-    "companion.reproducibility:seed_everything": {},
+    "companion.book:Table": {},
+    "companion.book:seed_everything": {},
     "companion.checks:check_instance": {"cls": int},
     "companion.checks:check_tokens": {"name": "arg"},
     "companion.checks:check_path": {"path": "results/x.json", "name": "arg"},
     "companion.experiments.store:read_json_file": {"path": "results/e2_quick.json"},
-    "companion.experiments.ood_scaling:load_e2_result": {"path": "results/e2_quick.json"},
-    "companion.experiments.ood_scaling:stored_config_hash": {"path": "results/e2_quick.json"},
-    "companion.head_files:head_to_dict": {"head": EXACT, "construction": "query indicators"},
-    "companion.head_files:write_head_file": {"head": EXACT, "construction": "query indicators",
-                                             "path": "/tmp/companion-fuzz/head.json"},
-    "companion.head_files:load_head_file": {"path": HEAD_FILE},
-    "companion.head_files:verify_head_file": {"path": HEAD_FILE},
-    "companion.head_files:read_head_claims": {"path": HEAD_FILE},
-    "companion.sandwich:admissibility_violations": {"M": _arr(
-        "companion.sandwich:ratio_matrix_of_factors", QF, KF)},
-    "companion.sandwich_heads:tables_to_kernel_head": {
+    "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
+    "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
+    "companion.sandwich.head_files:head_to_dict": {"head": EXACT,
+                                                   "construction": "query indicators"},
+    "companion.sandwich.head_files:write_head_file": {"head": EXACT,
+                                                      "construction": "query indicators",
+                                                      "path": "/tmp/companion-fuzz/head.json"},
+    "companion.sandwich.head_files:load_head_file": {"path": HEAD_FILE},
+    "companion.sandwich.head_files:verify_head_file": {"path": HEAD_FILE},
+    "companion.sandwich.head_files:read_head_claims": {"path": HEAD_FILE},
+    "companion.sandwich.matrix:admissibility_violations": {"M": _arr(
+        "companion.sandwich.matrix:ratio_matrix_of_factors", QF, KF)},
+    "companion.sandwich.heads:tables_to_kernel_head": {
         name: Lazy("builtins:getattr", (EXACT, name)) for name in (
             "query_features", "key_features", "self_features", "self_value_scale", "bias")},
-    "companion.sandwich_search:search_ratio_factors": {"rank": 14, "nonnegative": True},
-    "companion.sandwich_search:exact_head_from_search": {"result": SEARCH},
+    "companion.sandwich.search:search_ratio_factors": {"rank": 14, "nonnegative": True},
+    "companion.sandwich.search:exact_head_from_search": {"result": SEARCH},
     # E2 readings (issue 10): pools and sequence distributions, table heads, the rule
     f"{_PS}:pool_gram": {},
     f"{_PS}:multiset_codes": {},

@@ -2,11 +2,11 @@
 
 One data source, ``book/claims.yml``, feeds both the book page (the ``claims-ledger``
 directive renders it at build time, so the page cannot drift from the data) and
-``tests/test_ledger.py``.
+``tests/book/test_ledger.py``.
 
 A claim can only be *shown* as reproduced while every test that checks it exists: the
 renderer downgrades any claim whose chapter or tests are missing to ``pending (unchecked:
-...)`` and the build warns (``-W`` turns that into a failure). ``tests/test_ledger.py`` checks
+...)`` and the build warns (``-W`` turns that into a failure). ``tests/book/test_ledger.py`` checks
 the same with pytest's own collection.
 
 Importable without Sphinx (the tests use the pure functions); Sphinx is imported in
@@ -75,7 +75,7 @@ def split_nodeid(nodeid: str) -> tuple[str, list[str]]:
 def node_exists_statically(root: Path, nodeid: str) -> bool:
     """Whether the file and the (class and) test function of a node id are defined.
 
-    A cheap check for the book build; ``tests/test_ledger.py`` uses pytest's collection.
+    A cheap check for the book build; ``tests/book/test_ledger.py`` uses pytest's collection.
     """
     path, names = split_nodeid(nodeid)
     file = Path(root) / path

@@ -5,7 +5,7 @@
   been declared". Identical script tags are dropped here, keeping the first.
 * pydata-sphinx-theme reads the colour mode from ``html_context["default_mode"]``, which
   Jupyter Book leaves empty ("Got invalid theme mode: . Resetting to auto."). It is set in
-  ``_config.yml`` (``sphinx.config.html_context``); tests/test_browser.py checks both.
+  ``_config.yml`` (``sphinx.config.html_context``); tests/book/test_browser.py checks both.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Each check returns the value in its canonical type (int, float, Fraction, int64 
 raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, outside the accepted
 range) with a message that names the argument and the accepted range. Serves every chapter;
 the paper's own parameters (eps, the length n, a total gap G, beta) are checked here too, so
-:mod:`companion.gap_domination`, :mod:`companion.amplification` and the rest agree on them.
+:mod:`companion.bounds.gap_domination`, :mod:`companion.bounds.amplification` and the rest
+agree on them.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """A batched training engine: many independent models as one tensor program.
 
-A *stacked* model holds M independent models in one ``torch.nn.Module``: every parameter has
-a leading model dimension (or the module is a :class:`ModelStack` of such modules) and
+A *stacked* model holds M independent models in one ``torch.nn.Module``: every parameter has a
+leading model dimension (or the module is a :class:`ModelStack` of such modules) and
 ``model(inputs)`` returns predictions of shape (M, N). :func:`train_batched` minimises the
 **sum over models** of each model's mean squared error. Each model's gradient is then exactly
 the gradient it would get alone, and Adam acts element-wise, so training the stack is training
-every model on its own — in one program instead of a Python loop (``tests/test_train.py``
-checks this against a stack of one). In floats the agreement is to rounding, not always to
-the bit: element-wise kernels may round an entry differently depending on where it sits in
-the stacked tensor (vectorised body vs scalar tail), and a long run on a max-error surrogate
-amplifies such ulp differences. Bit-for-bit reproduction therefore re-runs the same stack.
+every model on its own — in one program instead of a Python loop
+(``tests/experiments/test_table_heads.py`` checks this against a stack of one). In floats the
+agreement is to rounding, not always to the bit: element-wise kernels may round an entry
+differently depending on where it sits in the stacked tensor (vectorised body vs scalar tail),
+and a long run on a max-error surrogate amplifies such ulp differences. Bit-for-bit
+reproduction therefore re-runs the same stack.
 
 Schedule: Adam with cosine decay from ``lr`` to ``final_lr_fraction * lr`` over ``steps`` MSE
 steps, then optionally ``surrogate_steps`` more steps (same cosine shape, restarted) on a smooth
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks import check_bool, check_device, check_float, check_instance, check_int
+from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
 __all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at",
            "check_model_size", "MAX_PARAMETERS"]

@@ -6,7 +6,7 @@ M dense softmax heads with scores in R^m. Because the maps are functions of the 
 trained head can be evaluated on tokens it never saw. Both compute their maps once per pool
 token and evaluate the head only at the (query, key) pool pairs the rows use
 (:mod:`companion.experiments.pair_readout`). Inputs come from
-:func:`companion.experiments.ood_data.pool_inputs`. In this module ``m`` is always the token
+:func:`companion.experiments.e2.data.pool_inputs`. In this module ``m`` is always the token
 width; the number of stacked models is ``M`` (or ``num_models``).
 """
 
@@ -18,15 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..checks import (
+from companion.checks import (
     check_bool,
     check_choice,
     check_float,
     check_int_sequence,
     check_positive_int,
 )
-from .engine import check_model_size
-from .pair_readout import (
+from companion.experiments.engine import check_model_size
+from companion.experiments.pair_readout import (
     make_pair_plan,
     pair_readout,
     pair_values,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..checks import check_int_sequence
+from companion.checks import check_int_sequence
 
 __all__ = [
     "PairPlan", "make_pair_plan", "pair_values", "ranked_pair_values", "rank_blocks",

@@ -7,7 +7,7 @@ phi = exp(table) on the first r columns (exactly 0 beyond: masked rank padding).
 Readout "learned": f(x, z) = <a(x), v(z)> + b(x); "overlap": f(x, z) = <x, z>, so the
 attention alone must select the minimum. Forward contract as
 :class:`~companion.experiments.mlp_heads.MLPKernelHeads`: inputs (rows (N, 4), PoolBits) from
-:func:`~companion.experiments.ood_data.pool_inputs` -> (M, N).
+:func:`~companion.experiments.e2.data.pool_inputs` -> (M, N).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..checks import check_choice, check_float, check_int_sequence, check_positive_int
-from .engine import check_model_size
+from companion.checks import check_choice, check_float, check_int_sequence, check_positive_int
+from companion.experiments.engine import check_model_size
 
 __all__ = ["READOUTS", "PoolTableKernelHeads", "PoolTableSoftmaxHeads"]
 

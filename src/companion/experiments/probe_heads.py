@@ -16,8 +16,8 @@ dimension), ranks are padded with masked, identically zero feature columns, so
   affine readout: y = sum_h <a_h(x), o_h> + b(x). Models may differ in r (padded columns)
   and in H (padded heads, masked to zero).
 
-``export(j)`` gives model j as :class:`companion.exact_tables.HeadTables`, which
-:func:`companion.exact_tables.exact_table_max_error` re-verifies without rounding.
+``export(j)`` gives model j as :class:`companion.core.exact.HeadTables`, which
+:func:`companion.core.exact.exact_table_max_error` re-verifies without rounding.
 
 Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
 """
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
-from ..checks import check_bool, check_choice, check_float, check_int, check_int_sequence
-from ..exact_tables import HeadTables
-from .engine import check_model_size
+from companion.checks import check_bool, check_choice, check_float, check_int, check_int_sequence
+from companion.core.exact import HeadTables
+from companion.experiments.engine import check_model_size
 
 __all__ = ["TableSignedHeads", "TableMultiHeads"]
 

@@ -1,6 +1,6 @@
 """Chapter 8's witness sweep: signed heads and several heads against the certified bound.
 
-On E1's witness family F(S) (:func:`companion.experiments.witness_suite.experiment_witness_24`)
+On E1's witness family F(S) (:func:`companion.experiments.e1.experiment_witness_24`)
 with E1's protocol (Adam, cosine schedule, MSE then the L16 max-error surrogate, best
 checkpoint, d = 16), the sweep trains
 
@@ -18,7 +18,7 @@ same schedule instead of retraining it. A unit is one of these model kinds x a b
 it finishes (:class:`companion.experiments.store.ResultStore`), so the CLI
 ``python -m companion probes`` resumes an interrupted run. Every model that solves (max
 error < 1/2) with total rank below ``verify_below`` is re-verified in exact arithmetic
-(:func:`companion.exact_tables.exact_table_max_error`); signed models also store the signs of
+(:func:`companion.core.exact.exact_table_max_error`); signed models also store the signs of
 their denominators (:func:`denominator_structure`), which decide which part of
 ``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
 
@@ -35,18 +35,17 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..checks import check_bool, check_float, check_instance, check_int, check_int_sequence
-from ..exact_tables import HeadTables, exact_table_max_error
-from ..rank_bounds import RankLowerBound
-from ..reproducibility import seed_everything
-from ..signed_heads import signed_rank_lower_bound
-from ..tables import Table
-from ..witness import WitnessFamily
-from .engine import check_model_size, train_batched
-from .probe_heads import TableMultiHeads, TableSignedHeads
-from .scheduler import Unit, environment, run_units
-from .store import FrozenConfig, ResultStore
-from .witness_suite import experiment_witness_24, family_digest, seed_blocks
+from companion.book import Table, seed_everything
+from companion.bounds.rank_bounds import RankLowerBound
+from companion.bounds.witness import WitnessFamily
+from companion.checks import check_bool, check_float, check_instance, check_int, check_int_sequence
+from companion.core.exact import HeadTables, exact_table_max_error
+from companion.experiments.e1 import experiment_witness_24, family_digest, seed_blocks
+from companion.experiments.engine import check_model_size, train_batched
+from companion.experiments.probe_heads import TableMultiHeads, TableSignedHeads
+from companion.experiments.scheduler import Unit, environment, run_units
+from companion.experiments.store import FrozenConfig, ResultStore
+from companion.open.signed import signed_rank_lower_bound
 
 __all__ = ["ProbeConfig", "probe_unit_keys", "probe_units", "probe_unit_records",
            "run_probe_sweep", "summarise_probes", "probe_table",

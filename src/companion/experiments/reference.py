@@ -20,7 +20,7 @@ import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
-from ..checks import check_float
+from companion.checks import check_float
 
 __all__ = ["ReferenceCheck", "check_against_reference"]
 

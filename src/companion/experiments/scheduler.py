@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..checks import check_instance, check_int
-from ..reproducibility import MAX_THREADS, seed_everything
+from companion.book import MAX_THREADS, seed_everything
+from companion.checks import check_instance, check_int
 
 __all__ = ["Unit", "parse_scheduler", "run_units", "run_unit", "environment",
            "DaskMissingError", "SchedulerUnreachableError"]

@@ -19,7 +19,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..checks import check_float
+from companion.checks import check_float
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "atomic_write_json", "ResultStore",
            "canonical_json", "ResultFileError", "UnwritablePathError", "check_writable",

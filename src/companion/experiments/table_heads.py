@@ -32,10 +32,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..attention import KernelAttentionHead
-from ..checks import check_bool, check_choice, check_float, check_int, check_int_sequence
-from .engine import check_model_size
-from .pair_readout import (
+from companion.checks import check_bool, check_choice, check_float, check_int, check_int_sequence
+from companion.core.attention import KernelAttentionHead
+from companion.experiments.engine import check_model_size
+from companion.experiments.pair_readout import (
     make_pair_plan,
     pair_readout,
     pair_values,
@@ -260,7 +260,7 @@ class TableKernelHeads(_TableHeads):
         return log_alpha if shift is None else log_alpha + shift[:, None]
 
     def to_kernel_head(self, j: int, tokens):
-        """Model j as a :class:`companion.attention.KernelAttentionHead` on the 0/1 tokens
+        """Model j as a :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens
         ``tokens`` (T, m) its tables index (float64 numpy maps), so the package's reference
         evaluators and the witness certificate tools can inspect a trained head."""
         j = check_int(j, "j", 0, self.num_models - 1)

@@ -1,4 +1,0 @@
-export PYTHONPATH=src OMP_NUM_THREADS=1
-PY="nice -n 10 /work/main/.venv/bin/python scratch/probe.py"
-$PY '{"kind":"table","pool":"paley","m":8,"P":14,"n_train":3000,"train_mix":{"uniform":0.5,"witness":0.5},"tests":["uniform","witness"],"readout":"overlap","steps":3000,"seeds":[0,1,2],"ranks":[2,4,6,8,10,12,14,16,24,32],"groups":[[2,4,6,8,10,12,14,16],[24,32]],"tag":"refine"}'
-$PY '{"kind":"mlp","hidden":[],"pool":"closed","m":10,"P":1024,"n_train":4000,"train_mix":{"uniform":1.0},"tests":["uniform","gap2","witness"],"readout":"overlap","steps":3000,"lr":0.01,"ranks":[1,2,4,8,16,32,64,128],"groups":[[1,2,4,8,16],[32],[64],[128]],"tag":"longer"}'

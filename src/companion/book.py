@@ -1,0 +1,230 @@
+"""The book's own vocabulary, used by every chapter: result tables, the figure style and the
+one switch for determinism.
+
+* ``Table(rows, columns=None, caption=None, formats=None)`` renders as a plain HTML
+  ``<table>`` in a notebook (``_repr_html_``) and as aligned plain text elsewhere
+  (``__repr__``). Both renderings depend only on the cells, so stored outputs compare exactly
+  under nbval: no random ids, no inline styles, only the class names ``companion-table`` and
+  ``num`` (numeric cells, right-aligned by the book's stylesheet). Rows are dicts (columns
+  default to the first row's keys) or sequences (columns required). Cells are formatted per
+  column by a format spec (``".3f"``) or a callable; without one, ints and Fractions print
+  exactly (``3/4``), floats as Python's shortest round-trip repr, and everything else with
+  ``str``. numpy scalars count as the Python numbers they hold.
+* ``use_book_style()`` (the setup cell of every chapter): the text column shows a figure at
+  about 720 px; a figure at most `BOOK_WIDTH` = 7.2 in wide at `BOOK_DPI` = 100 dots per inch
+  is shown at its own size, so the font sizes set here are the sizes the reader sees (no text
+  below `MIN_FONT_SIZE` = 9 pt).
+* ``seed_everything(seed, threads)`` (the second code cell of every chapter): seeds and thread
+  counts for python, numpy and torch.
+
+Serves no result of the paper; it only shows them."""
+
+from __future__ import annotations
+
+import html
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
+
+import matplotlib as mpl
+import numpy as np
+
+from companion.checks import check_int
+
+__all__ = ["Table", "use_book_style", "seed_everything", "BOOK_WIDTH", "BOOK_DPI",
+           "MIN_FONT_SIZE", "BOOK_STYLE", "MAX_THREADS"]
+
+
+def _plain(value):
+    """numpy scalars as the Python values they hold (np.float64(0.5) -> 0.5)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _default_format(value) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+class Table:
+    """A table of results; see the module docstring.
+
+    rows: sequence of dicts or of sequences; columns: the column keys (dict rows) or labels
+    (sequence rows); caption: a line above the table; formats: {column: spec or callable}.
+    """
+
+    def __init__(self, rows, columns: Sequence[str] | None = None, caption: str | None = None,
+                 formats: Mapping[str, str | Callable] | None = None):
+        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
+            raise TypeError(f"rows must be a sequence of dicts or of sequences, got "
+                            f"{type(rows).__name__}")
+        rows = list(rows)
+        if columns is not None:
+            if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+                raise TypeError(
+                    f"columns must be a sequence of names, got {type(columns).__name__}")
+            columns = [str(c) for c in columns]
+        if rows and all(isinstance(r, Mapping) for r in rows):
+            if columns is None:
+                columns = [str(c) for c in rows[0]]
+            for i, row in enumerate(rows):
+                missing = [c for c in columns if c not in row]
+                if missing:
+                    raise ValueError(f"rows[{i}] lacks the columns {missing}")
+            values = [[row[c] for c in columns] for row in rows]
+        elif all(isinstance(r, Sequence) and not isinstance(r, (str, bytes, Mapping))
+                 for r in rows):
+            if columns is None:
+                raise ValueError("columns must be given when rows are sequences")
+            for i, row in enumerate(rows):
+                if len(row) != len(columns):
+                    raise ValueError(f"rows[{i}] has {len(row)} cells, but there are "
+                                     f"{len(columns)} columns")
+            values = [list(row) for row in rows]
+        else:
+            raise TypeError("rows must be all dicts or all sequences (lists, tuples)")
+        if not columns:
+            raise ValueError("a table needs at least one column")
+        if caption is not None and not isinstance(caption, str):
+            raise TypeError(f"caption must be a str, got {type(caption).__name__}")
+        if not (formats is None or isinstance(formats, Mapping)):
+            raise TypeError(f"formats must be a dict {{column: spec or callable}} or None, got "
+                            f"{type(formats).__name__}")
+        formats = {} if formats is None else dict(formats)
+        unknown = sorted(set(formats) - set(columns))
+        if unknown:
+            raise ValueError(f"formats names unknown columns {unknown}; columns are {columns}")
+        for name, fmt in formats.items():
+            if not (isinstance(fmt, str) or callable(fmt)):
+                raise TypeError(f"formats[{name!r}] must be a format spec (str) or a callable, "
+                                f"got {type(fmt).__name__}")
+        self.columns = columns
+        self.caption = caption
+        self.values = [[_plain(v) for v in row] for row in values]
+        self._formats = formats
+
+    def _cell(self, column: str, value) -> str:
+        fmt = self._formats.get(column)
+        if fmt is None:
+            return _default_format(value)
+        if callable(fmt):
+            return str(fmt(value))
+        try:
+            return format(value, fmt)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"format {fmt!r} of column {column!r} does not apply to "
+                             f"{value!r}") from exc
+
+    def cells(self) -> list[list[str]]:
+        """Every cell as the string both renderings show."""
+        return [[self._cell(c, v) for c, v in zip(self.columns, row, strict=True)]
+                for row in self.values]
+
+    def _numeric(self) -> list[list[bool]]:
+        return [[_is_number(v) for v in row] for row in self.values]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        cells, numeric = self.cells(), self._numeric()
+        widths = [max([len(c)] + [len(row[j]) for row in cells])
+                  for j, c in enumerate(self.columns)]
+        right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(widths))]
+
+        def line(items):
+            return "  ".join(s.rjust(w) if r else s.ljust(w)
+                             for s, w, r in zip(items, widths, right, strict=True)).rstrip()
+
+        out = [self.caption] if self.caption else []
+        out += [line(self.columns), "  ".join("-" * w for w in widths)]
+        out += [line(row) for row in cells]
+        return "\n".join(out)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        cells, numeric = self.cells(), self._numeric()
+        right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(self.columns))]
+
+        def cls(is_number: bool) -> str:
+            return ' class="num"' if is_number else ""
+
+        parts = ['<table class="companion-table">']
+        if self.caption:
+            parts.append(f"<caption>{html.escape(self.caption)}</caption>")
+        parts.append("<thead><tr>" + "".join(f"<th{cls(r)}>{html.escape(c)}</th>"
+                                             for c, r in zip(self.columns, right, strict=True))
+                     + "</tr></thead>")
+        parts.append("<tbody>")
+        for row, nums in zip(cells, numeric, strict=True):
+            parts.append("<tr>" + "".join(f"<td{cls(n)}>{html.escape(c)}</td>"
+                                          for c, n in zip(row, nums, strict=True)) + "</tr>")
+        parts.append("</tbody></table>")
+        return "\n".join(parts)
+
+
+#: the text column's width in inches at `BOOK_DPI`: 7.2 in x 100 dpi = 720 px
+BOOK_WIDTH = 7.2
+#: dots per inch of the inline PNG: one inch of figure is 100 px of page
+BOOK_DPI = 100
+#: the smallest font (legends, tick labels) in points at that size
+MIN_FONT_SIZE = 9
+
+#: the rcParams `use_book_style` sets
+BOOK_STYLE = {
+    "figure.figsize": (BOOK_WIDTH, 3.6),
+    "figure.dpi": BOOK_DPI,
+    "savefig.dpi": BOOK_DPI,
+    "font.size": 10,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "xtick.labelsize": MIN_FONT_SIZE,
+    "ytick.labelsize": MIN_FONT_SIZE,
+    "legend.fontsize": MIN_FONT_SIZE,
+    "legend.title_fontsize": MIN_FONT_SIZE,
+    "figure.titlesize": 11,
+    "mathtext.fontset": "dejavusans",
+}
+
+
+def use_book_style() -> None:
+    """Set matplotlib's rcParams so that figures fit the column and stay readable.
+
+    Figures default to the column's width; a figure with `figsize` at most `BOOK_WIDTH`
+    wide is shown unshrunk, so every legend and tick label is at least `MIN_FONT_SIZE` pt
+    on the page. Maths in labels is written `$...$` (mathtext in the text's font).
+    """
+    mpl.rcParams.update(BOOK_STYLE)
+
+
+#: Most torch threads accepted: the machine's cores or 64, whichever is more (every thread
+#: reserves a stack; torch aborts the process on absurd counts such as 10**6).
+MAX_THREADS = max(64, os.cpu_count() or 1)
+
+
+def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
+    """Seed python, numpy and torch, fix torch's thread count, and return a numpy Generator.
+
+    One thread by default: reductions then run in one fixed order, so float results do
+    not depend on how many cores the reader's machine has. Limit: threads <= max(64, cores)
+    (:data:`MAX_THREADS`).
+    """
+    seed = check_int(seed, "seed", 0, 2**32 - 1)
+    threads = check_int(threads, "threads", 1, MAX_THREADS)
+    random.seed(int(seed))
+    np.random.seed(int(seed))
+    try:
+        import torch
+    except ImportError:  # the exact chapters do not need torch
+        pass
+    else:
+        torch.manual_seed(int(seed))
+        torch.set_num_threads(int(threads))
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    return np.random.default_rng(int(seed))

@@ -1,0 +1,338 @@
+"""Command line: regenerate the experiments' full-size sweeps; re-verify exact heads.
+
+    python -m companion e1|e2 [--full|--quick|--smoke] [--out results/e1_full.json]
+                              [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda]
+    python -m companion e2 --full [--reading X|S-code|S-random|all] [--out results]
+
+Results are written atomically as JSON beside a hash of the configuration. Every finished unit
+(E1: rank group x seed block, or the dense baseline; E2: one width) is stored as it finishes,
+so rerunning the same command after an interruption resumes without redoing finished units
+(``--restart`` starts over). ``e2 --full`` runs the three readings of chapter 7 (X, S-code,
+S-random; one unit per size x readout x heads|dense) into ``results/e2_<reading>_full.json``
+and judges them by the pre-registered rule into ``results/e2_summary.json``; ``--quick`` and
+``--smoke`` without ``--reading`` run the stored protocol's quick and smoke sizes into one
+file. ``--scheduler`` sends the units as tasks to a Dask cluster
+(``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
+this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
+Shows a tqdm progress bar on stderr.
+
+    python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
+                               [--scheduler local:N|tcp://HOST:PORT]
+
+runs chapter 8's witness sweep (signed heads, several heads; a unit is a model kind x a seed
+block), resumable and schedulable in the same way; ``--exact`` writes its exact LP tables
+instead (results/probes_exact.json; no training, always in this process).
+
+    python -m companion verify-head FILE [FILE ...]
+
+re-verifies head files (``results/heads/*.json``) in exact arithmetic on every input of their
+witness family and prints each head's rank and exact max error; exit status 2 (one line per
+failing file) if any fails.
+
+Serves chapters 6, 7 and 8 (the full-size runs behind their committed results) and chapter 3
+(the sandwich's exact heads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m companion", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="experiment", required=True)
+    for name, what in (("e1", "E1 witness suite"), ("e2", "E2 OOD scaling sweep"),
+                       ("probes", "chapter 8: signed heads and several heads on F(S)")):
+        s = sub.add_parser(name, help=what)
+        mode = s.add_mutually_exclusive_group()
+        mode.add_argument(
+            "--full",
+            dest="mode",
+            action="store_const",
+            const="full",
+            help="full-size sweep (default)",
+        )
+        mode.add_argument(
+            "--quick",
+            dest="mode",
+            action="store_const",
+            const="quick",
+            help="the book's quick mode",
+        )
+        mode.add_argument(
+            "--smoke",
+            dest="mode",
+            action="store_const",
+            const="smoke",
+            help="a tiny configuration (seconds): checks an installation or a cluster",
+        )
+        s.set_defaults(mode="full")
+        if name == "probes":
+            mode.add_argument(
+                "--exact", dest="mode", action="store_const", const="exact",
+                help="the exact LP tables (level heads, overlap heads; no training, always "
+                "in this process)")
+        if name == "e2":
+            s.add_argument(
+                "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
+                help="chapter 7's readings in which rank can bind (default with --full: "
+                "all; --out is then a folder, default results)")
+        s.add_argument(
+            "--scheduler",
+            default=None,
+            metavar="local:N|ADDRESS",
+            help="run the units as Dask tasks: local:N starts N worker processes here, "
+            "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
+        )
+        s.add_argument(
+            "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
+        )
+        s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
+        s.add_argument(
+            "--threads",
+            type=int,
+            default=1,
+            help="torch CPU threads (default 1: results then do not depend on the "
+            "core count, so committed results can be re-checked bit for bit)",
+        )
+        s.add_argument(
+            "--restart",
+            action="store_true",
+            help="discard an existing output file instead of resuming it",
+        )
+        s.add_argument(
+            "--no-progress", dest="progress", action="store_false", help="no progress bar"
+        )
+    v = sub.add_parser("verify-head", help="re-verify exact head files (results/heads/*.json)")
+    v.add_argument("files", nargs="+", metavar="FILE", help="head file(s) to verify")
+    return p
+
+
+class _UsageError(Exception):
+    """A failure the user can fix: printed as one line on stderr, exit status 2."""
+
+
+def _device(name: str) -> str:
+    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+        raise _UsageError(f"--device must be cpu or cuda[:i], got {name!r}")
+    if name.startswith("cuda:") and not name[5:].isdigit():
+        raise _UsageError(f"--device {name}: the device index must be a number (cuda:0 ...)")
+    try:
+        import torch
+    except ImportError as exc:  # torch is a core dependency, but a broken install happens
+        raise _UsageError("the sweeps need torch, which cannot be imported here "
+                          f"({exc}); install it: pip install 'torch>=2.11,<3'") from exc
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
+                          "use --device cpu")
+    if name.startswith("cuda:"):
+        if int(name[5:]) >= torch.cuda.device_count():
+            raise _UsageError(f"--device {name}: this machine has "
+                              f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
+    return name
+
+
+def main(argv=None) -> int:
+    """Exit status 0 on success, 2 on a usage error (one line on stderr, files untouched)."""
+    args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except _UsageError as exc:
+        print(f"python -m companion: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    if args.experiment == "verify-head":
+        from companion.sandwich.head_files import main as verify_heads
+
+        return verify_heads(args.files)
+    from companion.book import seed_everything
+    from companion.experiments.scheduler import (
+        DaskMissingError,
+        SchedulerUnreachableError,
+        parse_scheduler,
+    )
+    from companion.experiments.store import ResultFileError, check_writable
+
+    if not 1 <= args.threads <= 1024:
+        raise _UsageError(f"--threads must be an int in [1, 1024], got {args.threads}")
+    try:
+        parse_scheduler(args.scheduler)
+    except ValueError as exc:
+        raise _UsageError(f"--scheduler: {exc}") from exc
+    seed_everything(0, threads=args.threads)
+    device = _device(args.device)
+    if args.experiment == "e2" and (args.reading is not None or args.mode == "full"):
+        return _run_readings(args, device)
+    out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
+    if not out.strip():
+        raise _UsageError("--out must name a file, got an empty path")
+    if args.experiment == "e2":
+        try:
+            import companion.experiments.e2.protocols  # noqa: F401
+        except ImportError as exc:
+            raise _UsageError(
+                "e2 is not available: companion.experiments.e2.protocols could not be imported "
+                f"({exc}); reinstall the package (bash scripts/setup_env.sh)") from exc
+    try:
+        check_writable(out)
+    except OSError as exc:
+        raise _UsageError(f"--out {out}: cannot write a results file there "
+                          f"({exc.strerror or exc}); choose another path") from exc
+    try:
+        {"e1": _run_e1, "e2": _run_e2, "probes": _run_probes}[args.experiment](
+            args, device, out)
+    except (DaskMissingError, SchedulerUnreachableError) as exc:
+        raise _UsageError(str(exc)) from exc
+    except ResultFileError as exc:
+        raise _UsageError(f"--out: {exc}") from exc
+    except OSError as exc:
+        # a write that failed mid-sweep (disk full, folder removed): finished units are in
+        # the file (each written atomically); rerunning resumes from them
+        raise _UsageError(f"writing {out} failed ({exc.strerror or exc}); free space or fix "
+                          "the folder, then rerun the same command to resume") from exc
+    print(f"results: {out}")
+    return 0
+
+
+def _run_e1(args, device: str, out: str) -> None:
+    from companion.experiments.e1 import (
+        E1_FULL,
+        E1_QUICK,
+        E1_SMOKE,
+        run_e1_sweep,
+        summarise_e1,
+    )
+
+    config = {"full": E1_FULL, "quick": E1_QUICK, "smoke": E1_SMOKE}[args.mode]
+    res = run_e1_sweep(config, device=device, progress=args.progress, out=out,
+                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
+    for row in summarise_e1(res):
+        print(
+            f"r={row['r']}: max error median {row['median_max_error']:.3f} "
+            f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
+            f"solved {row['solved']}/{row['seeds']}"
+        )
+
+
+def _run_e2(args, device: str, out: str) -> None:
+    from companion.experiments.e2.protocols import E2_FULL, E2_QUICK, E2_SMOKE, run_e2_sweep
+
+    config = {"full": E2_FULL, "quick": E2_QUICK, "smoke": E2_SMOKE}[args.mode]
+    res = run_e2_sweep(config, device=device, progress=args.progress, out=out,
+                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
+    for m, width in res["widths"].items():
+        print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
+              f"{width['transition_r']}")
+
+
+def _run_readings(args, device: str) -> int:
+    import os
+
+    from companion.experiments.e2.protocols import load_e2_protocols
+    from companion.experiments.e2.readings import (
+        READING_QUICK,
+        READINGS_FULL,
+        READINGS_SMOKE,
+        load_reading,
+        reading_path,
+        run_reading,
+    )
+    from companion.experiments.e2.verdicts import e2_summary
+    from companion.experiments.scheduler import DaskMissingError, SchedulerUnreachableError
+    from companion.experiments.store import ResultFileError, atomic_write_json, check_writable
+
+    folder = args.out if args.out is not None else "results"
+    if not folder.strip():
+        raise _UsageError("--out must name a folder, got an empty path")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise _UsageError(f"--out {folder}: with --reading (or e2 --full) --out is a folder "
+                          "for the readings' files; this is a file")
+    names = (("X", "S-code", "S-random") if args.reading in (None, "all")
+             else (args.reading,))
+    if args.mode == "quick":
+        if names != ("S-code",):
+            raise _UsageError("--quick exists for --reading S-code only (the book's live run); "
+                              "use --smoke or --full")
+        configs = {"S-code": READING_QUICK}
+    else:
+        configs = {n: (READINGS_FULL if args.mode == "full" else READINGS_SMOKE)[n]
+                   for n in names}
+    done = {}
+    for name, cfg in configs.items():
+        path = reading_path(folder, name, args.mode)
+        try:
+            check_writable(path)
+            res = run_reading(cfg, out=path, device=device, progress=args.progress,
+                              restart=args.restart, scheduler=args.scheduler,
+                              threads=args.threads)
+        except (DaskMissingError, SchedulerUnreachableError) as exc:
+            raise _UsageError(str(exc)) from exc
+        except ResultFileError as exc:
+            raise _UsageError(f"--out: {exc}") from exc
+        except OSError as exc:
+            raise _UsageError(f"writing {path} failed ({exc.strerror or exc}); free space or "
+                              "fix the folder, then rerun the same command to resume") from exc
+        done[name] = res
+        print(f"results: {path}")
+    if args.mode == "full":  # judge every complete full reading in the folder
+        readings = {}
+        for name in ("X", "S-code", "S-random"):
+            path = reading_path(folder, name, "full")
+            if path.exists() and (res := load_reading(path)) is not None:
+                readings[name] = res
+        stored = load_e2_protocols(os.path.join(folder, "e2_protocols")) if os.path.isdir(
+            os.path.join(folder, "e2_protocols")) else {}
+        summary = e2_summary(readings, stored)
+        atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
+        for name, r in summary["readings"].items():
+            for ro, tests in r["by_readout"].items():
+                v = tests["uniform"]
+                stars = [s["r_star"] for s in v["per_size"]]
+                print(f"{name} {ro} uniform: r* per size {stars}: {v['verdict']} "
+                      f"({v['reason']})")
+        print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
+    return 0
+
+
+def _run_probes(args, device: str, out: str) -> None:
+    if args.mode == "exact":
+        import time
+
+        if args.scheduler is not None:
+            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
+                              "training units); drop it or use --full/--quick/--smoke")
+
+        from companion.experiments.store import atomic_write_json
+        from companion.open.level_heads import exact_probe_tables
+
+        start = time.perf_counter()
+        tables = exact_probe_tables(8)
+        tables["produced_by"] = "python -m companion probes --exact"
+        tables["wall_time"] = round(time.perf_counter() - start, 1)
+        atomic_write_json(out, tables)
+        for row in tables["level"]:
+            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+                  f"impossible {row['proved_impossible']}")
+        return
+    from companion.experiments.probes import (
+        PROBES_FULL,
+        PROBES_QUICK,
+        PROBES_SMOKE,
+        run_probe_sweep,
+        summarise_probes,
+    )
+
+    config = {"full": PROBES_FULL, "quick": PROBES_QUICK, "smoke": PROBES_SMOKE}[args.mode]
+    res = run_probe_sweep(config, device=device, progress=args.progress, out=out,
+                          restart=args.restart, scheduler=args.scheduler, threads=args.threads)
+    for row in summarise_probes(res):
+        print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
+              f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
+              f"exactly verified {row['exact']}/{row['checked']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

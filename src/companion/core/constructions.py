@@ -1,0 +1,397 @@
+"""Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
+
+* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head`,
+  Theorem A's rank-1 head, and its exact worst case at length 3.
+* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (any NKA head
+  given by tables over the 2**m tokens, position by position), :func:`softmax_kernel_head`
+  and :func:`balanced_link_head`, the rank-1 head that meets Lemma B with equality.
+* Chapter 3 (``thm-exponential-rank``): the exact heads on a witness family F(S) --
+  :func:`indicator_head` (one feature per key token), :func:`query_indicator_head` (one per
+  query) and :func:`spread_query_head` (|S| - 1 features).
+* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`, Proposition F's head.
+
+Random probe heads live in :mod:`companion.bounds.random_heads`; trained heads in
+:mod:`companion.experiments`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Rational
+
+import numpy as np
+
+from companion.bounds.gap_domination import min_error_for_ratio
+from companion.bounds.witness import WitnessFamily
+from companion.checks import (
+    check_array,
+    check_beta,
+    check_fraction,
+    check_instance,
+    check_int,
+    check_length,
+    check_token,
+)
+from companion.core.attention import KernelAttentionHead, SoftmaxAttentionHead
+from companion.core.task import all_tokens, check_convention, query_index
+
+#: Largest token width for lookup-table heads (tables have 2**m rows per position).
+MAX_TABLE_WIDTH = 12
+#: Largest key table n x 2**m x rank of :func:`softmax_kernel_head` (rank 2**m): 2**24
+#: float64 entries, 128 MB.
+MAX_KEY_TABLE = 2**24
+
+
+def _ones(x):
+    return np.ones(np.shape(x)[:-1] + (1,), dtype=np.int64)
+
+
+def rank_one_head() -> KernelAttentionHead:
+    """Theorem A: uniform attention (phi = 1), v(z) = z, a(x) = 2x, b(x) = -|x|.
+
+    Exact Min-IP at lengths 1 and 2 for every width m: y = <x, x + z> - |x| = <x, z>.
+    """
+    return KernelAttentionHead(
+        rank=1,
+        query_features=_ones,
+        key_features=lambda z, p: _ones(z),
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: 2 * np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: -np.asarray(x, dtype=np.int64).sum(axis=-1),
+    )
+
+
+def softmax_min_ip_head(beta: float) -> SoftmaxAttentionHead:
+    """Proposition F: scores <-beta x, z> in R^m, v(z) = z, readout y = <x, o>.
+
+    Attention concentrates on the tokens of least overlap with the query; error <= (n-1)e^-beta.
+    """
+    beta = check_beta(beta)
+    return SoftmaxAttentionHead(
+        query_map=lambda x: -beta * np.asarray(x, dtype=np.float64),
+        key_map=lambda z: np.asarray(z, dtype=np.float64),
+        values=lambda z: np.asarray(z, dtype=np.float64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.float64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1]),
+    )
+
+
+# ------------------------------------------------------------ table heads (chapter 2)
+
+
+def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if tokens.shape[-1] != m:
+        raise ValueError(f"tokens must have width m = {m}, got {tokens.shape[-1]}")
+    return tokens.astype(np.int64) @ (1 << np.arange(m - 1, -1, -1, dtype=np.int64))
+
+
+def lookup_head(query_features, key_features, values, readout_weights,
+                readout_bias) -> KernelAttentionHead:
+    """An NKA head given by tables over the 2**m tokens (row = token's binary code).
+
+    query_features (2**m, r) >= 0; key_features (n, 2**m, r) >= 0 and values (n, 2**m, d)
+    per position p < n; readout_weights (2**m, d); readout_bias (2**m,). Object-dtype tables
+    of Python ints or Fractions give an exact head.
+    """
+    qf, kf, vals, a, b = (check_array(t, name, allow_object=True) for t, name in (
+        (query_features, "query_features"), (key_features, "key_features"), (values, "values"),
+        (readout_weights, "readout_weights"), (readout_bias, "readout_bias")))
+    if qf.ndim != 2:
+        raise ValueError(f"query_features must have shape (2**m, r), got {qf.shape}")
+    size, rank = qf.shape
+    m = int(size).bit_length() - 1
+    if size < 2 or 2**m != size or m > MAX_TABLE_WIDTH:
+        raise ValueError(f"query_features must have 2**m rows with 1 <= m <= {MAX_TABLE_WIDTH}, "
+                         f"got {size}")
+    if kf.ndim != 3 or kf.shape[1:] != (size, rank):
+        raise ValueError(f"key_features must have shape (n, {size}, {rank}), got {kf.shape}")
+    n = kf.shape[0]
+    if vals.ndim != 3 or vals.shape[:2] != (n, size):
+        raise ValueError(f"values must have shape ({n}, {size}, d), got {vals.shape}")
+    if a.shape != (size, vals.shape[2]) or b.shape != (size,):
+        raise ValueError(f"readout tables must have shapes ({size}, {vals.shape[2]}) and ({size},)")
+    if np.any(qf < 0) or np.any(kf < 0):
+        raise ValueError("query_features and key_features must be nonnegative (alpha >= 0)")
+
+    def at_position(table, p):
+        return table[check_int(p, "position p", 0, n - 1)]
+
+    return KernelAttentionHead(
+        rank=int(rank),
+        query_features=lambda x: qf[_codes(x, m)],
+        key_features=lambda z, p: at_position(kf, p)[_codes(z, m)],
+        values=lambda z, p: at_position(vals, p)[_codes(z, m)],
+        readout_weights=lambda x: a[_codes(x, m)],
+        readout_bias=lambda x: b[_codes(x, m)],
+    )
+
+
+def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
+    """Proposition F's head written as an NKA head: alpha(x,z) = exp(-beta <x,z>) as a
+    table, phi_Q(x) = one-hot(x) (rank 2**m), v(z) = z, readout <x, o>. Limits: m <= 12 and
+    n * 4**m <= 2**24 (the key table, :data:`MAX_KEY_TABLE`)."""
+    m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
+    n = check_int(n, "n", 1, MAX_KEY_TABLE // 4**m)
+    beta = check_beta(beta)
+    tokens = all_tokens(m)
+    kernel = np.exp(-beta * (tokens @ tokens.T))  # kernel[x, z]
+    return lookup_head(np.eye(2**m), np.repeat(kernel.T[None], n, axis=0),
+                       np.repeat(tokens[None].astype(np.float64), n, axis=0),
+                       tokens.astype(np.float64), np.zeros(2**m))
+
+
+def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
+                       convention: str = "bidirectional") -> KernelAttentionHead:
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z,
+    1 on every other key, 0 on the query's own slot; scores <x,z> - shift.
+
+    With shift = None it takes the balanced shift l g / (2 (ratio + l)) (k = 1), which makes
+    the pure and the mixed errors equal, so its error is exactly Lemma B's minimum
+    :func:`min_error_for_ratio`. Ratio and shift may be Fractions (exact head).
+    """
+    x = check_token(x, "x")
+    z = check_token(z, "z", x.shape[0])
+    z_prime = check_token(z_prime, "z_prime", x.shape[0])
+    n = check_length(n)
+    check_convention(convention)
+    g = int(x @ z_prime) - int(x @ z)
+    if g < 1:
+        raise ValueError(f"need <x,z> < <x,z'> (gap g >= 1), got gap {g}")
+    exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
+    if not exact and not (isinstance(ratio, (float, np.floating)) and math.isfinite(ratio)):
+        raise TypeError(f"ratio must be a Fraction/int or a finite float, got {ratio!r}")
+    if ratio <= 0:
+        raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
+    if shift is None:
+        shift = min_error_for_ratio(ratio, g, n, 1)
+    q = query_index(n, convention)
+    dtype = object if exact else np.float64
+    one = Fraction(1) if exact else 1.0
+
+    def key_weight(tokens, p):
+        tokens = np.asarray(tokens)
+        is_z = np.all(tokens == z, axis=-1)
+        w = np.where(is_z, ratio if exact else float(ratio), one).astype(dtype)
+        if p == q:
+            w = w * 0
+        return w[..., None]
+
+    return KernelAttentionHead(
+        rank=1,
+        query_features=lambda t: np.full(np.shape(t)[:-1] + (1,), one, dtype=dtype),
+        key_features=key_weight,
+        values=lambda t, p: np.asarray(t, dtype=np.int64).astype(dtype),
+        readout_weights=lambda t: np.asarray(t, dtype=np.int64).astype(dtype),
+        readout_bias=lambda t: np.full(np.shape(t)[:-1], -shift, dtype=dtype),
+    )
+
+
+# ------------------------------------------------------------ exact heads on F(S) (chapter 3)
+
+
+def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
+    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
+    out = np.zeros(tokens.shape[:-1] + (r,), dtype=np.int64)
+    view = out.reshape(-1, r)
+    for row, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        col = index.get(tok.tobytes())
+        if col is not None:
+            view[row, col] = 1
+    return out
+
+def _family_and_base(family, base) -> tuple[int, int, int]:
+    """(n, query position, base) for the indicator heads; base > n - 2 keeps every error < 1/2."""
+    check_instance(family, "family", WitnessFamily)
+    n = family.n
+    base = 2 * n if base is None else check_int(base, f"base (above n - 2 = {n - 2})", n - 1)
+    return n, family.query_position, base
+
+
+def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
+    """The trivial exact realisation: one indicator feature per distinct key token.
+
+    phi_K(z) = e_z at key positions and 0 at the query's own position; phi_Q(x)_z =
+    base^-<x,z>, v(z) = z, readout <x, o>. Error on a mixed sequence with gap g is
+    (n-2) g / (base^g + n - 2) < 1/2 for base > n - 2; pure sequences are exact.
+    """
+    n, q, base = _family_and_base(family, base)
+    key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
+    keys = family.tokens[key_ids]
+    index = {k.tobytes(): r for r, k in enumerate(keys)}
+    r = len(keys)
+
+    def query_features(x):
+        x = np.asarray(x, dtype=np.int64)
+        ov = x @ keys.T
+        out = np.empty(ov.shape, dtype=object)
+        out.reshape(-1)[:] = [Fraction(1, int(base) ** int(v)) for v in ov.ravel()]
+        return out
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
+
+    return KernelAttentionHead(
+        rank=r, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+
+
+def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
+    """An exact realisation of rank |S|: one indicator feature per query of S.
+
+    phi_Q(x) = e_x and phi_K(z)_x = base^-<x,z> at key positions (0 at the query's own
+    position): the same kernel as :func:`indicator_head`, so the same error on F(S). Any
+    nonnegative kernel table on the |S| queries is realisable this way.
+    """
+    n, q, base = _family_and_base(family, base)
+    S = family.S
+    index = {x.tobytes(): i for i, x in enumerate(S)}
+    r = len(S)
+
+    def query_features(x):
+        return _one_hot(np.asarray(x, dtype=np.int64), index, r)
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        ov = z @ S.T
+        out = np.empty(ov.shape, dtype=object)
+        out.reshape(-1)[:] = [Fraction(0) if p == q else Fraction(1, int(base) ** int(v))
+                              for v in ov.ravel()]
+        return out
+
+    return KernelAttentionHead(
+        rank=r, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+
+
+def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
+                      tau=Fraction(1, 10**4)) -> KernelAttentionHead:
+    """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
+    one, and the remaining query s spread evenly over all of them.
+
+    Scores are shifted down by delta = 1/2 - eta (readout <x, o> - delta), so a link of gap g
+    only needs a weight ratio above l (g - 1 + eta)/(1 - eta) (l = n - 2), just above the
+    gap-domination factor. Query k's own column puts weight 1 on its complement, the product
+    of 1/A along its ladders on chain keys, tau on single-link keys and c on complement(s);
+    the spread query sees the column sums. c must satisfy
+    (|S|-1) c > A(G) * (column sum of every other key of s) and c < 1/A(G_ks); raises
+    ValueError if no such c (or no query s whose ladders are all single links) exists.
+    """
+    check_instance(family, "family", WitnessFamily)
+    eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
+    tau = check_fraction(tau, "tau", 0, 1, low_open=True, high_open=True)
+    cert, n, q = family.certificate, family.n, family.query_position
+    S = np.asarray(cert.S, dtype=np.int64)
+    N = len(S)
+    delta = Fraction(1, 2) - eta
+
+    def need(g: int) -> Fraction:  # weight ratio that makes a gap-g link exact, plus 0.1%
+        return (n - 2) * (g - 1 + eta) / (1 - eta) * Fraction(1001, 1000)
+
+    single = [all(len(cert.gaps[(k, s)]) == 1 and len(cert.gaps[(s, k)]) == 1
+                  for k in range(N) if k != s) for s in range(N)]
+    if not any(single):
+        raise ValueError("family must have a query whose ladders are all single links "
+                         "(spread_query_head spreads that query)")
+    s = max(i for i in range(N) if single[i])
+    others = [k for k in range(N) if k != s]
+    column = {k: c for c, k in enumerate(others)}
+    comp_s = tuple((1 - S[s]).tolist())
+    weights: dict[tuple, list] = {}  # key token -> its entries, one per one-hot query
+
+    def entry(token, k, value):
+        weights.setdefault(token, [Fraction(0)] * (N - 1))[column[k]] = value
+
+    for k in others:
+        for j in range(N):
+            if j == k:
+                continue
+            chain, gaps = cert.chains[(k, j)], cert.gaps[(k, j)]
+            entry(chain[0], k, Fraction(1))
+            if len(gaps) == 1:
+                if chain[-1] != comp_s:
+                    entry(chain[-1], k, tau)
+                continue
+            w = Fraction(1)
+            for token, g in zip(chain[1:], gaps, strict=True):
+                w /= need(g)
+                entry(token, k, w)
+    lower = max(need(cert.gaps[(s, j)][0]) * sum(weights[cert.chains[(s, j)][-1]])
+                for j in others) / (N - 1)
+    upper = min(1 / need(cert.gaps[(k, s)][0]) for k in others)
+    if not lower < upper:
+        raise ValueError(f"no spread weight c works for this family (and eta, tau): need "
+                         f"{float(lower):.4f} < c < {float(upper):.4f}")
+    c = (lower + upper) / 2
+    for k in others:
+        entry(comp_s, k, c)
+    index = {bytes(np.asarray(t, dtype=np.int64).tobytes()): v for t, v in weights.items()}
+    query_col = {S[k].tobytes(): column[k] for k in others}
+    spread_key = S[s].tobytes()
+
+    def query_features(x):
+        x = np.asarray(x, dtype=np.int64)
+        out = np.zeros(x.shape[:-1] + (N - 1,), dtype=np.int64)
+        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, N - 1)
+        for row, tok in enumerate(flat):
+            b = tok.tobytes()
+            if b == spread_key:
+                view[row, :] = 1
+            elif b in query_col:
+                view[row, query_col[b]] = 1
+        return out
+
+    def key_features(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        out = np.empty(z.shape[:-1] + (N - 1,), dtype=object)
+        flat, view = z.reshape(-1, z.shape[-1]), out.reshape(-1, N - 1)
+        zero = [Fraction(0)] * (N - 1)
+        for row, tok in enumerate(flat):
+            view[row, :] = zero if p == q else index.get(tok.tobytes(), zero)
+        return out
+
+    return KernelAttentionHead(
+        rank=N - 1, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))
+# --- Theorem A's head at length 3: the exact worst case ------------------------------------
+#
+# With uniform weights over (x, z, z') the head returns y = (2a + 2b - w)/3, where w = |x|,
+# a = <x, z>, b = <x, z'>, and the target is min(a, b). With a <= b <= w <= m the error is
+# y - t = (2b - a - w)/3, which lies in [-(w - a)/3, (b - a)/3] and so in [-m/3, m/3].
+
+
+def rank_one_length_three_error(w: int, a: int, b: int) -> Fraction:
+    """y - t of the rank-1 head on a length-3 input with |x| = w and key overlaps a, b:
+    (2a + 2b - w)/3 - min(a, b), exactly. Requires 0 <= a, b <= w."""
+    for name, v in (("w", w), ("a", a), ("b", b)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if not (0 <= a <= w and 0 <= b <= w):
+        raise ValueError(f"overlaps must satisfy 0 <= a, b <= w = |x|, got w={w}, a={a}, b={b}")
+    return Fraction(2 * int(a) + 2 * int(b) - int(w), 3) - min(int(a), int(b))
+
+
+def rank_one_length_three_max_error(m: int) -> Fraction:
+    """m/3: the rank-1 head's largest |y - t| over all length-3 inputs on {0,1}^m (proved:
+    |2b - a - w| <= m whenever 0 <= a <= b <= w <= m)."""
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m (token width) must be an int >= 1, got {m!r}")
+    return Fraction(int(m), 3)
+
+
+def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
+    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3:
+    (1^m, 0, 1^m) and (1^m, 1^m, 0), overshooting by m/3, and (1^m, 0, 0), undershooting.
+    Shape (3, 3, m); the proof shows there are no others. Limit: m <= 10**6."""
+    rank_one_length_three_max_error(m)  # validates m
+    m = check_int(m, "m (token width)", 1, 10**6)
+    one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
+    return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

@@ -1,0 +1,485 @@
+"""E1 -- the witness suite: train table heads of every rank on the witness family F(S)
+(chapter 6; tests Theorem E, ``thm-exponential-rank``, and Lemma B, ``lem-gap-domination``,
+on trained heads).
+
+The family is :func:`experiment_witness_24`: the E1 choice of query set, a subset of the
+Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the distinct ranks
+grouped into padded rank groups (:func:`companion.experiments.table_heads.group_ranks`), each
+group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
+softmax baseline as more units; the units run here or on a Dask cluster
+(:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's
+per-model results as soon as it finishes (:class:`companion.experiments.store.ResultStore`),
+so an interrupted CLI run resumes where it stopped. Every model is initialised from its own
+seed and trained full-batch, so its result does not depend on which other models share its
+program (up to float rounding). The configuration is the frozen dataclass :class:`E1Config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from companion.book import Table
+from companion.bounds.codes import paley_subset
+from companion.bounds.gap_domination import LinkCheck, total_weights
+from companion.bounds.rank_bounds import RankLowerBound, certified_rank_bound
+from companion.bounds.witness import WitnessFamily, family_size, witness_family
+from companion.checks import (
+    check_bool,
+    check_choice,
+    check_device,
+    check_float,
+    check_instance,
+    check_int,
+    check_int_sequence,
+    check_mapping,
+)
+from companion.core.attention import kernel_attention
+from companion.experiments.engine import check_model_size, train_batched
+from companion.experiments.scheduler import Unit, environment, run_units
+from companion.experiments.store import FrozenConfig, ResultStore, check_writable, read_json_file
+from companion.experiments.table_heads import (
+    FEATURES,
+    TableKernelHeads,
+    TableSoftmaxHeads,
+    group_ranks,
+)
+
+# --------------------------------------------------------------------------- the E1 family
+
+#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the
+#: first b of them. Found by select_paley_witness() (tests re-run the search and compare).
+EXPERIMENT_PALEY_SUBSET = (23, 5)
+
+
+def experiment_code_24() -> np.ndarray:
+    """The 24-bit query set of the experiments: the Paley (q = 23) subset that
+    :func:`select_paley_witness` picks (largest certified bound with 1,000-2,500 sequences)."""
+    return paley_subset(*EXPERIMENT_PALEY_SUBSET)
+
+
+def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: int = 2500,
+                         n: int = 3) -> tuple[tuple[int, int], RankLowerBound, int]:
+    """Search the Paley code's subsets {first a rows} + {complements of the first b of them}
+    for the largest certified rank bound whose family size lies in [min, max]; ties go to the
+    smaller family. Returns ((a, b), bound, family size); see
+    :func:`companion.bounds.codes.paley_subset`."""
+    q, min_sequences = check_int(q, "q", 3), check_int(min_sequences, "min_sequences", 1)
+    max_sequences = check_int(max_sequences, "max_sequences", min_sequences)
+    best = None
+    for a in range(2, q + 1):
+        for b in range(0, a + 1):
+            S = paley_subset(a, b, q)
+            size = family_size(S, n)
+            if not min_sequences <= size <= max_sequences:
+                continue
+            bound = certified_rank_bound(S, n)
+            key = (bound.rank, bound.sharpened_bound, -size)
+            if best is None or key > best[0]:
+                best = (key, (a, b), bound, size)
+    if best is None:
+        raise ValueError(f"no Paley subset for q={q}, n={n} has a family size in "
+                         f"[min_sequences, max_sequences] = [{min_sequences}, {max_sequences}]")
+    return best[1], best[2], best[3]
+
+
+def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
+    """The witness family the experiments train on (n = 3, eps = 1/2)."""
+    return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
+
+
+# --------------------------------------------------------------------------- configuration
+
+#: The issue's grid r in {1, 2, 4, ..., 64}, plus ranks between 16 and 32 where the certified
+#: bound (20), the exact rank-|S| construction (28) and the trained threshold meet.
+E1_RANKS = (1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64)
+
+FAMILIES = ("experiment_witness_24",)
+
+
+@dataclass(frozen=True)
+class E1Config(FrozenConfig):
+    """One E1 sweep; the defaults are the full size (CLI ``python -m companion e1 --full``):
+    11 ranks x 5 seeds, dense x 5 seeds. Validated and normalised on construction: ranks
+    sorted and distinct, rank_groups None -> :func:`group_ranks`, floats as floats."""
+
+    family: str = "experiment_witness_24"
+    ranks: tuple[int, ...] = E1_RANKS
+    rank_groups: tuple[tuple[int, ...], ...] | None = None
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    feature: str = "exp"
+    positional: bool = True
+    d: int = 16
+    score_dim: int = 24
+    phi_std: float = 1.0
+    qk_std: float = 0.2
+    lr: float = 0.03
+    final_lr_fraction: float = 0.02
+    steps: int = 3000
+    surrogate_steps: int = 2000
+    surrogate_power: int = 16
+    seed_block: int | None = None  # seeds per unit (None: all seeds in one unit)
+
+    def __post_init__(self):
+        put = self._put
+        if not isinstance(self.family, str) or (self.family not in FAMILIES
+                                                and not self.family.startswith("custom:")):
+            raise ValueError(
+                f"family must be one of {FAMILIES} (or 'custom:<digest>'), got {self.family!r}")
+        put("ranks", tuple(sorted(set(check_int_sequence(self.ranks, "ranks", 1)))))
+        put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
+        put("dense_seeds", tuple(check_int_sequence(self.dense_seeds, "dense_seeds", 0,
+                                                    allow_empty=True)))
+        groups = group_ranks(self.ranks) if self.rank_groups is None else self.rank_groups
+        groups = tuple(tuple(sorted(check_int_sequence(g, "rank_groups[i]", 1))) for g in groups)
+        if sorted(r for g in groups for r in g) != list(self.ranks):
+            raise ValueError(f"rank_groups must partition ranks {list(self.ranks)}, got {groups}")
+        put("rank_groups", groups)
+        check_choice(self.feature, "feature", FEATURES)
+        put("positional", check_bool(self.positional, "positional"))
+        for name in ("d", "score_dim", "steps"):
+            put(name, check_int(getattr(self, name), name, 1))
+        put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0))
+        put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
+        if self.seed_block is not None:
+            put("seed_block", check_int(self.seed_block, "seed_block", 1))
+        for name in ("phi_std", "qk_std"):
+            put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
+        self._check_schedule()
+
+
+#: Full size (the defaults).
+E1_FULL = E1Config()
+
+#: Book quick mode: same protocol, 3 seeds and shorter schedules (fits the build budget).
+E1_QUICK = dataclasses.replace(E1_FULL, seeds=(0, 1, 2), dense_seeds=(0, 1, 2), steps=1200,
+                               surrogate_steps=800)
+
+#: Installation / cluster check (CLI ``--smoke``, the tests): two rank groups and the dense
+#: heads, one seed per unit (6 units), short schedules; seconds on one core.
+E1_SMOKE = dataclasses.replace(E1_FULL, ranks=(1, 4, 16, 28), rank_groups=((1, 4), (16, 28)),
+                               seeds=(0, 1), dense_seeds=(0, 1), steps=60, surrogate_steps=40,
+                               seed_block=1)
+
+
+def e1_family(config: E1Config) -> WitnessFamily:
+    """The witness family a configuration names."""
+    if check_instance(config, "config", E1Config).family == "experiment_witness_24":
+        return experiment_witness_24()
+    raise ValueError(f"family {config.family!r} cannot be rebuilt by name; pass family= explicitly")
+
+
+def family_digest(family) -> str:
+    """A short digest of a family's training problem (token ids, targets, query position)."""
+    check_instance(family, "family", WitnessFamily)
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(np.asarray(family.token_ids, dtype=np.int64)).tobytes())
+    h.update(np.ascontiguousarray(np.asarray(family.targets, dtype=np.int64)).tobytes())
+    h.update(str(int(family.query_position)).encode())
+    return h.hexdigest()[:16]
+
+
+def unit_key(group: Sequence[int] | None) -> str:
+    """Store key of a unit: 'nka_r1-2-4' for a rank group, 'dense' for the baseline."""
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
+    return "dense" if group is None else "nka_r" + "-".join(str(r) for r in group)
+
+
+def _family_tensors(family, device):
+    ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
+    y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
+                        device=device)
+    return ids, y
+
+
+def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
+               seeds: Sequence[int] | None = None, only_rank: int | None = None):
+    """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels.
+    ``only_rank``: just that rank of the group, still padded to the group's largest rank
+    (same maths as inside the unit; floats agree only to rounding, see
+    :mod:`companion.experiments.engine`)."""
+    cfg = check_instance(cfg, "cfg", E1Config)
+    family = check_instance(family, "family", WitnessFamily)
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
+    if seeds is not None:
+        seeds = check_int_sequence(seeds, "seeds", 0)
+        if group is not None:
+            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
+    num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
+    qpos = int(family.query_position)
+    if group is None:
+        seeds = list(cfg.dense_seeds if seeds is None else seeds)
+        model = TableSoftmaxHeads(seeds, num_tokens, n, score_dim=cfg.score_dim,
+                                  query_position=qpos, d=cfg.d, qk_std=cfg.qk_std)
+        return model, [("dense", 0, s) for s in seeds]
+    seeds = list(cfg.seeds if seeds is None else seeds)
+    pad = max(group)
+    if only_rank is not None:
+        if check_int(only_rank, "only_rank", 1) not in group:
+            raise ValueError(
+                f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
+        group = [only_rank]
+    ranks = [r for r in group for _ in seeds]
+    ss = [s for _ in group for s in seeds]
+    model = TableKernelHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
+                             feature=cfg.feature, positional=cfg.positional, pad_to=pad,
+                             phi_std=cfg.phi_std)
+    return model, [("nka", r, s) for r, s in zip(ranks, ss, strict=True)]
+
+
+def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
+                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
+                  only_rank: int | None = None):
+    """Train one unit (or, with ``only_rank``, one rank of it); returns (records, TrainResult)."""
+    check_device(device)
+    model, labels = build_unit(cfg, family, group, seeds, only_rank)
+    ids, y = _family_tensors(family, device)
+    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
+                        final_lr_fraction=cfg.final_lr_fraction,
+                        surrogate_steps=cfg.surrogate_steps,
+                        surrogate_power=cfg.surrogate_power, seed=0, device=device,
+                        progress=progress)
+    records = [{"kind": k, "rank": r, "seed": s,
+                "best_max_error": round(float(res.best_max_error[i]), 6),
+                "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
+                "final_max_error": round(float(res.final_max_error[i]), 6),
+                "best_step": int(res.best_step[i])}
+               for i, (k, r, s) in enumerate(labels)]
+    return records, res
+
+
+def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[int, ...]]:
+    """``seeds`` cut into consecutive blocks of ``size`` (None: one block)."""
+    seeds = check_int_sequence(seeds, "seeds", 0)
+    size = len(seeds) if size is None else check_int(size, "size", 1)
+    return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+
+
+def unit_records(cfg: E1Config, family, group: Sequence[int] | None, seeds: Sequence[int],
+                 device="cpu") -> dict:
+    """Train one unit; what the store keeps of it: ``{"models": [per-model records]}``. A pure
+    function of its arguments (every model is seeded by its own seed), so it may run anywhere."""
+    records, _ = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
+    return {"models": records}
+
+
+def e1_units(cfg: E1Config, family, device="cpu") -> list[Unit]:
+    """The sweep's independent units: every rank group x seed block, then the dense heads x
+    seed block. Keys: 'nka_r1-2-4' and 'dense' with one block, '..._s0-1' with several."""
+    check_instance(cfg, "cfg", E1Config)
+    check_instance(family, "family", WitnessFamily)
+    check_device(device)
+    units = []
+    plan = [(g, seed_blocks(cfg.seeds, cfg.seed_block)) for g in cfg.rank_groups]
+    if cfg.dense_seeds:
+        plan.append((None, seed_blocks(cfg.dense_seeds, cfg.seed_block)))
+    for group, blocks in plan:
+        for block in blocks:
+            key = unit_key(group) + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, block)))
+            units.append(Unit(key, unit_records, (cfg, family, group, block, str(device)),
+                              device=str(device)))
+    return units
+
+
+def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
+                 restart: bool = False, family=None, keep_models: bool = False,
+                 scheduler: str | None = None, threads: int = 1) -> dict:
+    """Run (or resume) an E1 sweep. Returns ``{"config", "config_hash", "units", "models"}``
+    where units maps the unit key (:func:`e1_units`) to ``{"models": [records], "wall_time",
+    "environment"}`` (see :func:`environment`) and models (only with ``keep_models``, and only
+    for units trained in this call) maps the unit key to the trained stacked module. ``out``:
+    JSON path written atomically after every unit. ``scheduler``: where the units run (None:
+    here; 'local:N' or a Dask address: see :mod:`companion.experiments.scheduler`; not with
+    ``keep_models``); ``threads``: torch threads per unit."""
+    cfg = check_instance(config, "config", E1Config)
+    check_device(device)
+    if family is None:
+        family = e1_family(cfg)
+    elif cfg.family in FAMILIES:  # family is checked by family_digest and e1_units
+        cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
+    check_bool(keep_models, "keep_models")
+    if keep_models and scheduler is not None:
+        raise ValueError("keep_models needs the units to run here: pass scheduler=None")
+    store = ResultStore(None if out is None else check_writable(out, "out"), cfg,
+                        restart=restart)
+    units = e1_units(cfg, family, device)
+    models = {}
+    if keep_models:
+        for unit in units:
+            if not store.done(unit.key):
+                start = time.perf_counter()
+                records, res = train_e1_unit(cfg, family, *unit.args[2:4], device=device,
+                                             progress=progress)
+                store.put(unit.key, {"models": records, "environment": environment(device),
+                                     "wall_time": round(time.perf_counter() - start, 2)})
+                models[unit.key] = res.model
+    else:
+        run_units(units, store, scheduler=scheduler, threads=threads, progress=progress)
+    result = store.as_dict()
+    result["models"] = models
+    return result
+
+
+def all_records(results: dict) -> list[dict]:
+    """Every model record of an E1 sweep result ({"units": {key: {"models": [...]}}})."""
+    try:
+        return [rec for unit in results["units"].values() for rec in unit["models"]]
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise ValueError(f"results must be an E1 sweep result {{'units': {{key: {{'models': "
+                         f"[...]}}}}}}, got {type(results).__name__} ({exc!r:.80})") from exc
+
+
+def summarise_e1(results: dict) -> list[dict]:
+    """Per rank (then 'dense'): max error median / min / max over seeds, median fraction of
+    inputs within 1/2, and solved seeds (max error < 1/2)."""
+    recs = all_records(results)
+    keys = sorted({r["rank"] for r in recs if r["kind"] == "nka"}) + (
+        ["dense"] if any(r["kind"] == "dense" for r in recs) else [])
+    rows = []
+    for key in keys:
+        sel = [r for r in recs if (r["kind"] == "dense" if key == "dense"
+                                   else (r["kind"] == "nka" and r["rank"] == key))]
+        err = np.array([r["best_max_error"] for r in sel])
+        frac = np.array([r["fraction_within_half"] for r in sel])
+        rows.append({"r": key, "median_max_error": float(np.median(err)),
+                     "min_max_error": float(err.min()), "max_max_error": float(err.max()),
+                     "median_fraction_within_half": float(np.median(frac)),
+                     "solved": int((err < 0.5).sum()), "seeds": len(sel)})
+    return rows
+
+
+def summary_table(rows: list[dict], caption: str | None = None) -> Table:
+    """The rows of :func:`summarise_e1` as a table: max error median [min, max], median share
+    within 1/2, solved seeds."""
+    try:
+        cells = [{"r": row["r"], "max error: median": row["median_max_error"],
+                  "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
+                  "within 1/2": row["median_fraction_within_half"],
+                  "solved": f"{row['solved']}/{row['seeds']}"} for row in rows]
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"rows must be the rows of summarise_e1 ({exc!r:.80})") from exc
+    return Table(cells, caption=caption, formats={"max error: median": ".3f", "within 1/2": ".3f"})
+
+
+def consistency_violations(results: dict, r_star: int) -> list[dict]:
+    """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
+    says cannot exist. An empty list means the check passed."""
+    r_star = check_int(r_star, "r_star", 0)
+    return [r for r in all_records(results)
+            if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
+
+
+def find_trained_model(models: dict, rank, seed: int = 0):
+    """(stacked module, row j) of the model of `rank` (an int, or "dense") and `seed` among
+    the units that :func:`run_e1_sweep` kept (``keep_models=True``); ValueError if none."""
+    for key, model in check_mapping(models, "models").items():
+        if key.startswith("dense") != (rank == "dense"):
+            continue
+        ranks = model.ranks if rank != "dense" else [rank] * model.num_models
+        for j, (r, s) in enumerate(zip(ranks, model.seeds, strict=True)):
+            if r == rank and s == seed:
+                return model, j
+    raise ValueError(f"models holds no kept model of rank {rank!r:.40} and seed {seed!r:.40}")
+
+
+def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
+                          score_dim: int = 24) -> dict:
+    """At initialisation (no training), the dense heads' attention on the family: standard
+    deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
+    family = check_instance(family, "family", WitnessFamily)
+    seeds = check_int_sequence(seeds, "seeds", 0)
+    ids = torch.as_tensor(family.token_ids)
+    q = family.query_position
+    heads = TableSoftmaxHeads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
+                              query_position=q)
+    with torch.no_grad():
+        la, _ = heads.pair_tables()
+        x = ids[:, q]
+        logits = torch.stack([la[:, 0, x, ids[:, p]] for p in range(ids.shape[1])], dim=-1)
+        w = torch.softmax(logits, dim=-1)
+    return {"logit_std": logits.std().item(), "mean_largest_weight": w.amax(-1).mean().item(),
+            "saturated_share": (w.amax(-1) > 0.99).float().mean().item()}
+
+
+def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
+    """Lemma B, live, on every chain link of the family: the head's errors on the link's two
+    pure sequences and every arrangement of its mixed one (eps_link = the largest), and its
+    ratio D(x;z)/D(x;z') from the one D of :func:`companion.bounds.gap_domination.total_weights`.
+    Evaluated on the whole family at once (float64)."""
+    check_instance(family, "family", WitnessFamily)
+    D = total_weights(head, family.sequences, family.convention)
+    err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
+    n = family.n
+    return [LinkCheck.from_errors(link.gap, 1, n - 2, err[list(link.pure_rows)],
+                                  err[list(link.mixed_rows)].max(),
+                                  D[link.pure_rows[0]] / D[link.pure_rows[1]])
+            for link in family.links]
+
+
+def load_e1_results(path) -> dict:
+    """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
+    return read_json_file(path, "E1 results file")
+
+
+# --------------------------------------------------------------------------- the live subset
+
+#: What chapter 6 re-trains live (seconds): one failing and one solving rank of the quick
+#: mode's large rank group (padded to its largest rank, 32, as inside the sweep), seed 0. Its
+#: numbers are checked against the committed quick sweep, results/e1_quick.json
+#: (:mod:`companion.experiments.reference`), never printed.
+E1_LIVE_RANKS = (16, 32)
+E1_LIVE_SEEDS = (0,)
+
+
+def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] = E1_LIVE_RANKS,
+                  seeds: Sequence[int] = E1_LIVE_SEEDS, device="cpu"):
+    """Train ``ranks`` x ``seeds`` of ``config`` as one program padded to the largest rank of
+    the configuration's rank group that holds them (the padding the sweep uses). Returns
+    (records, trained stacked module)."""
+    cfg = check_instance(config, "config", E1Config)
+    ranks = tuple(sorted(set(check_int_sequence(ranks, "ranks", 1))))
+    groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
+    if not groups:
+        raise ValueError(f"ranks must lie in one rank group of the configuration "
+                         f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
+    seeds = tuple(check_int_sequence(seeds, "seeds", 0))
+    labels = [("nka", r, s) for r in ranks for s in seeds]
+    model = TableKernelHeads([r for _, r, _ in labels], [s for _, _, s in labels],
+                             len(family.tokens), np.asarray(family.token_ids).shape[1],
+                             query_position=int(family.query_position), d=cfg.d,
+                             feature=cfg.feature, positional=cfg.positional,
+                             pad_to=max(groups[0]), phi_std=cfg.phi_std)
+    ids, y = _family_tensors(family, device)
+    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
+                        final_lr_fraction=cfg.final_lr_fraction,
+                        surrogate_steps=cfg.surrogate_steps,
+                        surrogate_power=cfg.surrogate_power, seed=0, device=device)
+    records = [{"kind": k, "rank": r, "seed": s,
+                "best_max_error": round(float(res.best_max_error[i]), 6),
+                "fraction_within_half": round(float(res.fraction_within_half[i]), 6)}
+               for i, (k, r, s) in enumerate(labels)]
+    return records, res.model
+
+
+def model_values(records, quantity: str = "best_max_error") -> dict:
+    """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
+    if isinstance(records, dict):
+        try:
+            records = all_records(records)
+        except ValueError as exc:
+            raise ValueError(f"records: {exc}") from exc
+    try:
+        return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"records must be E1 model records holding kind, rank, seed and the "
+                         f"quantity {quantity!r:.60} ({exc!r:.80})") from exc

@@ -1,0 +1,217 @@
+"""The pre-registered rule applied to E2's readings and stored protocols (chapter 7): per
+curve the transition, its sharpness, the capacity share below it and dense exactness; the
+verdict over sizes; the content of results/e2_summary.json; the chapter's HTML tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion.book import Table
+from companion.checks import check_choice, check_mapping
+from companion.experiments.e2.pools import HARD_DISTRIBUTIONS
+from companion.experiments.e2.readings import HEADLINE, READINGS
+from companion.experiments.e2.rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
+
+__all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table",
+           "curve_table"]
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+_CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
+
+
+def _check_result(result, name: str) -> dict:
+    """A reading result (:func:`reading_result`, :func:`load_reading`): its config and one
+    entry per size, else an error naming `name`."""
+    check_mapping(result, name)
+    cfg, sizes = result.get("config"), result.get("sizes")
+    if not isinstance(cfg, dict) or not isinstance(sizes, dict) or any(
+            k not in cfg for k in _CONFIG_KEYS):
+        raise ValueError(f"{name} must be a reading result (reading_result / load_reading): a "
+                         f"dict with 'config' (holding {', '.join(_CONFIG_KEYS)}) and 'sizes'")
+    if cfg["reading"] not in READINGS or len(sizes) != len(cfg["sizes"]):
+        raise ValueError(f"{name}: config['reading'] must be one of {tuple(READINGS)} and "
+                         f"'sizes' must have one entry per config size")
+    return result
+
+
+def _check_summary(summary, name: str = "summary") -> dict:
+    check_mapping(summary, name)
+    if not (isinstance(summary.get("readings"), dict)
+            and isinstance(summary.get("stored_protocols"), dict)):
+        raise ValueError(f"{name} must be an E2 summary (e2_summary): a dict with dicts "
+                         f"'readings' and 'stored_protocols'")
+    return summary
+
+
+def _fit_curve(acc: dict, test: str) -> np.ndarray:
+    """The capacity curve for a test distribution: accuracy on the heads' own training
+    sequences of that distribution, or on all their training sequences if they trained on
+    none of it."""
+    return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
+
+
+def judge_reading(result: dict) -> dict:
+    """The rule applied to a reading: per readout and test distribution, per size the
+    transition (r*, refined r*, first crossing), its sharpness, the capacity share below it
+    and dense exactness, and the verdict over the sizes."""
+    _check_result(result, "result")
+    cfg = result["config"]
+    out = {}
+    for readout in cfg["readouts"]:
+        out[readout] = {}
+        for test in cfg["tests"]:
+            per_size = []
+            for (m, p), key in zip(cfg["sizes"], result["sizes"], strict=True):
+                e = result["sizes"][key][readout]
+                acc = e["heads"]["accuracy"]
+                rule = curve_rule(cfg["ranks"], acc[f"test/{test}"], _fit_curve(acc, test),
+                                  threshold=cfg["threshold"])
+                dense = dense_exact(e["dense"]["accuracy"][f"test/{test}"])
+                per_size.append({"m": m, "P": p, "size": m if cfg["reading"] == "X" else p,
+                                 "rule": rule, "dense": dense})
+            out[readout][test] = {"sizes": per_size, **verdict(per_size)}
+    return out
+
+
+def _size_line(s: dict) -> dict:
+    r = s["rule"]
+    return {"m": s["m"], "P": s["P"], "size": s["size"], "r_star": r["r_star"],
+            "r_star_refined": r["r_star_refined"], "r_first": r["r_first"], "r50": r["r50"],
+            "width_doublings": r["width"], "sharp": r["sharp"], "J": r["J"],
+            "capacity_share": r.get("capacity_share"), "limit": r.get("limit"),
+            "median": r["median"], "fit_median": r.get("train_median"),
+            "dense_exact_seeds": s["dense"]["exact"], "dense_perfect_seeds":
+            s["dense"]["perfect"], "seeds": s["dense"]["seeds"]}
+
+
+def e2_summary(readings: dict, stored: dict | None = None) -> dict:
+    """The content of results/e2_summary.json: the rule's constants, the paper's reported
+    transitions, the headline, and per reading (and per stored protocol, judged by the same
+    rule on its training and test curves) the sizes, r* per size (or None), the threshold,
+    the sharpness and dense exact seeds / seeds, with each verdict."""
+    check_mapping(readings, "readings")
+    for name, res in readings.items():
+        _check_result(res, f"readings[{name!r:.40}]")
+        if res["config"]["reading"] != name:
+            raise ValueError(f"readings: the result under {name!r:.40} is reading "
+                             f"{res['config']['reading']!r}")
+    if stored is not None:
+        check_mapping(stored, "stored")
+        for name, res in stored.items():
+            cfg = res.get("config") if isinstance(res, dict) else None
+            if not (isinstance(cfg, dict) and isinstance(res.get("widths"), dict) and all(
+                    k in cfg for k in ("ranks", "threshold", "pool_sizes", "widths",
+                                       "readout", "seeds"))):
+                raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
+                                 f"(load_e2_protocols): 'config' and 'widths'")
+    out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
+           "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
+           "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
+    for name, res in readings.items():
+        judged = judge_reading(res)
+        cfg = res["config"]
+        out["readings"][name] = {
+            "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
+            "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]), "threshold": cfg["threshold"],
+            "by_readout": {ro: {t: {"verdict": v["verdict"], "reason": v["reason"],
+                                    "per_size": [_size_line(s) for s in v["sizes"]]}
+                                for t, v in tests.items()}
+                           for ro, tests in judged.items()}}
+    for name, res in (stored or {}).items():
+        ranks, per_size = res["config"]["ranks"], []
+        for m, e in res["widths"].items():
+            rule = curve_rule(ranks, e["accuracy"]["uniform"], e["train_accuracy"],
+                              threshold=res["config"]["threshold"])
+            per_size.append({"m": int(m), "P": res["config"]["pool_sizes"][
+                res["config"]["widths"].index(int(m))], "size": int(m), "rule": rule,
+                "dense": dense_exact(e["dense"]["uniform"])})
+        v = verdict(per_size)
+        out["stored_protocols"][name] = {
+            "problem_size": "m", "readout": res["config"]["readout"], "test": "uniform",
+            "seeds": len(res["config"]["seeds"]), "verdict": v["verdict"],
+            "reason": v["reason"], "per_size": [_size_line(s) for s in per_size]}
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _dash(value) -> str:
+    return "—" if value is None else str(value)
+
+
+def _protocol_rows(summary: dict, test: str):
+    """(protocol, readout, problem size, per-size lines, verdict, reason) per judged curve."""
+    for name, r in summary["readings"].items():
+        for readout, tests in r["by_readout"].items():
+            if test in tests:
+                v = tests[test]
+                yield name, readout, r["problem_size"], v["per_size"], v["verdict"], v["reason"]
+    for name, r in summary["stored_protocols"].items():
+        if test == "uniform":
+            yield (name.split("_")[0] + " (stored)", r["readout"], r["problem_size"],
+                   r["per_size"], r["verdict"], r["reason"])
+
+
+def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
+    """One row per protocol and readout: sizes, r* per size, the width of each transition
+    in doublings, dense exact seeds per size, and the rule's verdict."""
+    _check_summary(summary)
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    rows = []
+    for name, readout, what, sizes, v, reason in _protocol_rows(summary, test):
+        rows.append({
+            "protocol": name, "readout": readout,
+            "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
+            "r* per size": " → ".join(_dash(s["r_star_refined"] or s["r_star"]) for s in sizes),
+            "width (doublings)": ", ".join(
+                "—" if s["width_doublings"] is None else f"{s['width_doublings']:.1f}"
+                for s in sizes),
+            "dense exact": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in sizes),
+            "verdict": v, "first failing condition": "—" if v != "differs" else reason})
+    return Table(rows, caption=caption)
+
+
+def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
+    """Rank against generalisation below the transition, per protocol, readout and size:
+    the capacity share of the missing test accuracy and the call the rule makes."""
+    _check_summary(summary)
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    rows = []
+    for name, readout, what, sizes, _, _ in _protocol_rows(summary, test):
+        for s in sizes:
+            share = s["capacity_share"]
+            rows.append({"protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
+                         "capacity share": "—" if share is None else f"{share:.2f}",
+                         "limited by": _dash(s["limit"]),
+                         "test at r = 128": f"{s['median'][-1]:.2f}",
+                         "fit at r = 128": ("—" if s["fit_median"] is None
+                                            else f"{s['fit_median'][-1]:.2f}")})
+    return Table(rows, caption=caption)
+
+
+def curve_table(result: dict, readout: str, test: str = "uniform",
+                caption: str | None = None):
+    """Exact-sequence accuracy by rank (rows, then dense) and size (columns) of one reading:
+    'median [min, max]' over seeds on the held-out sequences of distribution ``test``."""
+    _check_result(result, "result")
+    cfg = result["config"]
+    check_choice(readout, "readout", tuple(cfg["readouts"]))
+    check_choice(test, "test", tuple(cfg["tests"]))
+
+    def cell(values) -> str:
+        a = np.asarray(values, dtype=np.float64)
+        return f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]"
+
+    sizes = list(result["sizes"])
+    rows = [[r] + [cell(result["sizes"][k][readout]["heads"]["accuracy"][f"test/{test}"][i])
+                   for k in sizes] for i, r in enumerate(cfg["ranks"])]
+    rows.append(["dense"] + [cell(result["sizes"][k][readout]["dense"]["accuracy"][
+        f"test/{test}"]) for k in sizes])
+    what = READINGS[cfg["reading"]][2]
+    cols = [f"{what} = {m if what == 'm' else p}" for m, p in cfg["sizes"]]
+    return Table(rows, columns=["r", *cols], caption=caption)

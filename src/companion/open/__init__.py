@@ -1,0 +1,2 @@
+"""The questions the paper leaves open (chapter 8): signed features, several heads, level
+heads."""

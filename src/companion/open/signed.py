@@ -1,0 +1,425 @@
+"""Signed kernel heads: what the certificate still proves, and where its proof stops.
+
+A *signed head* is the model of :class:`companion.core.attention.KernelAttentionHead` with the
+sign condition dropped: alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> may be negative, and
+y = sum_p alpha_p f_p / sum_p alpha_p + b(x) is defined wherever the denominator
+D = sum_p alpha_p is nonzero. A signed head *solves* a family when D != 0 on every input of
+the family and the error is < 1/2 there ("nonzero" convention). A stricter convention asks
+D > 0 on every input ("positive"; equivalently every query's denominators share one sign,
+since flipping phi_Q(x) flips them all and leaves y unchanged).
+
+What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check each step):
+
+* positive denominators, any position-dependence — Lemma B holds verbatim (it only uses
+  that the arrangements' denominators are positive), so |S|-by-|S| matrix
+  M[x,y] = D(x; y-bar) / D(x; x-bar) is entrywise in (0, 1/rho_xy], unit diagonal, and
+  D(x; z) = alpha_q(x, x) + K(x, z) has rank <= r + 1: r >= (NKA bound) - 1.
+* nonzero denominators, keys shared across positions — Lemma B holds in absolute value,
+  |D(z)| >= c(g) |D(z')| for every gap g >= 2; M may have negative entries, so only the trace
+  bound (Lemma D) survives: r >= ceil(Theorem E) - 1.
+* nonzero denominators, position-dependent keys — the two arrangements of a mixed sequence
+  may have denominators of opposite signs; their mediant is then not between their outputs
+  and Lemma B fails: :func:`signed_link_counterexample` is a rank-1 head with error 2/5 on a
+  gap-4 link whose weight ratio is 1 (Lemma B demands 4). No bound is known: open.
+
+Also here: exact rank and rank factorisation of rational matrices, and the exact rank of a
+kernel that is a function of the overlap (the sum of C(m, j) over the nonzero forward
+differences Delta^j P(0)), used to show signed *features* with a nonnegative kernel
+(``prf:prop-overlap-rank``).
+
+Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-overlap-rank``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from companion.bounds.rank_bounds import RankLowerBound
+from companion.bounds.witness import WitnessFamily
+from companion.checks import (
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_instance,
+    check_int,
+    check_token,
+    check_tokens,
+)
+from companion.core.attention import KernelAttentionHead
+from companion.core.task import check_convention, query_index
+
+__all__ = [
+    "signed_denominators",
+    "signed_attention",
+    "signed_max_error_exact",
+    "signed_rank_lower_bound",
+    "signed_mediant",
+    "signed_link_counterexample",
+    "exact_rank",
+    "rank_factorisation",
+    "newton_coefficients",
+    "overlap_kernel_rank",
+    "overlap_kernel_head",
+]
+
+DENOMINATOR_CONVENTIONS = ("nonzero", "positive")
+#: Settings of :func:`signed_rank_lower_bound`.
+SIGNED_SETTINGS = ("nka", "positive", "shared_keys", "position_dependent")
+#: Most sequences one evaluation accepts (float / exact: Python Fractions, ~0.5 ms each).
+MAX_SIGNED_SEQUENCES = 2**20
+MAX_EXACT_SEQUENCES = 2**12
+#: Most entries of a matrix :func:`exact_rank` accepts (Gauss-Jordan over Fractions).
+MAX_EXACT_ENTRIES = 2**14
+
+
+def _check_head(head) -> KernelAttentionHead:
+    return check_instance(head, "head", KernelAttentionHead)
+
+
+def _check_denominators(denominators: str) -> str:
+    return check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
+
+
+def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
+    """alpha (..., n) and scores f_p = <a(x), v_p(x_p)> (..., n), and the bias (...)."""
+    x = check_tokens(sequences)
+    check_convention(convention)
+    limit = MAX_EXACT_SEQUENCES if exact else MAX_SIGNED_SEQUENCES
+    if x.size // x.shape[-1] // x.shape[-2] > limit or x.shape[-1] > 4096:
+        raise ValueError(f"sequences: at most {limit} sequences of width <= 4096 "
+                         f"({'exact' if exact else 'float'} evaluation), got shape {x.shape}")
+    n = x.shape[-2]
+    q = query_index(n, convention)
+    query = x[..., q, :]
+    dtype = object if exact else np.float64
+    phi_q = np.asarray(head.query_features(query), dtype=dtype)
+    if phi_q.shape != x.shape[:-2] + (head.rank,):
+        raise ValueError(f"query_features must return shape {x.shape[:-2] + (head.rank,)}, "
+                         f"got {phi_q.shape}")
+    a = np.asarray(head.readout_weights(query), dtype=dtype)
+    b = np.asarray(head.readout_bias(query), dtype=dtype)
+    alpha, scores = [], []
+    for p in range(n):
+        fk = np.asarray(head.key_features(x[..., p, :], p), dtype=dtype)
+        v = np.asarray(head.values(x[..., p, :], p), dtype=dtype)
+        if fk.shape != phi_q.shape or v.shape != a.shape:
+            raise ValueError(f"key_features/values at position {p} return shapes {fk.shape}, "
+                             f"{v.shape}; expected {phi_q.shape}, {a.shape}")
+        alpha.append((phi_q * fk).sum(axis=-1))
+        scores.append((a * v).sum(axis=-1))
+    return np.stack(alpha, -1), np.stack(scores, -1), b
+
+
+def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):
+    """D = sum_p alpha_p(x, x_p) on every sequence, any sign: shape (...)."""
+    alpha, _, _ = _maps(_check_head(head), sequences, convention, check_bool(exact, "exact"))
+    return alpha.sum(axis=-1)
+
+
+def signed_attention(head, sequences, convention="bidirectional", exact: bool = False,
+                     denominators: str = "nonzero"):
+    """y = sum_p alpha_p f_p / sum_p alpha_p + b(x) for a head of any sign.
+
+    Raises ValueError where the convention fails: a denominator equal to 0 ('nonzero'), or
+    some query whose denominators do not share one sign ('positive': up to flipping phi_Q(x),
+    every denominator positive). Exact (Fractions) with ``exact=True``.
+    """
+    head = _check_head(head)
+    _check_denominators(denominators)
+    exact = check_bool(exact, "exact")
+    alpha, scores, b = _maps(head, sequences, convention, exact)
+    den = alpha.sum(axis=-1)
+    num = (alpha * scores).sum(axis=-1)
+    flat_d = np.ravel(den)
+    if any(d == 0 for d in flat_d):
+        raise ValueError("a denominator sum_p alpha_p is 0: the signed head is undefined there")
+    if denominators == "positive":
+        x = check_tokens(sequences)
+        q = query_index(x.shape[-2], convention)
+        queries = x[..., q, :].reshape(-1, x.shape[-1])
+        signs: dict[bytes, int] = {}
+        for tok, d in zip(queries, flat_d):
+            s = 1 if d > 0 else -1
+            if signs.setdefault(tok.tobytes(), s) != s:
+                raise ValueError("denominators change sign for one query: the 'positive' "
+                                 "convention fails")
+    if exact:
+        out = np.empty(np.shape(num), dtype=object)
+        out.reshape(-1)[:] = [Fraction(nn) / Fraction(dd) for nn, dd in
+                              zip(np.ravel(num), flat_d)]
+        return out + b
+    return num / den + b
+
+
+def signed_max_error_exact(head, sequences, targets, convention="bidirectional",
+                           denominators: str = "nonzero") -> Fraction:
+    """max |y - t| over the sequences, exactly, under a denominator convention."""
+    y = signed_attention(head, sequences, convention, exact=True, denominators=denominators)
+    if isinstance(targets, (str, bytes)) or targets is None:
+        raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
+    try:
+        t = np.asarray(targets)
+    except ValueError as exc:  # ragged
+        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
+    if t.shape != np.shape(y) or not np.issubdtype(t.dtype, np.integer):
+        raise ValueError(f"targets must have shape {np.shape(y)}, got {t.shape}")
+    return max(abs(Fraction(v) - int(tt)) for v, tt in zip(np.ravel(y), np.ravel(t)))
+
+
+def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
+    """The rank a head must have to solve F(S), from the family's certified bound.
+
+    'nka': Theorem E / Lemma D' (bound.rank); 'positive' (signed, every query's denominators
+    of one sign): bound.rank - 1; 'shared_keys' (signed, keys shared by the positions,
+    denominators nonzero): trace_rank - 1; 'position_dependent' (signed, sign changes
+    allowed): no bound is known, None.
+    """
+    check_instance(bound, "bound", RankLowerBound)
+    check_choice(setting, "setting", SIGNED_SETTINGS)
+    if setting == "nka":
+        return bound.rank
+    if setting == "positive":
+        return max(bound.rank - 1, 1)
+    if setting == "shared_keys":
+        return max(bound.trace_rank - 1, 1)
+    return None
+
+
+def signed_mediant(head, x, z, z_prime, convention="bidirectional"):
+    """For n = 3: (mediant of the two arrangements (x,z,z'), (x,z',z) — sum of numerators
+    over sum of denominators —, the closed form (D_z y_z + D_z' y_z') / (D_z + D_z') from the
+    pure sequences, and the two arrangements' (output, denominator)), all exact."""
+    head = _check_head(head)
+    x = check_token(x, "x")
+    if x.shape[0] > 4096:
+        raise ValueError(f"x must have width m <= 4096, got {x.shape[0]}")
+    toks = [x] + [check_token(t, name, x.shape[0]) for t, name in
+                  ((z, "z"), (z_prime, "z_prime"))]
+    q = query_index(3, convention)
+
+    def seq(keys):
+        s = list(keys)
+        s.insert(q, toks[0])
+        return np.asarray(s)
+
+    rows = np.stack([seq([toks[1], toks[2]]), seq([toks[2], toks[1]]),
+                     seq([toks[1], toks[1]]), seq([toks[2], toks[2]])])
+    alpha, scores, b = _maps(head, rows, convention, exact=True)
+    den = alpha.sum(-1)
+    num = (alpha * scores).sum(-1) + b * den
+    if any(d == 0 for d in den):
+        raise ValueError("a denominator is 0 on one of the four sequences")
+    mediant = Fraction(num[0] + num[1]) / Fraction(den[0] + den[1])
+    y = [Fraction(num[i]) / Fraction(den[i]) for i in range(4)]
+    closed = (den[2] * y[2] + den[3] * y[3]) / Fraction(den[2] + den[3])
+    return mediant, closed, ((y[0], den[0]), (y[1], den[1]))
+
+
+def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
+    """A rank-1 signed head with position-dependent keys that has error <= eps on one link's
+    four sequences (pure on z, pure on z', both arrangements of the mixed one; overlaps 0 and
+    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps).
+
+    Construction: query weight 0, key weights A_p(z), A_p(z') with D(z) = D(z') = 1 but
+    arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs); the scores put
+    the errors 0, 0, +eps, -eps on the four sequences. Returns (head, x, z, z').
+    """
+    g = check_int(g, "g", 1, 64)
+    eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
+    m = g + 1
+    x = np.array([1] * g + [0], dtype=np.int64)     # |x| = g
+    z = np.array([0] * g + [1], dtype=np.int64)     # <x, z> = 0
+    zp = np.array([1] * g + [1], dtype=np.int64)    # <x, z'> = g
+    K = 1 + Fraction(g) / (2 * eps)
+    A = {(1, 0): K - 1, (2, 0): 2 - K, (1, 1): Fraction(0), (2, 1): Fraction(1)}  # (p, key)
+    a_low = Fraction(0)
+    n2_z = (a_low - eps) * (2 - K)      # arrangement (x, z', z) lands on a - eps
+    n1_z = a_low - n2_z                 # pure z exact
+    F = {(1, 0): n1_z / A[(1, 0)], (2, 0): n2_z / A[(2, 0)], (1, 1): Fraction(0),
+         (2, 1): Fraction(g)}           # pure z' exact: F_2(z') = g
+    keys = {z.tobytes(): 0, zp.tobytes(): 1}
+
+    def key_id(tok):
+        return keys.get(np.asarray(tok, dtype=np.int64).tobytes())
+
+    def per_token(table, p, zz):
+        zz = np.asarray(zz, dtype=np.int64)
+        out = np.empty(zz.shape[:-1] + (1,), dtype=object)
+        flat = out.reshape(-1)
+        for i, tok in enumerate(zz.reshape(-1, m)):
+            kid = key_id(tok)
+            flat[i] = Fraction(0) if p == 0 or kid is None else table[(p, kid)]
+        return out
+
+    head = KernelAttentionHead(
+        rank=1,
+        query_features=lambda xx: np.ones(np.shape(xx)[:-1] + (1,), dtype=np.int64),
+        key_features=lambda zz, p: per_token(A, p, zz),
+        values=lambda zz, p: per_token(F, p, zz),
+        readout_weights=lambda xx: np.ones(np.shape(xx)[:-1] + (1,), dtype=np.int64),
+        readout_bias=lambda xx: np.zeros(np.shape(xx)[:-1], dtype=np.int64),
+    )
+    return head, x, z, zp
+
+
+# ------------------------------------------------------------------ exact linear algebra
+
+
+def _fraction_matrix(M) -> list[list[Fraction]]:
+    if isinstance(M, (str, bytes)) or M is None:
+        raise TypeError(f"M must be a 2-d array of ints or Fractions, got {type(M).__name__}")
+    try:
+        arr = np.asarray(M, dtype=object)
+    except ValueError as exc:
+        raise TypeError(f"M must be a rectangular array ({exc})") from exc
+    if arr.ndim != 2 or 0 in arr.shape or arr.size > MAX_EXACT_ENTRIES:
+        raise ValueError(f"M must be a non-empty 2-d array of at most {MAX_EXACT_ENTRIES} "
+                         f"entries, got shape {arr.shape}")
+    if np.issubdtype(np.asarray(M).dtype, np.complexfloating):
+        raise TypeError("M must be real")
+    try:
+        return [[check_fraction(v, "M[i, j]") for v in row] for row in arr.tolist()]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"M must hold finite ints, Fractions or floats: {exc}") from exc
+
+
+def _row_echelon(rows: list[list[Fraction]]) -> tuple[list[list[Fraction]], list[int]]:
+    rows = [list(r) for r in rows]
+    pivots, rank = [], 0
+    ncols = len(rows[0])
+    for c in range(ncols):
+        piv = next((i for i in range(rank, len(rows)) if rows[i][c] != 0), None)
+        if piv is None:
+            continue
+        rows[rank], rows[piv] = rows[piv], rows[rank]
+        inv = 1 / rows[rank][c]
+        rows[rank] = [v * inv for v in rows[rank]]
+        for i in range(len(rows)):
+            if i != rank and rows[i][c] != 0:
+                f = rows[i][c]
+                rows[i] = [vi - f * vr for vi, vr in zip(rows[i], rows[rank])]
+        pivots.append(c)
+        rank += 1
+    return rows[:rank], pivots
+
+
+def exact_rank(M) -> int:
+    """Rank of a matrix of ints / Fractions, exactly (Gauss-Jordan over the rationals)."""
+    _, pivots = _row_echelon(_fraction_matrix(M))
+    return len(pivots)
+
+
+def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
+    """Exact M = U V^T with U (rows, rank) = M's pivot columns and V (cols, rank) = the
+    reduced row echelon form's nonzero rows, transposed (object arrays of Fractions)."""
+    rows = _fraction_matrix(M)
+    rref, pivots = _row_echelon(rows)
+    U = np.array([[row[c] for c in pivots] for row in rows], dtype=object)
+    V = np.array(rref, dtype=object).T
+    return U, V
+
+
+# ----------------------------------------------------- kernels that depend on the overlap
+
+
+def _values(values, limit: int) -> list[Fraction]:
+    try:
+        ndim = np.ndim(values)
+    except ValueError:  # ragged nested lists
+        ndim = -1
+    if isinstance(values, (str, bytes, dict)) or values is None or ndim != 1:
+        raise TypeError(f"values must be a 1-d sequence of numbers, got {type(values).__name__}")
+    if not 0 < len(values) <= limit:
+        raise ValueError(f"values must hold 1 to {limit} numbers, got {len(values)}")
+    return [check_fraction(v, "values[i]") for v in values]
+
+
+def newton_coefficients(values) -> list[Fraction]:
+    """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
+    P(t) = sum_j Delta^j P(0) C(t, j)."""
+    vals = _values(values, 4096)
+    out = []
+    while vals:
+        out.append(vals[0])
+        vals = [b - a for a, b in zip(vals, vals[1:])]
+    return out
+
+
+def overlap_kernel_rank(values, m: int) -> int:
+    """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P given on 0..m: sum of C(m, j) over the
+    j with Delta^j P(0) != 0 — because C(<x,z>, j) = sum_{|J|=j} x_J z_J and the monomials
+    x_J are a basis of the functions on {0,1}^m."""
+    m = check_int(m, "m", 1, 4095)
+    vals = _values(values, 4096)
+    if len(vals) != m + 1:
+        raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
+    return sum(math.comb(m, j) for j, c in enumerate(newton_coefficients(vals)) if c != 0)
+
+
+def overlap_kernel_matrix(values, m: int) -> np.ndarray:
+    """The matrix [P(<x,z>)] over all x, z in {0,1}^m (object array), for checks."""
+    m = check_int(m, "m", 1, 10)
+    vals = _values(values, 11)
+    if len(vals) != m + 1:
+        raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
+    toks = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
+    ov = toks @ toks.T
+    out = np.empty(ov.shape, dtype=object)
+    out.reshape(-1)[:] = [vals[int(v)] for v in ov.ravel()]
+    return out
+
+
+def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
+    """A head on a witness family whose kernel at the key positions is kernel(<x, z>) >= 0
+    (0 at the query's own position), realised with **signed** features by an exact rank
+    factorisation of the |S| x T kernel table; values z, readout <x, o> - shift.
+
+    kernel: callable int -> Fraction (must be >= 0 on the overlaps that occur).
+    Returns (head, rank) with rank = exact rank of the table (the head's feature rank).
+    """
+    check_instance(family, "family", WitnessFamily)
+    if not callable(kernel):
+        raise TypeError("kernel must be callable (overlap -> number)")
+    shift = check_fraction(shift, "shift")
+    S, tokens = np.asarray(family.S, dtype=np.int64), np.asarray(family.tokens, dtype=np.int64)
+    table = np.empty((len(S), len(tokens)), dtype=object)
+    for i, x in enumerate(S):
+        for j, t in enumerate(tokens):
+            val = check_fraction(kernel(int(x @ t)), "kernel(overlap)")
+            if val < 0:
+                raise ValueError(f"kernel({int(x @ t)}) = {val} < 0: not a nonnegative kernel")
+            table[i, j] = val
+    U, V = rank_factorisation(table)
+    r = U.shape[1]
+    q_index = {x.tobytes(): i for i, x in enumerate(S)}
+    t_index = {t.tobytes(): j for j, t in enumerate(tokens)}
+    shift = Fraction(shift)
+    qpos = family.query_position
+
+    def lookup(arr, index, table_, zero_width):
+        arr = np.asarray(arr, dtype=np.int64)
+        out = np.empty(arr.shape[:-1] + (zero_width,), dtype=object)
+        view = out.reshape(-1, zero_width)
+        for row, tok in enumerate(arr.reshape(-1, arr.shape[-1])):
+            view[row] = table_[index[tok.tobytes()]]
+        return out
+
+    def key_features(z, p):
+        if p == qpos:
+            out = np.empty(np.shape(z)[:-1] + (r,), dtype=object)
+            out[...] = Fraction(0)
+            return out
+        return lookup(z, t_index, V, r)
+
+    head = KernelAttentionHead(
+        rank=r,
+        query_features=lambda x: lookup(x, q_index, U, r),
+        key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.full(np.shape(x)[:-1], -shift, dtype=object),
+    )
+    return head, r

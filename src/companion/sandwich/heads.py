@@ -1,0 +1,419 @@
+"""From factors of an admissible ratio matrix to an explicit exact head (Chapter 3,
+{prf:ref}`prop-sandwich-matrix-problem` (ii)).
+
+Intermediate ladder keys become scaled copies of the bottom key (or, when shared by several
+queries, exact nonnegative combinations of their bottom keys); the query's own position
+carries weight only in rows with zeros; biases centre each query's exact error range. Every
+head is checked in exact rational arithmetic before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from companion.bounds.gap_domination import gap_domination_factor
+from companion.bounds.witness import WitnessFamily
+from companion.checks import check_fraction, check_instance
+from companion.core.attention import KernelAttentionHead
+from companion.sandwich.matrix import (
+    RatioBounds,
+    admissibility_violations,
+    exact_dot,
+    exact_factor,
+    ratio_bounds,
+    ratio_matrix_of_factors,
+)
+
+# --------------------------------------------------------------------------- factors -> head
+
+
+@dataclass(frozen=True, eq=False)
+class ExactHead:
+    """An NKA head on F(S) given by tables (all Fractions).
+
+    query_features (N, r): phi_Q(S[x]); key_features {token id: (r,)} at every key position;
+    self_features (N, r): the key map at the query's own position on S[x]; self_value_scale
+    (N,): value mu(x) S[x] at the query's position (v(z) = z at key positions); bias (N,):
+    readout y = <x, o> + bias[x]. max_error: the exact max error this module computed.
+    """
+
+    family: WitnessFamily
+    query_features: np.ndarray
+    key_features: dict
+    self_features: np.ndarray
+    self_value_scale: np.ndarray
+    bias: np.ndarray
+    max_error: Fraction
+
+    @property
+    def rank(self) -> int:
+        return self.query_features.shape[1]
+
+    @property
+    def nonnegative(self) -> bool:
+        tables = [self.query_features.ravel(), self.self_features.ravel()]
+        tables += [np.asarray(v, dtype=object) for v in self.key_features.values()]
+        return all(v >= 0 for t in tables for v in t)
+
+    def kernel_table(self) -> np.ndarray:
+        """alpha(S[x], z) at key positions for every query x and key token: (N, T) Fractions."""
+        ids = sorted(self.key_features)
+        out = np.empty((len(self.query_features), len(ids)), dtype=object)
+        for x, q in enumerate(self.query_features):
+            for c, t in enumerate(ids):
+                out[x, c] = sum((a * b for a, b in zip(q, self.key_features[t], strict=True)),
+                                Fraction(0))
+        return out
+
+    def to_kernel_head(self) -> KernelAttentionHead:
+        """The same head as a :class:`KernelAttentionHead` (exact object arrays); tokens
+        outside the family get zero features."""
+        return tables_to_kernel_head(self.family, self.query_features, self.key_features,
+                                     self.self_features, self.self_value_scale, self.bias)
+
+
+def _safe_shape(table):
+    """np.shape, or None for ragged nested lists (where numpy raises)."""
+    try:
+        return np.shape(table)
+    except ValueError:
+        return None
+
+
+def tables_to_kernel_head(family, query_features, key_features, self_features,
+                          self_value_scale, bias) -> KernelAttentionHead:
+    """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
+    from lookup tables keyed by token (see :class:`ExactHead`)."""
+    family = check_instance(family, "family", WitnessFamily)
+    S = np.asarray(family.S, dtype=np.int64)
+    query_features = exact_factor(query_features, "query_features", len(S))
+    self_features = exact_factor(self_features, "self_features", len(S))
+    r, q = query_features.shape[1], family.query_position
+    if self_features.shape != query_features.shape:
+        raise ValueError(f"self_features must have the shape of query_features "
+                         f"{query_features.shape}, got {self_features.shape}")
+    for name, table in (("self_value_scale", self_value_scale), ("bias", bias)):
+        shape = _safe_shape(table)
+        if shape != (len(S),) or not all(
+                isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
+                for v in np.asarray(table, dtype=object)):
+            raise ValueError(f"{name} must hold |S| = {len(S)} ints or Fractions, got "
+                             f"{type(table).__name__} of shape {shape}")
+    if not isinstance(key_features, dict) or not all(
+            isinstance(t, (int, np.integer)) and 0 <= t < len(family.tokens)
+            and _safe_shape(v) == (r,) for t, v in key_features.items()):
+        raise ValueError(f"key_features must be a dict {{token id: {r} features}} over the "
+                         f"family's {len(family.tokens)} tokens")
+    qrow = {x.tobytes(): i for i, x in enumerate(S)}
+    krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
+    zero = (Fraction(0),) * r
+
+    def lookup(tokens, table, width):
+        tokens = np.asarray(tokens, dtype=np.int64)
+        out = np.empty(tokens.shape[:-1] + ((width,) if width else ()), dtype=object)
+        flat = tokens.reshape(-1, tokens.shape[-1])
+        view = out.reshape((-1, width) if width else (-1,))
+        for k, tok in enumerate(flat):
+            view[k] = table(tok.tobytes())
+        return out
+
+    def query(b):
+        i = qrow.get(b)
+        return tuple(query_features[i]) if i is not None else zero
+
+    def key(z, p):
+        if p == q:
+            return lookup(z, lambda b: tuple(self_features[qrow[b]]) if b in qrow else zero, r)
+        return lookup(z, lambda b: krow.get(b, zero), r)
+
+    def values(z, p):
+        z = np.asarray(z, dtype=np.int64)
+        if p != q:
+            return z
+        scale = lookup(z, lambda b: self_value_scale[qrow[b]] if b in qrow else Fraction(1), 0)
+        return z.astype(object) * scale[..., None]
+
+    return KernelAttentionHead(
+        rank=r, query_features=lambda x: lookup(x, query, r), key_features=key, values=values,
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: lookup(x, lambda b: bias[qrow[b]] if b in qrow else Fraction(0), 0))
+
+
+def _ladder_trees(bounds: RatioBounds, M) -> dict:
+    """Per query x: {intermediate token: (parent token or None, prod of c up to it)} and the
+    leaf values tau = M[x,y] rho_xy hanging below each token."""
+    n = bounds.family.n
+    trees = {}
+    for x in range(bounds.size):
+        nodes, leaves = {}, {}
+        for y in range(bounds.size):
+            if y == x:
+                continue
+            chain, gaps = bounds.ladders[(x, y)]
+            prod, parent = Fraction(1), None
+            for t, g in zip(chain[1:-1], gaps, strict=False):
+                prod *= gap_domination_factor(g, n, Fraction(1, 2))
+                if nodes.get(t, (parent, prod)) != (parent, prod):
+                    raise ValueError(f"the ladders of query S[{x}] reach key {t} along two "
+                                     "different paths: they must form a tree")
+                nodes[t] = (parent, prod)
+                parent = t
+            if parent is not None:
+                leaves.setdefault(parent, []).append(M[x, y] / bounds.upper[x, y])
+        trees[x] = (nodes, leaves)
+    return trees
+
+
+#: Where inside each sharer's window (0: at the leaves' value, 1: at the root's) a shared
+#: ladder key's targets are tried, in order.
+SHARED_TARGETS = (Fraction(1, 2), Fraction(3, 4), Fraction(7, 8), Fraction(15, 16),
+                  Fraction(1, 4))
+
+
+def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dict:
+    """For a key z shared by queries X: weights lambda with phi_K(z) = sum_{x in X} lambda_x K_x,
+    so t_x(z) = (M_XX lambda)_x; targets tau_x = m + f (1 - m) inside each sharer's window
+    (m: largest leaf tau below z), f from SHARED_TARGETS until lambda >= 0 where needed."""
+    out = {}
+    for z, users in bounds.sharers.items():
+        if len(users) == 1:
+            continue
+        X = sorted(users)
+        for x in X:
+            nodes, _ = trees[x]
+            if any(len(bounds.sharers[a]) > 1 for a in _ancestors(nodes, z)):
+                raise ValueError(f"ladder key {z} and one of its ancestors are both shared")
+        A = [[M[a, b] for b in X] for a in X]
+        for f in SHARED_TARGETS:
+            t = []
+            for x in X:
+                nodes, leaves = trees[x]
+                m = _max_leaf_below(nodes, leaves, z)
+                t.append((m + f * (1 - m)) / nodes[z][1])
+            lam = _solve(A, t)
+            if lam is not None and (not nonnegative or all(v >= 0 for v in lam)):
+                # simpler weights: moving each lambda by < delta moves every t_x by
+                # < |X| delta (entries of M_XX are <= 1), half the distance to its window
+                room = min(min(tx - _max_leaf_below(*trees[x], z) / trees[x][0][z][1],
+                               1 / trees[x][0][z][1] - tx) for x, tx in zip(X, t, strict=True))
+                delta = room / (2 * len(X))
+                lam = [simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
+                                        v + delta) for v in lam]
+                out[z] = dict(zip(X, lam, strict=True))
+                break
+        else:
+            raise ValueError(f"found no {'nonnegative ' if nonnegative else ''}features for the "
+                             f"ladder key {z} shared by queries {X}")
+    return out
+
+
+def _ancestors(nodes, z):
+    p = nodes[z][0]
+    while p is not None:
+        yield p
+        p = nodes[p][0]
+
+
+def _max_leaf_below(nodes, leaves, z) -> Fraction:
+    return max(v for t, vals in leaves.items() if t == z or z in _ancestors(nodes, t)
+               for v in vals)
+
+
+def _solve(A, b):
+    """Exact solution of the square system A lam = b (Fractions), None if singular."""
+    n = len(A)
+    rows = [list(map(Fraction, r)) + [Fraction(v)] for r, v in zip(A, b, strict=True)]
+    for c in range(n):
+        p = next((r for r in range(c, n) if rows[r][c] != 0), None)
+        if p is None:
+            return None
+        rows[c], rows[p] = rows[p], rows[c]
+        for r in range(n):
+            if r != c and rows[r][c] != 0:
+                f = rows[r][c] / rows[c][c]
+                rows[r] = [u - f * v for u, v in zip(rows[r], rows[c], strict=True)]
+    return [rows[i][n] / rows[i][i] for i in range(n)]
+
+
+def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
+    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key.
+
+    Along a ladder with link factors c_i, tau(z_i) = t(z_i) prod_{j<=i} c_j must fall
+    strictly from tau = 1 at the bottom key to tau = M[x,y] rho_xy < 1 at complement(y).
+    Parents first, a free key takes the simplest rational in the middle third of
+    (lo, tau(parent)) (tau = 1 at the bottom key), lo the largest tau of the fixed keys and
+    leaves below it; tau then falls strictly along every ladder.
+    """
+    out = {}
+    for x in range(bounds.size):
+        nodes, leaves = trees[x]
+        fixed = {z: shared_tau[(x, z)] for z in nodes if (x, z) in shared_tau}
+        children: dict = {}
+        for z, (p, _) in nodes.items():
+            children.setdefault(p, []).append(z)
+
+        def lo(z, fixed=fixed, leaves=leaves, children=children):
+            vals = list(leaves.get(z, []))
+            for c in children.get(z, []):
+                vals.append(fixed[c] if c in fixed else lo(c))
+            return max(vals)
+
+        tau = dict(fixed)
+        depth = {z: sum(1 for _ in _ancestors(nodes, z)) for z in nodes}
+        for z in sorted(nodes, key=lambda t: depth[t]):  # parents before children
+            if z in fixed:
+                continue
+            parent = nodes[z][0]
+            up = Fraction(1) if parent is None else tau[parent]
+            low = lo(z)
+            tau[z] = simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
+            out[(x, z)] = tau[z] / nodes[z][1]
+    return out
+
+
+def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bool = True,
+                     self_weight=Fraction(1, 1000)) -> ExactHead:
+    """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact).
+
+    phi_Q(S[x]) = Q_x; phi_K(complement S[y]) = K_y at every key position; an intermediate
+    ladder key z of query x gets t(z) K_x (a scaled copy of the bottom key), one shared by
+    queries X the combination sum_{x in X} lambda_x K_x that puts each t_x(z) inside its
+    window (nonnegative lambda for nonnegative factors); values v(z) = z;
+    readout <x, o> + b(x) with b(x) centring the errors of x's sequences. Rows of M with
+    zeros also get a small self-weight at the query's position with score G_0 (the zeros'
+    common gap). With strict=True, raises ValueError unless M is admissible.
+    self_weight in (0, 1] (shrunk further while a sequence is not exact).
+    """
+    bounds = ratio_bounds(family)
+    self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
+    N = bounds.size
+    Q = exact_factor(query_factor, "query_factor", N)
+    K = exact_factor(key_factor, "key_factor", N)
+    M = ratio_matrix_of_factors(Q, K)
+    problems = admissibility_violations(M, bounds)
+    if strict and problems:
+        raise ValueError(f"M = Q K^T (rows normalised) is not admissible: {problems[:3]}")
+    trees = _ladder_trees(bounds, M)
+    nonnegative = all(v >= 0 for v in Q.ravel()) and all(v >= 0 for v in K.ravel())
+    shared = _shared_key_weights(bounds, M, trees, nonnegative)
+    shared_tau = {(x, z): sum((lam[b] * M[x, b] for b in lam), Fraction(0)) * trees[x][0][z][1]
+                  for z, lam in shared.items() for x in lam}
+    levels = _ladder_levels(bounds, M, trees, shared_tau)
+    key_features = {bounds.column_tokens[y]: tuple(K[y]) for y in range(N)}
+    for (x, t), value in levels.items():
+        key_features[t] = tuple(value * v for v in K[x])
+    for z, lam in shared.items():
+        key_features[z] = tuple(sum((lam[b] * K[b, c] for b in lam), Fraction(0))
+                                for c in range(Q.shape[1]))
+    w = int(family.S[0].sum())
+    zero_rows = {}
+    for x in range(N):
+        zeros = [y for y in range(N) if y != x and M[x, y] == 0]
+        if zeros:
+            positive = [M[x, y] for y in range(N) if M[x, y] > 0]
+            positive += [v for (xx, _), v in levels.items() if xx == x and v > 0]
+            positive += [shared_tau[(xx, z)] / trees[x][0][z][1] for (xx, z) in shared_tau
+                         if xx == x]
+            zero_rows[x] = (int(bounds.gaps[x, zeros[0]]), min(positive))
+    weight = Fraction(self_weight)
+    for _ in range(8):  # shrink the self-weight until every sequence is exact
+        self_features, self_scale = _self_tables(Q, K, zero_rows, weight, w)
+        bias, max_error = _centre_biases(family, Q, key_features, self_features, self_scale)
+        if max_error < Fraction(1, 2) or not zero_rows:
+            break
+        weight /= 64
+    if strict and not max_error < Fraction(1, 2):
+        raise ValueError(f"the built head has max error {max_error} >= 1/2 (this is a bug)")
+    return ExactHead(family, Q, key_features, self_features, self_scale, bias, max_error)
+
+
+def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
+    """Key features at the query's own position and its value scale: for a row x of M with
+    zeros at gap G_0, self-weight weight * (smallest positive ratio) * <Q_x, K_x> and score
+    G_0 (value (G_0/w) x); zero elsewhere."""
+    N, r = Q.shape
+    self_features = np.full((N, r), Fraction(0), dtype=object)
+    self_scale = np.full(N, Fraction(1), dtype=object)
+    for x, (g0, smallest) in zero_rows.items():
+        self_scale[x] = Fraction(g0, w)
+        qx = Q[x]
+        # alpha_q(x, x) = <Q_x, phi> is free: the token S[x] is only ever at the query
+        # position. A multiple of a unit vector keeps nonnegative features nonnegative.
+        target = weight * smallest * exact_dot(qx, K[x])
+        i = max(range(r), key=lambda k: qx[k])
+        if all(v >= 0 for v in qx):
+            self_features[x, i] = target / qx[i]
+        else:
+            norm = exact_dot(qx, qx)
+            self_features[x] = [target * v / norm for v in qx]
+    return self_features, self_scale
+
+
+def _raw_errors(family, Q, key_features, self_features, self_scale):
+    """Per row: output minus target with bias 0, exact; raises on a negative weight or a zero
+    denominator."""
+    q = family.query_position
+    S = family.S
+    cache: dict = {}
+    errors = []
+    for row in range(len(family)):
+        x = int(family.query_ids[row])
+        num = den = Fraction(0)
+        for p, t in enumerate(family.token_ids[row].tolist()):
+            if p == q:
+                a = exact_dot(Q[x], self_features[x])
+                s = self_scale[x] * int(S[x].sum())
+            else:
+                if (x, t) not in cache:
+                    if t not in key_features:
+                        raise ValueError(f"no key features for token {t} (row {row})")
+                    cache[(x, t)] = exact_dot(Q[x], key_features[t])
+                a = cache[(x, t)]
+                s = int(family.tokens[t] @ S[x])
+            if a < 0:
+                raise ValueError(f"negative attention weight {a} at row {row}, position {p}")
+            num += a * s
+            den += a
+        if den <= 0:
+            raise ValueError(f"attention denominator {den} <= 0 at row {row}")
+        errors.append(num / den - int(family.targets[row]))
+    return errors
+
+
+def simplest_between(lo, hi) -> Fraction:
+    """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
+    (continued fractions; keeps the head files short)."""
+    lo, hi = check_fraction(lo, "lo"), check_fraction(hi, "hi")
+    if not lo < hi:
+        raise ValueError(f"need lo < hi, got {lo} and {hi}")
+    if lo < 0 < hi:
+        return Fraction(0)
+    if hi <= 0:
+        return -simplest_between(-hi, -lo)
+    fl = math.floor(lo)
+    if fl + 1 < hi:
+        return Fraction(fl + 1)
+    if lo == fl:
+        return fl + Fraction(1, math.floor(1 / (hi - fl)) + 1)
+    return fl + 1 / simplest_between(1 / (hi - fl), 1 / (lo - fl))
+
+
+def _centre_biases(family, Q, key_features, self_features, self_scale):
+    errors = _raw_errors(family, Q, key_features, self_features, self_scale)
+    N = len(Q)
+    lo, hi = [None] * N, [None] * N
+    for row, e in enumerate(errors):
+        x = int(family.query_ids[row])
+        lo[x] = e if lo[x] is None else min(lo[x], e)
+        hi[x] = e if hi[x] is None else max(hi[x], e)
+    bias = np.empty(N, dtype=object)
+    for x in range(N):
+        centre, half = -(lo[x] + hi[x]) / 2, (hi[x] - lo[x]) / 2
+        slack = (Fraction(1, 2) - half) / 4
+        bias[x] = simplest_between(centre - slack, centre + slack) if slack > 0 else centre
+    max_error = max(max(hi[x] + bias[x], -(lo[x] + bias[x])) for x in range(N))
+    return bias, max_error

@@ -1,0 +1,334 @@
+"""The sandwich as a matrix problem (Chapter 3, {prf:ref}`prop-sandwich-matrix-problem`).
+
+Column y of the kernel table is the key token complement(y). A ratio matrix M (|S| x |S|) is
+*admissible* for F(S) if M[x,x] = 1, 0 <= M[x,y] < 1/rho_xy (rho_xy = prod c_{n,1/2}(g) over
+the certificate's ladder for (x, y)) and the zeros of each row all sit at one gap G_xy.
+Every head with error < 1/2 on F(S) has M[x,y] = K(x, ybar)/K(x, xbar) admissible of rank
+<= its feature rank; conversely every admissible M of rank r (or nonnegative rank r) gives
+an exact head of feature rank r (with nonnegative features), built by
+:func:`companion.sandwich.heads.build_exact_head`. So the minimum feature rank on F(S) is
+the minimum rank of an admissible M, and the sandwich narrows to [Lemma D' bound, best
+admissible M found].
+
+This module holds the bounds, the exact admissibility check and rank, the ratio matrix of
+two factors, and the explicit factors: query indicators and the one-query spread
+(its exact feasibility criterion sum_k u_sk u_ks > 1, {prf:ref}`prop-one-query-spread`).
+The head builder is in :mod:`companion.sandwich.heads`, the numerical search for low-rank
+factors in :mod:`companion.sandwich.search`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from companion.bounds.witness import WitnessFamily
+from companion.checks import check_fraction
+
+#: Most entries of one exact factor (|S| x r Fractions; the book's largest, |S| = 46 at
+#: r = 46, has 2116).
+MAX_FACTOR_ENTRIES = 2**16
+#: Most Fraction products |S|**2 * r of :func:`ratio_matrix_of_factors` and of
+#: :func:`exact_rank` (rows x columns x min(rows, columns)); the book's largest is
+#: 46 * 130 * 46 = 275080 (the kernel table of the |S| = 46 head).
+MAX_EXACT_WORK = 2**22
+
+# --------------------------------------------------------------------------- the bounds
+
+
+@dataclass(frozen=True, eq=False)
+class RatioBounds:
+    """What F(S) asks of a ratio matrix: upper[x,y] = 1/rho_xy (diagonal 1, Fractions),
+    gaps[x,y] = G_xy, column_tokens[y] = token id of complement(S[y]), ladders[(x,y)] =
+    (token ids z_0 .. z_k, link gaps) of the certificate's ladder, sharers[z] = the queries
+    whose ladders pass through the intermediate key z (one query: a private key)."""
+
+    family: WitnessFamily
+    upper: np.ndarray
+    gaps: np.ndarray
+    column_tokens: tuple[int, ...]
+    ladders: dict
+    sharers: dict
+
+    @property
+    def private_ladders(self) -> bool:
+        """True when no intermediate ladder key is used by two queries."""
+        return all(len(v) == 1 for v in self.sharers.values())
+
+    @property
+    def size(self) -> int:
+        return len(self.upper)
+
+    def upper_float(self) -> np.ndarray:
+        return np.vectorize(float, otypes=[np.float64])(self.upper)
+
+
+def _check_bounds(bounds) -> RatioBounds:
+    if not isinstance(bounds, RatioBounds):
+        raise TypeError(f"bounds must be RatioBounds (see ratio_bounds), got "
+                        f"{type(bounds).__name__}")
+    return bounds
+
+
+def _check_family(family) -> WitnessFamily:
+    if not isinstance(family, WitnessFamily):
+        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
+    return family
+
+
+def ratio_bounds(family: WitnessFamily) -> RatioBounds:
+    """The box of admissible ratio matrices of F(S): 1/rho_xy from the family's certificate,
+    with the ladders and which queries share each intermediate ladder key."""
+    family = _check_family(family)
+    cert = family.certificate
+    S = np.asarray(cert.S, dtype=np.int64)
+    N = len(S)
+    index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
+    columns = tuple(index[(1 - x).astype(np.int64).tobytes()] for x in S)
+    upper = np.empty((N, N), dtype=object)
+    gaps = np.zeros((N, N), dtype=np.int64)
+    ladders = {}
+    w = int(S[0].sum())
+    for i in range(N):
+        upper[i, i] = Fraction(1)
+        for j in range(N):
+            if i == j:
+                continue
+            upper[i, j] = 1 / cert.rho[(i, j)]
+            gaps[i, j] = w - int(S[i] @ S[j])
+            chain = tuple(index[np.asarray(t, dtype=np.int64).tobytes()]
+                          for t in cert.chains[(i, j)])
+            ladders[(i, j)] = (chain, tuple(cert.gaps[(i, j)]))
+    sharers = _ladder_sharers(family, ladders)
+    return RatioBounds(family, upper, gaps, columns, ladders, sharers)
+
+
+def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
+    """{intermediate token: set of queries whose ladders pass through it}; raises ValueError
+    if an intermediate key occurs in a sequence of a query whose ladders do not use it."""
+    q = family.query_position
+    keys = np.delete(family.token_ids, q, axis=1)
+    seen: dict[int, set] = {}
+    for row, qid in enumerate(family.query_ids.tolist()):
+        for t in keys[row].tolist():
+            seen.setdefault(t, set()).add(qid)
+    sharers: dict[int, set] = {}
+    for (i, _j), (chain, _) in ladders.items():
+        for t in chain[1:-1]:
+            sharers.setdefault(t, set()).add(i)
+    for t, users in sharers.items():
+        if seen.get(t, set()) != users:
+            raise ValueError(f"the intermediate ladder key (token {t}) occurs in sequences of "
+                             f"queries {sorted(seen.get(t, set()) - users)} that do not use it")
+    return sharers
+
+
+# --------------------------------------------------------------------------- admissibility
+
+
+def _as_fraction_matrix(M, N: int, name: str = "M") -> np.ndarray:
+    arr = np.asarray(M, dtype=object)
+    if arr.shape != (N, N):
+        raise ValueError(f"{name} must be an |S| x |S| = {N} x {N} matrix, got shape {arr.shape}")
+    out = np.empty((N, N), dtype=object)
+    for idx, v in np.ndenumerate(arr):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)):
+            raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
+        out[idx] = Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
+    return out
+
+
+def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
+    """Every reason M is not admissible (empty list: admissible). Exact arithmetic."""
+    N = _check_bounds(bounds).size
+    M = _as_fraction_matrix(M, N)
+    problems = []
+    for x in range(N):
+        if M[x, x] != 1:
+            problems.append(f"M[{x},{x}] = {M[x, x]} != 1")
+        zero_gaps = set()
+        for y in range(N):
+            if x == y:
+                continue
+            if M[x, y] < 0:
+                problems.append(f"M[{x},{y}] = {M[x, y]} < 0")
+            elif not M[x, y] < bounds.upper[x, y]:
+                problems.append(f"M[{x},{y}] = {M[x, y]} >= 1/rho = {bounds.upper[x, y]}")
+            if M[x, y] == 0:
+                zero_gaps.add(int(bounds.gaps[x, y]))
+        if len(zero_gaps) > 1:
+            problems.append(f"row {x} has zeros at gaps {sorted(zero_gaps)}: the query's own "
+                            "score can match only one")
+    return problems
+
+
+def exact_rank(rows) -> int:
+    """Rank over Q of a matrix of ints/Fractions (Bareiss fraction-free elimination: every
+    division is exact and entries stay minors of the integer matrix). Limit: rows x columns
+    x min(rows, columns) <= MAX_EXACT_WORK = 2**22."""
+    if not isinstance(rows, (list, tuple, np.ndarray)):
+        raise TypeError(f"rows must be a matrix (list of rows or array), got "
+                        f"{type(rows).__name__}")
+    try:
+        arr = np.asarray(rows, dtype=object)
+    except ValueError as exc:
+        raise ValueError(f"rows must be a rectangular matrix ({exc})") from exc
+    if arr.size == 0:
+        return 0
+    if arr.ndim != 2:
+        raise ValueError(f"rows must be a 2-d matrix, got shape {arr.shape}")
+    if arr.shape[0] * arr.shape[1] * min(arr.shape) > MAX_EXACT_WORK:
+        raise ValueError(f"rows has shape {arr.shape}: rows x columns x min(rows, columns) "
+                         f"exceeds MAX_EXACT_WORK = {MAX_EXACT_WORK}")
+    mat = []
+    for row in arr:
+        if not all(isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
+                   for v in row):
+            raise TypeError("rows must hold ints or Fractions (exact)")
+        row = [Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v) for v in row]
+        den = math.lcm(*(v.denominator for v in row)) if row else 1
+        mat.append([int(v * den) for v in row])
+    if not mat or not mat[0]:
+        return 0
+    n_rows, n_cols = len(mat), len(mat[0])
+    prev, rank = 1, 0
+    for _ in range(min(n_rows, n_cols)):
+        pivot = next(((i, j) for i in range(rank, n_rows) for j in range(rank, n_cols)
+                      if mat[i][j] != 0), None)
+        if pivot is None:
+            break
+        i, j = pivot
+        mat[rank], mat[i] = mat[i], mat[rank]
+        for row in mat:
+            row[rank], row[j] = row[j], row[rank]
+        p = mat[rank][rank]
+        for i in range(rank + 1, n_rows):
+            a = mat[i][rank]
+            mat[i] = [0] * (rank + 1) + [(mat[i][c] * p - a * mat[rank][c]) // prev
+                                         for c in range(rank + 1, n_cols)]
+        prev = p
+        rank += 1
+    return rank
+
+
+def exact_factor(F, name: str, N: int | None) -> np.ndarray:
+    if (isinstance(F, (str, bytes, int, float, Fraction, np.generic)) or F is None
+            or (isinstance(F, np.ndarray) and F.ndim == 0)):
+        raise TypeError(f"{name} must be a 2-d array of ints or Fractions, got "
+                        f"{type(F).__name__}")
+    try:
+        arr = np.asarray(F, dtype=object)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a rectangular 2-d array ({exc})") from exc
+    if N is None:
+        N = arr.shape[0]
+    if arr.ndim != 2 or arr.shape[0] != N or arr.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (|S| = {N}, r >= 1), got {arr.shape}")
+    if arr.size > MAX_FACTOR_ENTRIES:
+        raise ValueError(f"{name} has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
+                         f"{MAX_FACTOR_ENTRIES}")
+    out = np.empty(arr.shape, dtype=object)
+    for idx, v in np.ndenumerate(arr):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)):
+            raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
+        out[idx] = Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
+    return out
+
+
+def exact_dot(a, b) -> Fraction:
+    """<a, b> in exact arithmetic."""
+    return sum((u * v for u, v in zip(a, b, strict=True)), Fraction(0))
+
+
+def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
+    """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x phi_Q(S[x]), K_y phi_K(complement S[y]).
+    Limit: |S|**2 * r <= MAX_EXACT_WORK = 2**22."""
+    Q = exact_factor(query_factor, "query_factor", None)
+    N = len(Q)
+    K = exact_factor(key_factor, "key_factor", N)
+    if Q.shape != K.shape:
+        raise ValueError(f"query_factor and key_factor must have the same shape, got {Q.shape} "
+                         f"and {K.shape}")
+    if N * N * Q.shape[1] > MAX_EXACT_WORK:
+        raise ValueError(f"query_factor of shape {Q.shape} needs |S|**2 * r = "
+                         f"{N * N * Q.shape[1]} products, above MAX_EXACT_WORK = {MAX_EXACT_WORK}")
+    M = np.empty((N, N), dtype=object)
+    for x in range(N):
+        d = exact_dot(Q[x], K[x])
+        if d <= 0:
+            raise ValueError(f"<Q_x, K_x> = {d} <= 0 for x = {x}: K(x, complement x) must be > 0")
+        for y in range(N):
+            M[x, y] = exact_dot(Q[x], K[y]) / d
+    return M
+
+
+# --------------------------------------------------------------------------- constructions
+
+
+def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
+    """Rank |S|, nonnegative: Q = I, K_y[x] = M[x,y] with M = I + fill * (1/rho) off the
+    diagonal (the query-indicator head's kernel table, any fill in (0, 1))."""
+    fill = check_fraction(fill, "fill", 0, 1, low_open=True, high_open=True)
+    N = _check_bounds(bounds).size
+    Q = np.array([[Fraction(int(i == j)) for j in range(N)] for i in range(N)], dtype=object)
+    K = np.array([[Fraction(1) if x == y else fill * bounds.upper[x, y] for x in range(N)]
+                  for y in range(N)], dtype=object)
+    return Q, K
+
+
+def spread_products(bounds: RatioBounds) -> list[Fraction]:
+    """P_s = sum_{k != s} u_sk u_ks (u = 1/rho): a one-query spread of query s exists iff
+    P_s > 1 (see :func:`spread_factors`)."""
+    N = _check_bounds(bounds).size
+    return [sum((bounds.upper[s, k] * bounds.upper[k, s] for k in range(N) if k != s),
+                Fraction(0)) for s in range(N)]
+
+
+def spread_factors(bounds: RatioBounds, s: int | None = None):
+    """Rank |S| - 1, nonnegative: every query k != s one-hot, query s spread over them.
+
+    M[k,s] = theta u_ks, M[k,y] = tau u_ky (y != k, s), row s proportional to
+    sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. Row s of any admissible M that is a
+    nonnegative combination sum gamma_k M[k,:] of the other rows has gamma_y <= M[s,y] < u_sy,
+    so 1 = M[s,s] < sum u_sk u_ks = P_s: the construction exists iff P_s > 1.
+    Default s: the largest P_s. Returns (Q, K) with r = |S| - 1.
+    """
+    N = _check_bounds(bounds).size
+    P = spread_products(bounds)
+    if s is None:
+        s = max(range(N), key=lambda k: (P[k], k))
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < N:
+        raise ValueError(f"s must be an int in [0, |S|) = [0, {N}), got {s!r}")
+    s = int(s)
+    if not P[s] > 1:
+        raise ValueError(f"no one-query spread of query {s} exists: sum_k u_sk u_ks = {P[s]} "
+                         "<= 1")
+    u = bounds.upper
+    others = [k for k in range(N) if k != s]
+    theta = (1 + P[s]) / (2 * P[s])
+    # tau: row s must stay below u_sy: u_sy + tau sum_{k != y} u_sk u_ky < theta P_s u_sy
+    slack = min((theta * P[s] - 1) * u[s, y]
+                / max(sum((u[s, k] * u[k, y] for k in others if k != y), Fraction(0)),
+                      Fraction(1, 10**9)) for y in others)
+    tau = Fraction(1, 2 ** max(1, (1 / slack).numerator.bit_length()))
+    while not tau < slack:
+        tau /= 2
+    Mb = {}
+    for k in others:
+        for y in range(N):
+            Mb[(k, y)] = (Fraction(1) if y == k else theta * u[k, s] if y == s
+                          else tau * u[k, y])
+    col = {k: c for c, k in enumerate(others)}
+    Q = np.full((N, N - 1), Fraction(0), dtype=object)
+    for k in others:
+        Q[k, col[k]] = Fraction(1)
+    for k in others:
+        Q[s, col[k]] = u[s, k]
+    K = np.empty((N, N - 1), dtype=object)
+    for y in range(N):
+        for k in others:
+            K[y, col[k]] = Mb[(k, y)]
+    return Q, K

@@ -1,0 +1,431 @@
+"""Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits.
+
+The block construction: blocks B_1..B_q of size s and a common block C of size s+1, so
+m = q*s + s + 1. Bob (the query side) holds x_i = 1_{B_i} + 1_C for i = 1..q; Alice (the key
+side) holds one key token z inside B_1 u ... u B_q. The sequence is (z, x_1, ..., x_q): Alice's
+token sits at position 0 and Bob's queries at positions 1..q, so every query sees Alice's token
+in the bidirectional form and in the causal form alike. The targets at Bob's positions are
+t_i = |z n B_i| in {0..s}, and all (s+1)^q answer vectors occur with Bob's side fixed.
+
+A *transcript model* is any deterministic model in which everything Bob's positions receive
+from Alice is a string of `length` symbols over an alphabet of `alphabet_size` letters, and
+Bob's outputs are a function of that string. Counting: an exact model needs
+alphabet_size**length >= (s+1)^q. Below that, :func:`find_collision` exhibits two key tokens
+with one transcript and different answers (pigeonhole); :class:`TightEncoder` meets the bound
+with ceil(q*log2(s+1)) bits. For b-bit kernel-attention sketches (see
+:mod:`companion.transcript.sketch`) the count reads L*H*r*(d+1)*b >= q*log2(s+1).
+
+Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion.checks import (
+    check_array,
+    check_instance,
+    check_int,
+    check_positive_int,
+    check_tokens,
+)
+from companion.core.task import min_ip_targets
+
+#: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
+#: enumerates (q*s <= 16): 65,536 sequences take well under a second.
+MAX_KEY_TOKENS = 2**16
+
+#: Largest number of answer vectors (s+1)**q enumerated one representative each.
+MAX_ANSWER_VECTORS = 2**20
+
+
+def answer_vector_count(q: int, s: int) -> int:
+    """Number of answer vectors (s+1)**q: each of q counts |z n B_i| ranges over 0..s.
+    Limit: q * bits(s + 1) <= 2**24 (the exact count's size in bits)."""
+    q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    if q * (s + 1).bit_length() > 2**24:
+        raise ValueError(f"q * bits(s + 1) must be at most 2**24 (the count (s+1)**q has that "
+                         f"many bits), got q={q}, s={s}")
+    return (s + 1) ** q
+
+
+def bits_needed(q: int, s: int) -> int:
+    """ceil(q*log2(s+1)), computed exactly: the least k with 2**k >= (s+1)**q."""
+    q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    if (s + 1) & s == 0:  # s + 1 = 2**j: exactly q*j bits, no big integer needed
+        return q * s.bit_length()
+    return (answer_vector_count(q, s) - 1).bit_length()
+
+
+# --------------------------------------------------------------------------- construction
+
+
+@dataclass(frozen=True)
+class BlockConstruction:
+    """Blocks B_1..B_q (size s) then C (size s+1) laid out left to right in {0,1}^m.
+
+    Coordinates (0-based): B_i = [(i-1)s, is), C = [qs, qs+s+1).
+    """
+
+    q: int
+    s: int
+
+    def __post_init__(self):
+        check_positive_int(self.q, "q")
+        check_positive_int(self.s, "s")
+
+    @property
+    def m(self) -> int:
+        """Token width m = q*s + s + 1."""
+        return self.q * self.s + self.s + 1
+
+    @property
+    def n(self) -> int:
+        """Sequence length: Alice's token plus q queries."""
+        return self.q + 1
+
+    @property
+    def query_positions(self) -> tuple[int, ...]:
+        """Bob's positions in the sequence (0-based): 1..q. Alice's token is at 0."""
+        return tuple(range(1, self.q + 1))
+
+    def block(self, i: int) -> range:
+        """Coordinates of B_i, i in 1..q."""
+        i = check_positive_int(i, "i", upper=self.q)
+        return range((i - 1) * self.s, i * self.s)
+
+    @property
+    def common_block(self) -> range:
+        return range(self.q * self.s, self.m)
+
+    def query_tokens(self) -> np.ndarray:
+        """Bob's tokens x_i = 1_{B_i} + 1_C, shape (q, m)."""
+        x = np.zeros((self.q, self.m), dtype=np.int64)
+        for i in range(1, self.q + 1):
+            x[i - 1, list(self.block(i))] = 1
+        x[:, list(self.common_block)] = 1
+        return x
+
+    def check_key_token(self, z, name: str = "key_token") -> np.ndarray:
+        """Check z is a 0/1 token of width m supported inside B_1 u ... u B_q."""
+        z = check_tokens(z, name, min_ndim=1)
+        if z.shape[-1] != self.m:
+            raise ValueError(f"{name} must have width m={self.m}, got shape {z.shape}")
+        if np.any(z[..., self.q * self.s:]):
+            raise ValueError(f"{name} must lie inside the blocks B_1..B_q (no bit of C set)")
+        return z
+
+    def sequence(self, z) -> np.ndarray:
+        """(z, x_1, ..., x_q): shape (..., q+1, m) for key tokens of shape (..., m)."""
+        z = self.check_key_token(z)
+        x = np.broadcast_to(self.query_tokens(), z.shape[:-1] + (self.q, self.m))
+        return np.concatenate([z[..., None, :], x], axis=-2)
+
+    def answers(self, z) -> np.ndarray:
+        """Targets at Bob's positions, t_i = min_j <x_i, x_j>, via task.min_ip_targets: (..., q)."""
+        return min_ip_targets(self.sequence(z))[..., 1:]
+
+    def block_counts(self, z) -> np.ndarray:
+        """|z n B_i| for i = 1..q, read off the blocks directly: (..., q)."""
+        z = self.check_key_token(z)
+        return z[..., : self.q * self.s].reshape(z.shape[:-1] + (self.q, self.s)).sum(axis=-1)
+
+    def representative(self, counts) -> np.ndarray:
+        """The key token with the first counts[i] coordinates of each B_i set."""
+        counts = np.asarray(counts)
+        if counts.shape != (self.q,) or not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"counts must be q={self.q} ints, got {counts!r}")
+        if np.any(counts < 0) or np.any(counts > self.s):
+            raise ValueError(f"counts must lie in [0, s={self.s}], got {counts.tolist()}")
+        z = np.zeros(self.m, dtype=np.int64)
+        for i, c in enumerate(counts.tolist()):
+            z[i * self.s: i * self.s + c] = 1
+        return z
+
+    def answer_vectors(self, max_vectors: int = MAX_ANSWER_VECTORS):
+        """Every answer vector in {0..s}^q in lexicographic order (refuses above max_vectors)."""
+        total = answer_vector_count(self.q, self.s)
+        if total > check_int(max_vectors, "max_vectors", 1):
+            raise ValueError(
+                f"(s+1)**q = {total} answer vectors for q={self.q}, s={self.s} exceeds "
+                f"max_vectors={max_vectors}; choose q*log2(s+1) <= {max_vectors.bit_length() - 1}"
+            )
+        return itertools.product(range(self.s + 1), repeat=self.q)
+
+    def all_key_tokens(self, max_tokens: int = MAX_KEY_TOKENS) -> np.ndarray:
+        """Every key token z inside the blocks, 2**(q*s) of them, shape (2**(q*s), m).
+
+        Refuses (ValueError) when 2**(q*s) > max_tokens, i.e. q*s > 16 by default.
+        """
+        qs = self.q * self.s
+        if 2**qs > check_int(max_tokens, "max_tokens", 1):
+            raise ValueError(
+                f"enumerating all key tokens needs 2**(q*s) = 2**{qs} tokens, above "
+                f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}"
+            )
+        codes = np.arange(2**qs, dtype=np.int64)
+        inside = (codes[:, None] >> np.arange(qs - 1, -1, -1)) & 1
+        return np.concatenate([inside, np.zeros((2**qs, self.s + 1), np.int64)], axis=1)
+
+
+def enumerate_answer_vectors(construction: BlockConstruction,
+                             max_tokens: int = MAX_KEY_TOKENS) -> Counter:
+    """For every key token (Bob's side fixed) the answer vector at Bob's positions, as a
+    Counter {answer vector: number of key tokens giving it}. Targets via min_ip_targets."""
+    check_instance(construction, "construction", BlockConstruction)
+    answers = construction.answers(construction.all_key_tokens(max_tokens))
+    return Counter(map(tuple, answers.tolist()))
+
+
+# ------------------------------------------------------------------- transcript abstraction
+
+
+class TranscriptModel(abc.ABC):
+    """A deterministic model whose only channel from Alice's key token to Bob's positions is
+    a transcript: `length` symbols in range(alphabet_size). Bob's outputs (one real number per
+    query) are a function of the transcript alone: outputs(z) = read(transcript(z))."""
+
+    construction: BlockConstruction
+
+    @property
+    @abc.abstractmethod
+    def alphabet_size(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def length(self) -> int: ...
+
+    @abc.abstractmethod
+    def transcript(self, key_token) -> tuple[int, ...]:
+        """Everything Bob's positions receive from Alice, for one key token of shape (m,)."""
+
+    @abc.abstractmethod
+    def read(self, transcript) -> np.ndarray:
+        """Bob's q outputs computed from the transcript (and Bob's fixed tokens) only."""
+
+    def outputs(self, key_token) -> np.ndarray:
+        return self.read(self.transcript(key_token))
+
+    def transcript_count_bound(self) -> int:
+        """alphabet_size ** length: no more distinct transcripts can occur."""
+        return self.alphabet_size ** self.length
+
+    def transcript_bits(self) -> float:
+        """length * log2(alphabet_size)."""
+        return self.length * math.log2(self.alphabet_size)
+
+    def below_bound(self) -> bool:
+        """True when alphabet_size**length < (s+1)**q, so no such model can be exact."""
+        c = self.construction
+        return self.transcript_count_bound() < answer_vector_count(c.q, c.s)
+
+
+def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
+    """Check a transcript has `length` symbols, each an int in range(alphabet_size)."""
+    check_instance(model, "model", TranscriptModel)
+    if isinstance(transcript, (str, bytes)) or not hasattr(transcript, "__iter__"):
+        raise TypeError(f"transcript must be a sequence of ints, got {type(transcript).__name__}")
+    # at most length + 1 symbols are read: a huge or endless iterable is refused, not consumed
+    t = tuple(itertools.islice(transcript, model.length + 1))
+    if len(t) != model.length:
+        raise ValueError(f"transcript must have length {model.length}, got {len(t)}")
+    return tuple(check_int(sym, "transcript symbols", 0, model.alphabet_size - 1) for sym in t)
+
+
+def count_transcripts(model: TranscriptModel, key_tokens) -> int:
+    """Number of distinct transcripts over the given key tokens (shape (N, m))."""
+    z = check_instance(model, "model", TranscriptModel).construction.check_key_token(
+        key_tokens, "key_tokens")
+    if z.ndim != 2:
+        raise ValueError(f"key_tokens must have shape (N, m), got {z.shape}")
+    return len({model.transcript(row) for row in z})
+
+
+def rounded_answers(outputs) -> np.ndarray:
+    """Integer answers read off real outputs by rounding (exact means error < 1/2)."""
+    return np.floor(check_array(outputs, "outputs").astype(np.float64) + 0.5).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Collision:
+    """Two key tokens with one transcript and different answer vectors, both re-evaluated."""
+
+    key_tokens: tuple[np.ndarray, np.ndarray]
+    transcript: tuple[int, ...]
+    answers: tuple[tuple[int, ...], tuple[int, ...]]
+    outputs: np.ndarray
+    predicted: tuple[int, ...]
+    errors: tuple[float, float]
+
+    @property
+    def wrong_on(self) -> tuple[int, ...]:
+        """Indices (0 or 1) of the inputs on which the model is not exact (error >= 1/2)."""
+        return tuple(k for k in (0, 1) if self.errors[k] >= 0.5)
+
+
+def find_collision(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
+    """Pigeonhole search: one representative key token per answer vector, hashed by transcript;
+    return the first :class:`Collision` (two answer vectors, one transcript), else None.
+
+    When the model is below the bound (alphabet_size**length < (s+1)**q) a collision must
+    exist among the first alphabet_size**length + 1 representatives, and RuntimeError is raised
+    if none is found (that would mean the model is not a transcript model).
+    """
+    c = check_instance(model, "model", TranscriptModel).construction
+    max_vectors = check_int(max_vectors, "max_vectors", 1)
+    guaranteed = model.below_bound()
+    if not guaranteed and answer_vector_count(c.q, c.s) > max_vectors:
+        raise ValueError(
+            f"the model is not below the bound and (s+1)**q = {answer_vector_count(c.q, c.s)} "
+            f"exceeds max_vectors={max_vectors}; no exhaustive search attempted")
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    limit = model.transcript_count_bound() + 1 if guaranteed else None
+    vectors = itertools.product(range(c.s + 1), repeat=c.q)
+    for counts in itertools.islice(vectors, limit):
+        t = check_transcript(model, model.transcript(c.representative(np.array(counts))))
+        if t in seen:
+            return _reevaluate(model, seen[t], counts)
+        seen[t] = counts
+    if guaranteed:
+        raise RuntimeError("no collision below the bound: the model's transcript is not "
+                           "what Bob's outputs depend on (pigeonhole violated)")
+    return None
+
+
+def _reevaluate(model: TranscriptModel, counts_a, counts_b) -> Collision:
+    """Recompute everything about both inputs from scratch and check it is a real collision."""
+    c = model.construction
+    z = (c.representative(np.array(counts_a)), c.representative(np.array(counts_b)))
+    transcripts = [check_transcript(model, model.transcript(zk)) for zk in z]
+    outputs = [np.asarray(model.outputs(zk), dtype=np.float64) for zk in z]
+    answers = [tuple(c.answers(zk).tolist()) for zk in z]
+    if transcripts[0] != transcripts[1]:
+        raise RuntimeError("re-evaluation changed a transcript: the model is not deterministic")
+    if not np.array_equal(outputs[0], outputs[1]):
+        raise RuntimeError("one transcript gave two outputs: Bob's outputs use more than it")
+    if answers[0] == answers[1]:
+        raise RuntimeError("the colliding inputs have the same answers")
+    errors = tuple(float(np.max(np.abs(outputs[0] - np.array(a)))) for a in answers)
+    return Collision(key_tokens=z, transcript=transcripts[0], answers=tuple(answers),
+                     outputs=outputs[0], predicted=tuple(rounded_answers(outputs[0]).tolist()),
+                     errors=errors)
+
+
+# ----------------------------------------------------------------------- the tight encoder
+
+
+class TightEncoder(TranscriptModel):
+    """Alice writes N = sum_i |z n B_i| (s+1)^(i-1) in base 2**symbol_bits; Bob reads the base
+    s+1 digits of N. Uses ceil(ceil(q log2(s+1)) / symbol_bits) symbols: exactly
+    ceil(q log2(s+1)) bits when symbol_bits = 1."""
+
+    def __init__(self, construction: BlockConstruction, symbol_bits: int = 1):
+        self.construction = check_instance(construction, "construction", BlockConstruction)
+        self.symbol_bits = check_positive_int(symbol_bits, "symbol_bits", upper=62)
+
+    @property
+    def alphabet_size(self) -> int:
+        return 2**self.symbol_bits
+
+    @property
+    def length(self) -> int:
+        k = bits_needed(self.construction.q, self.construction.s)
+        return -(-k // self.symbol_bits)
+
+    def transcript(self, key_token) -> tuple[int, ...]:
+        base = self.construction.s + 1
+        counts = self.construction.block_counts(key_token).tolist()
+        number = sum(cnt * base**i for i, cnt in enumerate(counts))
+        mask = self.alphabet_size - 1
+        return tuple((number >> (self.symbol_bits * j)) & mask for j in range(self.length))
+
+    def read(self, transcript) -> np.ndarray:
+        t = check_transcript(self, transcript)
+        number = sum(sym << (self.symbol_bits * j) for j, sym in enumerate(t))
+        base, digits = self.construction.s + 1, []
+        for _ in range(self.construction.q):
+            number, digit = divmod(number, base)
+            digits.append(digit)
+        return np.array(digits, dtype=np.float64)
+
+
+class OneBitShortEncoder(TightEncoder):
+    """The tight code with its most significant bit dropped: one bit below the bound, so
+    :func:`find_collision` must find two answer vectors that share a transcript."""
+
+    @property
+    def length(self) -> int:
+        return bits_needed(self.construction.q, self.construction.s) - 1
+
+
+def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS) -> int:
+    """Check the model is exact (every output within < 1/2 of its target) on every key token;
+    return how many key tokens were checked. Raises AssertionError at the first failure.
+    """
+    c = check_instance(model, "model", TranscriptModel).construction
+    tokens = c.all_key_tokens(max_tokens)
+    targets = c.answers(tokens)
+    for z, t in zip(tokens, targets, strict=True):
+        out = np.asarray(model.outputs(z), dtype=np.float64)
+        if out.shape != t.shape or not np.max(np.abs(out - t)) < 0.5:
+            raise AssertionError(f"wrong on key token {z.tolist()}: output {out}, target {t}")
+    return len(tokens)
+
+
+# ------------------------------------------------------------------------- feature rank
+
+
+def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
+    """Bits in L layers of H b-bit sketches (S, u) with S in R^{r x d}, u in R^r."""
+    for name, v in (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)):
+        check_positive_int(v, name)
+    return L * H * r * (d + 1) * b
+
+
+def satisfies_rank_inequality(L: int, H: int, r: int, d: int, b: int, q: int, s: int) -> bool:
+    """L*H*r*(d+1)*b >= q*log2(s+1), decided exactly as 2**(L H r (d+1) b) >= (s+1)**q."""
+    return sketch_bits(L, H, r, d, b) >= bits_needed(q, s)
+
+
+def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int:
+    """Least r >= 1 with L*H*r*(d+1)*b >= q*log2(s+1): ceil(ceil(q log2(s+1)) / (L H (d+1) b))."""
+    per_rank = sketch_bits(L, H, 1, d, b)
+    return max(1, -(-bits_needed(q, s) // per_rank))
+
+
+def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
+    """A collision in which the model is *right* on the first input and therefore wrong on the
+    second: two key tokens (one representative per answer vector) with one transcript,
+    different answers, error < 1/2 on the first. None if no transcript class holds both an
+    input the model gets right and an input with another answer.
+
+    Within one transcript class the outputs are one vector, so at most one answer vector of
+    the class can be within 1/2 of it. If the model is right on as many answer vectors as it
+    uses transcripts, every class holds a right one, and below the bound some class holds two
+    answer vectors: then this search cannot return None.
+    """
+    c = check_instance(model, "model", TranscriptModel).construction
+    if answer_vector_count(c.q, c.s) > check_int(max_vectors, "max_vectors", 1):
+        raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "
+                         f"max_vectors={max_vectors}")
+    right: dict[tuple[int, ...], tuple[int, ...]] = {}
+    other: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for counts in itertools.product(range(c.s + 1), repeat=c.q):
+        t = check_transcript(model, model.transcript(c.representative(np.array(counts))))
+        out = np.asarray(model.read(t), dtype=np.float64)
+        if np.max(np.abs(out - np.array(counts))) < 0.5:
+            right.setdefault(t, counts)
+        else:
+            other.setdefault(t, counts)
+        if t in right and t in other:
+            collision = _reevaluate(model, right[t], other[t])
+            if not (collision.errors[0] < 0.5 <= collision.errors[1]):
+                raise RuntimeError("re-evaluation disagrees with the search about who is right")
+            return collision
+    return None

@@ -1,0 +1,512 @@
+"""The built book in a real browser: Debian's chromium driven by Playwright for Python.
+
+Serves _build/html on 127.0.0.1 (a thread running http.server on a free port) and opens the
+index and every page listed in _toc.yml. Every request that would leave 127.0.0.1 is blocked
+and recorded. For each page it asserts:
+
+* no console errors, page errors, failed requests or HTTP errors;
+* the maths is typeset: every Sphinx `.math` element holds a MathJax `mjx-container`, there
+  are no MathJax errors, and no raw `$$`, `$...$`, `\\(`, `\\[` or `\\begin{` is left in the
+  text (code blocks excluded);
+* every image loaded (complete, naturalWidth > 0);
+* every internal link (a, link, script, img) resolves to a file of the site, and a link with
+  a fragment to an element with that id;
+* on chapter pages, the Binder and Colab buttons open this page's .ipynb in the repository
+  of `_config.yml`, and the .ipynb and .py download buttons download exactly the committed
+  notebooks/NN_topic.ipynb and notebooks/NN_topic.py.
+
+It also opens a page with maths from file:// with every request blocked (the reader on a
+plane), and checks the claims ledger page against book/claims.yml.
+
+Screenshots: test-artifacts/screenshots/<docname with '/' as '__'>.png, and offline_*.png.
+Without chromium or _build/html the tests skip, except in CI (env var CI set), where they
+fail. Run: `pytest -m browser tests/book/test_browser.py` after building the book.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlparse
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "_build" / "html"
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import claims_ledger  # noqa: E402
+
+
+def _toc_pages() -> list[str]:
+    """Docnames in _toc.yml order, the root first."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    pages: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("root", "file") and isinstance(value, str):
+                    pages.append(re.sub(r"\.(ipynb|md|rst)$", "", value))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return pages
+
+
+def _is_notebook(docname: str) -> bool:
+    return (ROOT / f"{docname}.ipynb").is_file()
+
+
+PAGES = _toc_pages()
+CHAPTERS = [p for p in PAGES if _is_notebook(p)]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, so the browser tests must run")
+    pytest.skip(reason)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    if not (SITE / "index.html").is_file():
+        _unavailable(f"no built book at {SITE} (run scripts/build_book.sh first)")
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.is_file():
+        _unavailable(f"Debian's chromium not found at {CHROMIUM} (bash scripts/install_browser.sh)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright (Python) is not installed")
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+    )
+    yield browser
+    browser.close()
+    playwright.stop()
+
+
+class Visit:
+    """One page opened in chromium, with everything the tests look at."""
+
+    def __init__(self, browser, url: str, shot: Path, local_hosts=("127.0.0.1",)):
+        self.url = url
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, accept_downloads=True
+        )
+        self.context = context
+        page = context.new_page()
+        self.page = page
+        page.on(
+            "console",
+            lambda m: m.type == "error" and self.errors.append(f"console.error: {m.text}"),
+        )
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on(
+            "requestfailed",
+            lambda r: self.errors.append(f"request failed: {r.url} ({r.failure})"),
+        )
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.errors.append(f"HTTP {r.status}: {r.url}"),
+        )
+
+        def route(route):
+            url = route.request.url
+            scheme, host = urlparse(url).scheme, urlparse(url).hostname
+            if scheme in ("data", "blob") or (scheme == "file" and "file" in local_hosts) or (
+                scheme in ("http", "https") and host in local_hosts
+            ):
+                route.continue_()
+            else:
+                self.external.append(url)
+                route.abort()
+
+        page.route("**/*", route)
+        page.goto(url, wait_until="load")
+        page.evaluate(
+            """async () => {
+                document.querySelectorAll('img[loading="lazy"]').forEach(i => i.loading = 'eager');
+                await Promise.all([...document.images].map(i => i.complete ? null :
+                    new Promise(r => {
+                        i.addEventListener('load', r); i.addEventListener('error', r);
+                    })));
+                if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) {
+                    await window.MathJax.startup.promise;
+                }
+            }"""
+        )
+        self.mathjax_loaded = page.evaluate(
+            "() => !!(window.MathJax && window.MathJax.startup && window.MathJax.version)"
+        )
+        self.facts = page.evaluate(
+            r"""() => {
+                const math = [...document.querySelectorAll('.math')];
+                const main = document.querySelector('main') || document.body;
+                const clone = main.cloneNode(true);
+                clone.querySelectorAll(
+                    'pre, code, script, style, textarea, mjx-container, .highlight'
+                ).forEach(e => e.remove());
+                const text = clone.textContent;
+                const raw = [];
+                for (const token of ['$$', '\\(', '\\[', '\\begin{']) {
+                    if (text.includes(token)) raw.push(token);
+                }
+                const inline = text.match(/\$[^$\s][^$\n]*\$/);
+                if (inline) raw.push(inline[0]);
+                const attr = (sel, name) => [...document.querySelectorAll(sel)]
+                    .map(e => e.getAttribute(name)).filter(v => v !== null);
+                return {
+                    math: math.length,
+                    untypeset: math.filter(e => !e.querySelector('mjx-container'))
+                                   .map(e => e.textContent.slice(0, 80)),
+                    mathjaxErrors: document.querySelectorAll('mjx-merror, [data-mjx-error]').length,
+                    raw: raw,
+                    images: [...document.images].map(i => ({
+                        src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+                    refs: [...attr('a[href]', 'href'), ...attr('link[href]', 'href'),
+                           ...attr('script[src]', 'src'), ...attr('img[src]', 'src')],
+                    title: document.title,
+                };
+            }"""
+        )
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+
+    def close(self):
+        self.context.close()
+
+
+def _shot_name(docname: str) -> str:
+    return docname.replace("/", "__") + ".png"
+
+
+@pytest.fixture(scope="module")
+def visits(browser, site_url):
+    opened: dict[str, Visit] = {}
+
+    def visit(docname: str) -> Visit:
+        if docname not in opened:
+            opened[docname] = Visit(
+                browser, urljoin(site_url, f"{docname}.html"), SHOTS / _shot_name(docname)
+            )
+        return opened[docname]
+
+    yield visit
+    for v in opened.values():
+        v.close()
+
+
+def _local_target(ref: str, page_url: str, site_url: str) -> tuple[Path, str] | None:
+    """The site file (and fragment) an internal reference points to; None if external."""
+    if ref.startswith(("javascript:", "mailto:", "data:", "tel:")) or ref in ("", "#"):
+        return None
+    absolute = urljoin(page_url, ref)
+    if not absolute.startswith(site_url):
+        return None
+    parsed = urlparse(absolute)
+    path = unquote(parsed.path[len(urlparse(site_url).path):])
+    target = SITE / path
+    if path == "" or path.endswith("/"):
+        target = target / "index.html"
+    return target, unquote(parsed.fragment)
+
+
+_ids_cache: dict[Path, set[str]] = {}
+
+
+def _ids(file: Path) -> set[str]:
+    if file not in _ids_cache:
+        text = file.read_text(encoding="utf-8", errors="replace")
+        _ids_cache[file] = set(re.findall(r'\b(?:id|name)="([^"]+)"', text))
+    return _ids_cache[file]
+
+
+# ------------------------------------------------------------------ every page
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_loads_without_errors_or_outside_requests(visits, docname):
+    v = visits(docname)
+    assert not v.errors, f"{docname}: " + "\n".join(v.errors)
+    assert not v.external, f"{docname} asked for resources off this machine: {v.external}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_maths_is_typeset(visits, docname):
+    v = visits(docname)
+    f = v.facts
+    if f["math"]:
+        assert v.mathjax_loaded, f"{docname}: {f['math']} maths elements but MathJax did not load"
+    assert not f["untypeset"], f"{docname}: maths left untypeset: {f['untypeset']}"
+    assert f["mathjaxErrors"] == 0, f"{docname}: MathJax reported errors"
+    assert not f["raw"], f"{docname}: raw TeX delimiters left in the text: {f['raw']}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_every_image_loaded(visits, docname):
+    broken = [i["src"] for i in visits(docname).facts["images"] if not i["ok"]]
+    assert not broken, f"{docname}: images that did not load: {broken}"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_every_chapter_shows_its_figures(visits, docname):
+    """Every theorem and experiment chapter has at least one figure, and it is on the page:
+    a build whose kernels ran without the inline backend (e.g. MPLBACKEND=Agg) has none."""
+    loaded = [i for i in visits(docname).facts["images"] if i["ok"] and "_images/" in i["src"]]
+    assert loaded, f"{docname}: no executed figure on the page"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_every_internal_link_resolves(visits, site_url, docname):
+    v = visits(docname)
+    broken = []
+    for ref in v.facts["refs"]:
+        target = _local_target(ref, v.url, site_url)
+        if target is None:
+            continue
+        file, fragment = target
+        if not file.is_file():
+            broken.append(f"{ref} -> missing {file.relative_to(SITE)}")
+        elif fragment and file.suffix == ".html" and fragment not in _ids(file):
+            broken.append(f"{ref} -> no id {fragment!r} in {file.relative_to(SITE)}")
+    assert not broken, f"{docname}: broken internal links:\n" + "\n".join(broken)
+
+
+def test_the_book_has_pages_and_chapters():
+    assert PAGES and PAGES[0] == yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
+    assert CHAPTERS, "no notebook chapter in _toc.yml"
+
+
+# Every block that shows code, output or a table; a block whose content is wider than its box
+# scrolls sideways, and a reader at 1280 px sees it cut off. Folded cells (hide-input) are
+# opened first: a reader who clicks "show code" must see the whole line too.
+_SIDEWAYS = r"""() => {
+    document.querySelectorAll('main details').forEach(d => { d.open = true; });
+    const main = document.querySelector('main') || document.body;
+    const blocks = main.querySelectorAll(
+        'div.highlight pre, div.cell_output pre, div.output pre, pre, div.cell_output, '
+        + 'div.output, div.pst-scrollable-table-container, table');
+    const seen = new Set();
+    const cut = [];
+    for (const b of blocks) {
+        if (seen.has(b) || b.clientWidth === 0) continue;
+        seen.add(b);
+        if (b.scrollWidth > b.clientWidth + 1) {
+            const where = b.closest('div.cell_output') ? 'output'
+                : b.closest('div.cell_input, div.highlight') ? 'code' : b.tagName.toLowerCase();
+            cut.push(`${where} <${b.tagName.toLowerCase()} class="${b.className}">: `
+                + `${b.scrollWidth} px of content in a ${b.clientWidth} px box: `
+                + JSON.stringify((b.innerText || '').split('\n')
+                    .reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 100)));
+        }
+    }
+    return cut;
+}"""
+
+
+def sideways_blocks(page) -> list[str]:
+    """Code, output and table blocks on an open page that scroll sideways (empty: none)."""
+    return page.evaluate(_SIDEWAYS)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_block_scrolls_sideways_at_1280_px(visits, docname):
+    """Nothing is cut off: at a 1280-px window no code cell, output or table on any page is
+    wider than its box (issue 17). Code lines are at most 88 characters, long results are
+    HTML tables, and plain-text output wraps (book/_static/companion.css)."""
+    page = visits(docname).page
+    assert page.viewport_size["width"] == 1280
+    cut = sideways_blocks(page)
+    assert not cut, f"{docname}: {len(cut)} blocks scroll sideways:\n" + "\n".join(cut)
+
+
+import paper_names  # noqa: E402  (book/_ext, on sys.path above)
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_proof_boxes_and_references_carry_one_set_of_names(visits, docname):
+    """Every proof box shows the paper's letter (Theorem A ... Theorem G) or the companion's
+    chapter number (Lemma 3.2), and no link says sphinx-proof's book-wide "Lemma 2"."""
+    page = visits(docname).page
+    captions = page.eval_on_selector_all(
+        "div.proof[id] > p.admonition-title > span.caption-number",
+        "spans => spans.map(s => [s.parentElement.parentElement.id, s.textContent.trim()])",
+    )
+    names = paper_names.box_names(ROOT)
+    for label, caption in captions:
+        if label in names:
+            assert caption == names[label], (docname, label, caption, names[label])
+    shown = dict(captions)
+    for label, name in paper_names.PAPER_NAMES.items():
+        if label in shown:
+            assert shown[label] == name, (docname, label, shown[label], name)
+    bare = page.eval_on_selector_all(
+        "a.reference.internal",
+        r"links => links.map(a => a.textContent.trim()).filter(t => "
+        r"/^(Theorem|Lemma|Proposition|Corollary|Observation|Definition) \d+$/.test(t))",
+    )
+    assert not bare, f"{docname}: references with sphinx-proof's numbers: {bare}"
+
+
+# ------------------------------------------------------------------ chapter pages
+
+
+def _expected_launch_urls(docname: str) -> dict[str, str]:
+    repo = CONFIG["repository"]
+    org, name = urlparse(repo["url"]).path.strip("/").split("/")[:2]
+    branch = repo.get("branch", "main")
+    launch = CONFIG["launch_buttons"]
+    ui = {"classic": "tree", "jupyterlab": "lab/tree"}[launch.get("notebook_interface", "classic")]
+    path = f"{docname}.ipynb"
+    return {
+        "binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{org}/{name}/{branch}"
+        f"?urlpath={ui}/{path}",
+        "colab": f"{launch['colab_url'].rstrip('/')}/github/{org}/{name}/blob/{branch}/{path}",
+    }
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_launch_buttons_open_this_pages_notebook(visits, docname):
+    page = visits(docname).page
+    hrefs = page.eval_on_selector_all(
+        ".dropdown-launch-buttons a[href], a.btn-launch-buttons[href], "
+        "[class*='launch'] a[href]",
+        "els => els.map(e => e.href)",
+    )
+    for service, url in _expected_launch_urls(docname).items():
+        assert url in hrefs, f"{docname}: no {service} button to {url}; launch links: {hrefs}"
+    assert (ROOT / f"{docname}.ipynb").is_file()
+
+
+@pytest.mark.parametrize("suffix", [".ipynb", ".py"])
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_download_buttons_give_the_committed_files(visits, docname, suffix):
+    page = visits(docname).page
+    menu = page.locator("button[aria-label='Download this page']")
+    assert menu.count() == 1, f"{docname}: no download menu"
+    menu.first.click()
+    items = page.locator(".dropdown-download-buttons a")
+    texts = [t.strip() for t in items.all_inner_texts()]
+    assert texts.count(suffix) == 1, f"{docname}: download menu offers {texts}, wanted one {suffix}"
+    item = items.nth(texts.index(suffix))
+    assert item.is_visible()
+    with page.expect_download() as download:
+        item.click()
+    got = Path(download.value.path()).read_bytes()
+    assert got == (ROOT / f"{docname}{suffix}").read_bytes(), (
+        f"{docname}: the {suffix} download differs from the committed {docname}{suffix}"
+    )
+    page.keyboard.press("Escape")
+
+
+# ------------------------------------------------------------------ offline and ledger
+
+
+def test_maths_typesets_from_disk_with_no_network(browser):
+    """A reader opens _build/html from disk with no network: maths still typesets."""
+    if not (SITE / "index.html").is_file():
+        _unavailable(f"no built book at {SITE}")
+    with_math = [
+        p for p in PAGES
+        if (SITE / f"{p}.html").is_file()
+        and 'class="math' in (SITE / f"{p}.html").read_text(encoding="utf-8")
+    ]
+    assert with_math, "no page of the book has maths"
+    docname = with_math[0]
+    v = Visit(
+        browser,
+        (SITE / f"{docname}.html").as_uri(),
+        SHOTS / f"offline_{_shot_name(docname)}",
+        local_hosts=("file",),
+    )
+    try:
+        assert v.mathjax_loaded, "MathJax did not load from the site's own files"
+        assert v.facts["math"] > 0 and not v.facts["untypeset"], v.facts["untypeset"]
+        assert not v.external, f"asked the network for: {v.external}"
+        assert not v.errors, v.errors
+    finally:
+        v.close()
+
+
+def test_ledger_page_shows_the_data(visits):
+    docname = "book/ledger"
+    if docname not in PAGES:
+        pytest.fail("book/ledger is not in _toc.yml")
+    page = visits(docname).page
+    rows = page.eval_on_selector_all(
+        ".claims-ledger table tbody tr",
+        "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.innerText.trim()))",
+    )
+    claims = claims_ledger.load_claims(ROOT)
+    chapters = claims_ledger.toc_docnames(ROOT)
+    assert len(rows) == len(claims), (
+        f"ledger page has {len(rows)} rows, book/claims.yml {len(claims)}"
+    )
+    for row, claim in zip(rows, claims, strict=True):
+        assert f"({claim['id']})" in row[0], (row, claim["id"])
+        want = claims_ledger.shown_verdict(
+            claim, chapters, lambda t: claims_ledger.node_exists_statically(ROOT, t)
+        )
+        # the page typesets quotes (MyST smartquotes): compare with straight ones
+        shown = " ".join(row[1].split()).replace("\u2019", "'")
+        note = f" Note: {' '.join(claim['note'].split())}" if claim.get("note") else ""
+        assert shown == want + note, (claim["id"], row[1], want + note)
+        for test in claim.get("tests") or []:
+            assert test in "".join(row[4].split()), (claim["id"], test, row[4])
+    links = page.eval_on_selector_all(
+        ".claims-ledger table tbody tr",
+        "rows => rows.map(r => [...r.querySelectorAll('td:first-child a[href]')]"
+        ".map(a => a.getAttribute('href')))",
+    )
+    for hrefs, claim in zip(links, claims, strict=True):
+        if claim.get("proof"):
+            assert any(h.endswith("#" + claim["proof"]) for h in hrefs), (
+                f"{claim['id']}: no link to its proof box {claim['proof']}", hrefs)

@@ -1,0 +1,83 @@
+"""The package's shape (issue 15): theory modules never import experiments, the import graph
+between companion modules has no cycle, no private name crosses a module boundary, imports
+of companion modules sit at the top of a module (not hidden in functions), and every module
+fits in a reader's head."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+MODULES = {
+    ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): path
+    for path in sorted((SRC / "companion").rglob("*.py"))
+}
+#: About 400 lines a module; the longest today carry their argument checks and limits.
+MAX_LINES = 480
+
+
+def _companion_imports(module: str, path: Path):
+    """(imported module, imported names, at top level?) for every companion import."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] == "companion":
+                names = [alias.name for alias in node.names]
+                # `from companion import witness` imports a module, not a name
+                target = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+                for t in target or [base]:
+                    yield t, [] if target else names, id(node) in top
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "companion":
+                    yield alias.name, [], id(node) in top
+
+
+EDGES = {m: list(_companion_imports(m, p)) for m, p in MODULES.items()}
+
+
+def test_no_import_cycle():
+    graph = {m: {t for t, _, _ in edges if t != m} for m, edges in EDGES.items()}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError on a cycle
+
+
+def test_theory_never_imports_experiments():
+    bad = [(m, t) for m, edges in EDGES.items() if ".experiments" not in m
+           and m != "companion.cli" for t, _, _ in edges if ".experiments" in t]
+    assert not bad, bad
+
+
+def test_no_private_name_crosses_a_module():
+    bad = [(m, t, n) for m, edges in EDGES.items() for t, names, _ in edges
+           for n in names if n.startswith("_") and t != m]
+    assert not bad, bad
+
+
+def test_companion_imports_at_top_level():
+    # the CLI imports each experiment when asked for it, so that `verify-head` needs no torch
+    allowed = {"companion.cli"}
+    bad = [(m, t) for m, edges in EDGES.items() if m not in allowed
+           for t, _, top in edges if not top]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_fits_in_your_head(module):
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{module} has {lines} lines (limit {MAX_LINES})"
+
+
+def test_the_graph_is_not_empty():
+    # guards the parser: the package is known to import its checks everywhere
+    assert sum(len(edges) for edges in EDGES.values()) > 40
+    assert any(t == "companion.checks" for t, _, _ in EDGES["companion.bounds.witness"])

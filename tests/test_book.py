@@ -1,0 +1,130 @@
+"""companion.book.Table: both renderings are deterministic, cells keep exact values, and
+bad input is refused with a clear error."""
+
+from fractions import Fraction
+
+import matplotlib as mpl
+import numpy as np
+import pytest
+from matplotlib.font_manager import FontProperties
+
+from companion.book import (
+    BOOK_DPI,
+    BOOK_STYLE,
+    BOOK_WIDTH,
+    MIN_FONT_SIZE,
+    Table,
+    seed_everything,
+    use_book_style,
+)
+
+
+def test_dict_rows_render_exact_values_in_text_and_html():
+    t = Table([{"n": 3, "bound": Fraction(3, 4), "name": "a<b"},
+               {"n": 10, "bound": Fraction(1), "name": "c"}], caption="Two rows")
+    assert t.columns == ["n", "bound", "name"]
+    assert t.cells() == [["3", "3/4", "a<b"], ["10", "1", "c"]]
+    assert repr(t) == "\n".join([
+        "Two rows",
+        " n  bound  name",
+        "--  -----  ----",
+        " 3    3/4  a<b",
+        "10      1  c",
+    ])
+    html = t._repr_html_()
+    assert html.startswith('<table class="companion-table">\n<caption>Two rows</caption>')
+    assert '<td class="num">3/4</td>' in html and "<td>a&lt;b</td>" in html
+    assert '<th class="num">n</th>' in html and "<th>name</th>" in html
+    assert "style" not in html and "id=" not in html
+    assert html == Table(t.values, t.columns, "Two rows")._repr_html_()  # nothing random
+
+
+def test_formats_by_spec_and_callable_and_numpy_scalars():
+    t = Table([[np.float64(0.123456), np.int64(7), 0.5]], columns=["x", "k", "y"],
+              formats={"x": ".3f", "k": lambda v: f"{v} seeds"})
+    assert t.cells() == [["0.123", "7 seeds", "0.5"]]
+    assert "np.float64" not in repr(t)
+
+
+def test_text_columns_stay_left_aligned_and_mixed_columns_too():
+    t = Table([["x", 1], [None, "dense"]], columns=["a", "r"])
+    assert repr(t).splitlines()[2:] == ["x     1", "None  dense"]
+
+
+@pytest.mark.parametrize("make, exc, word", [
+    (lambda: Table("abc"), TypeError, "rows"),
+    (lambda: Table([[1, 2]]), ValueError, "columns"),
+    (lambda: Table([[1, 2]], columns=["a"]), ValueError, "rows\\[0\\] has 2 cells"),
+    (lambda: Table([{"a": 1}, [2]]), TypeError, "all dicts"),
+    (lambda: Table([{"a": 1}], columns=["b"]), ValueError, "lacks the columns"),
+    (lambda: Table([{"a": 1}], formats={"b": ".2f"}), ValueError, "unknown columns"),
+    (lambda: Table([{"a": 1}], formats={"a": 3}), TypeError, "formats"),
+    (lambda: Table([{"a": 1}], caption=3), TypeError, "caption"),
+    (lambda: Table([{"a": "x"}], formats={"a": ".2f"}).cells(), ValueError, "format"),
+])
+def test_bad_input_is_refused_clearly(make, exc, word):
+    with pytest.raises(exc, match=word):
+        make()
+
+
+# ----
+# The book's figure style (issue 17): figures fit the 720 px column unshrunk and no text
+# on them is smaller than 9 pt there.
+@pytest.fixture
+def book_style():
+    with mpl.rc_context():
+        mpl.rcParams.update(mpl.rcParamsDefault)
+        use_book_style()
+        yield mpl.rcParams
+
+
+def _points(value) -> float:
+    """A font size in points, also for names such as 'small' (relative to font.size)."""
+    return FontProperties(size=value).get_size_in_points()
+
+
+def test_the_default_figure_fits_the_column(book_style):
+    width, height = book_style["figure.figsize"]
+    assert width * book_style["figure.dpi"] <= 720
+    assert 0 < height <= width
+    assert BOOK_WIDTH * BOOK_DPI == 720
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize",
+     "ytick.labelsize", "legend.fontsize", "legend.title_fontsize"],
+)
+def test_no_text_below_the_minimum(book_style, key):
+    # matplotlib's defaults put legends at 'medium' of 10 pt, but ticks at 'medium' too;
+    # the check resolves named sizes, so a 'small' legend (8.33 pt) fails it
+    assert _points(book_style[key]) >= MIN_FONT_SIZE >= 9
+
+
+def test_the_style_changes_matplotlib_defaults(book_style):
+    # matplotlib's default figure is 6.4 in wide; the style's is the column's width
+    assert book_style["figure.figsize"][0] == BOOK_WIDTH
+    assert tuple(book_style["figure.figsize"]) != tuple(mpl.rcParamsDefault["figure.figsize"])
+    for key, value in BOOK_STYLE.items():
+        assert book_style[key] == (list(value) if isinstance(value, tuple) else value), key
+
+
+def test_a_small_legend_fails_the_check():
+    with mpl.rc_context({"legend.fontsize": "small", "font.size": 10}):
+        assert _points(mpl.rcParams["legend.fontsize"]) < MIN_FONT_SIZE
+
+
+# ----
+def test_seed_everything_repeats_numpy_and_torch():
+    torch = pytest.importorskip("torch")
+    a = seed_everything(5).random(3), np.random.random(), torch.rand(2)
+    b = seed_everything(5).random(3), np.random.random(), torch.rand(2)
+    assert np.array_equal(a[0], b[0]) and a[1] == b[1] and torch.equal(a[2], b[2])
+    assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("kwargs, exc", [({"seed": -1}, ValueError), ({"seed": 1.5}, TypeError),
+                                         ({"threads": 0}, ValueError)])
+def test_bad_seeds(kwargs, exc):
+    with pytest.raises(exc):
+        seed_everything(**kwargs)

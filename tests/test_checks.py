@@ -1,0 +1,192 @@
+"""The argument checks added to close the fuzz suite's open findings (issue 16).
+
+Each bad input below once ended in an AttributeError, KeyError, IndexError, OSError or a
+numpy/torch error naming nothing; now it is a TypeError/ValueError naming the argument. The
+valid-input cases pin that the checks changed no result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from fuzz_harness import exception_kind
+
+from companion.bounds.codes import paley_subset
+from companion.bounds.rank_bounds import (
+    nonnegative_rank_bound,
+    rank_bound_from_gap_counts,
+    rank_bound_from_rhos,
+    sharpened_value,
+)
+from companion.bounds.witness import chain_key, without_rows, witness_family
+from companion.checks import check_array, check_device, check_mapping, check_path
+from companion.core.task import token_pool
+from companion.experiments.e1 import find_trained_model
+from companion.experiments.e2.data import pool_inputs
+from companion.experiments.engine import lr_at, max_errors
+from companion.experiments.store import (
+    ResultFileError,
+    UnwritablePathError,
+    atomic_write_json,
+    canonical_json,
+)
+
+
+def test_check_array_accepts_real_arrays_and_exact_tables():
+    assert check_array([[1, 2], [3, 4]], "a", 2).shape == (2, 2)
+    exact = np.array([Fraction(1, 3), 2], dtype=object)
+    assert check_array(exact, "a", allow_object=True) is not None
+    assert check_array(np.float32(0.5), "a").ndim == 0
+
+
+@pytest.mark.parametrize("bad, kind", [
+    ([[0, 1], [1]], TypeError),                      # ragged
+    (np.array([None, 1], dtype=object), TypeError),  # object without allow_object
+    (np.array(["a", "b"]), TypeError),               # strings
+    (np.ones(2, dtype=complex), TypeError),
+    (None, TypeError), ("0101", TypeError), ({}, TypeError),
+    (np.zeros(3), ValueError),                       # ndim 1, 2 wanted
+])
+def test_check_array_refuses_with_the_name(bad, kind):
+    with pytest.raises(kind, match="table"):
+        check_array(bad, "table", 2)
+
+
+def test_check_device_mapping_path():
+    assert check_device("cpu") == "cpu"
+    assert check_device(torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(ValueError, match="device"):
+        check_device("tpu")
+    with pytest.raises(ValueError, match="device"):
+        check_device("")
+    with pytest.raises(TypeError, match="device"):
+        check_device(3)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match=f"has {count} CUDA device"):
+        check_device(f"cuda:{count}")
+    with pytest.raises(TypeError, match="counts"):
+        check_mapping([], "counts")
+    with pytest.raises(TypeError, match="out_dir"):
+        check_path(None, "out_dir")
+    assert str(check_path("results", "out_dir")) == "results"
+
+
+def test_unwritable_path_is_an_oserror_and_a_valueerror(tmp_path):
+    with pytest.raises(UnwritablePathError) as info:
+        atomic_write_json("/proc/companion-test/x.json", {"a": 1})
+    assert isinstance(info.value, OSError) and isinstance(info.value, ValueError)
+    assert str(info.value).startswith("path '/proc/companion-test/x.json'")
+    with pytest.raises(ValueError, match="path .*folder"):
+        atomic_write_json(tmp_path, {"a": 1})
+
+
+def test_atomic_write_json_refuses_non_json_before_touching_the_file(tmp_path):
+    path = tmp_path / "r.json"
+    atomic_write_json(path, {"b": [1, 2.5], "a": None})
+    # same bytes as the json.dump it replaced: indent 1, sorted keys, one final newline
+    assert path.read_text() == json.dumps({"a": None, "b": [1, 2.5]}, indent=1,
+                                          sort_keys=True) + "\n"
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match="obj must be JSON"):
+        atomic_write_json(path, {"a": np.zeros(2)})
+    with pytest.raises(ValueError, match="obj must be JSON"):
+        atomic_write_json(path, {"a": math.nan})
+    assert path.read_bytes() == before
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+    with pytest.raises(TypeError, match="obj"):
+        canonical_json(np.zeros(3))
+
+
+def test_harness_reports_subclasses_by_their_base():
+    assert exception_kind(ValueError("x")) == "ValueError"
+    assert exception_kind(ResultFileError("x")) == "ValueError (ResultFileError)"
+    assert exception_kind(UnwritablePathError("x")) == "ValueError (UnwritablePathError)"
+    assert exception_kind(KeyError("x")) == "KeyError"
+
+
+def test_engine_checks_keep_the_schedule():
+    assert lr_at(0, 10, 0.1, 0.5) == pytest.approx(0.1)
+    assert lr_at(9, 10, 0.1, 0.5) == pytest.approx(0.05)
+    with pytest.raises(TypeError, match="step"):
+        lr_at(math.inf, 10, 0.1, 0.5)
+    with pytest.raises(TypeError, match="predictions"):
+        max_errors(np.zeros((2, 4)), torch.zeros(4))
+    with pytest.raises(ValueError, match="targets"):
+        max_errors(torch.zeros(2, 4), torch.zeros(3))
+    assert max_errors(torch.ones(2, 4), torch.zeros(4)).tolist() == [1.0, 1.0]
+
+
+def test_pool_inputs_checks_indices():
+    pool = token_pool(6, 16, 0)
+    rows, bits = pool_inputs(pool, np.array([[0, 1, 2]]))
+    assert rows.shape == (3, 4) and bits.bits.shape == (16, 6)
+    with pytest.raises(ValueError, match="idx"):
+        pool_inputs(pool, np.array([[0, 1, 16]]))
+    with pytest.raises(TypeError, match="pool"):
+        pool_inputs(None, np.array([[0, 1, 2]]))
+    with pytest.raises(ValueError, match="device"):
+        pool_inputs(pool, np.array([[0, 1, 2]]), device="nonsense")
+
+
+def test_without_rows_and_chain_key():
+    family = witness_family(paley_subset(11, 3, 11), 3, Fraction(1, 2))
+    assert len(without_rows(family, [0, 5])) == len(family) - 2
+    assert len(without_rows(family, 3)) == len(family) - 1
+    assert len(without_rows(family, [])) == len(family)
+    for bad, kind in ((len(family), ValueError), (-1, ValueError), (True, TypeError),
+                      (2.5, TypeError), ("3", TypeError), ([[1]], ValueError)):
+        with pytest.raises(kind, match="rows"):
+            without_rows(family, bad)
+    x = np.array([1, 1, 0, 1])
+    assert chain_key(x, 2).tolist() == [1, 1, 1, 0]
+    with pytest.raises(ValueError, match="level"):
+        chain_key(x, 4)
+    with pytest.raises(TypeError, match="x"):
+        chain_key([[0, 1], [1]], 1)
+
+
+def test_count_dicts_name_their_argument():
+    with pytest.raises(TypeError, match="rho_counts"):
+        rank_bound_from_rhos(8, None)
+    with pytest.raises(ValueError, match="rho_counts"):
+        rank_bound_from_rhos(8, {Fraction(1, 4): 3})
+    with pytest.raises(ValueError, match="rho_counts"):
+        rank_bound_from_rhos(8, {1: 57})  # more than 8 * 7 ordered pairs
+    with pytest.raises(ValueError, match="gap_counts"):
+        rank_bound_from_gap_counts(2, {2: 3})
+    with pytest.raises(TypeError, match="counts"):
+        sharpened_value(4, [], Fraction(1, 2))
+    with pytest.raises(ValueError, match="c must"):
+        sharpened_value(4, {Fraction(1, 4): 3}, 1e308)
+    with pytest.raises(TypeError, match="off_diagonal_bounds"):
+        nonnegative_rank_bound(2, [[0, 1], [1]])
+    # valid input: the same exact values as before
+    assert rank_bound_from_rhos(3, {2: 6}) == rank_bound_from_rhos(3, {Fraction(2): 6})
+
+
+def test_find_trained_model_says_what_is_missing():
+    with pytest.raises(ValueError, match="models holds no kept model of rank 1"):
+        find_trained_model({}, 1)
+    with pytest.raises(TypeError, match="models"):
+        find_trained_model(None, 1)
+
+
+def test_dp_limit_counts_the_link_weights_bits():
+    """At a tiny eps = p/q the link weights carry ~bits(q) bits per unit of gap, not bits(2p):
+    the exact DP's limit shrinks with them (log2_rho_table(2681, 5e-324) took > 20 s), and
+    stays 32768 at eps = 1/2."""
+    import time
+
+    from companion.bounds.amplification import log2_rho_table
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"G_max must be at most 14\d\d for log2_rho_table"):
+        log2_rho_table(2681, eps=5e-324)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="G_max must be at most 32768"):
+        log2_rho_table(32769)
