@@ -110,11 +110,11 @@ SKIP = {
     "companion.experiments.e2.splits:SharedPoolData": _REC + " (shared_pool_split)",
     "companion.experiments.e2.splits:DisjointPoolData": _REC + " (disjoint_pool_split)",
     **{f"companion.experiments.{c}": "a constant" for c in (
-        "pool_sequences:HARD_DISTRIBUTIONS", "pool_sequences:MAX_POOL",
-        "pool_sequences:MAX_TRIPLES", "pool_sequences:MAX_SEQUENCES",
-        "pool_table_heads:READOUTS", "transition_rule:RULE_THRESHOLD",
-        "transition_rule:RULE_LOW", "transition_rule:RULE_DENSE_EXACT",
-        "transition_rule:PAPER_TRANSITIONS", "e2_readings:READINGS", "e2_readings:HEADLINE")},
+        "e2.pools:HARD_DISTRIBUTIONS", "e2.pools:MAX_POOL",
+        "e2.pools:MAX_TRIPLES", "e2.pools:MAX_SEQUENCES",
+        "pool_table_heads:READOUTS", "e2.rule:RULE_THRESHOLD",
+        "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT",
+        "e2.rule:PAPER_TRANSITIONS", "e2.readings:READINGS", "e2.readings:HEADLINE")},
     **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
@@ -139,7 +139,7 @@ def public_callables():
     """(module name, attribute name, object) of every public callable, PENDING excluded."""
     found = []
     for info in pkgutil.walk_packages(companion.__path__, "companion."):
-        if info.name.endswith("__main__") or info.name in PENDING:
+        if info.name.endswith(("__main__", ".cli")) or info.name in PENDING:
             continue
         mod = importlib.import_module(info.name)
         names = getattr(mod, "__all__", None)

@@ -32,8 +32,7 @@ import numpy as np
 
 from companion.checks import check_int
 
-__all__ = ["Table", "use_book_style", "seed_everything", "BOOK_WIDTH", "BOOK_DPI",
-           "MIN_FONT_SIZE", "BOOK_STYLE", "MAX_THREADS"]
+__all__ = ["Table", "use_book_style", "seed_everything"]
 
 
 def _plain(value):
