@@ -6,12 +6,9 @@ nothing but the package registry is reached.
 
 1. A fresh kernel: the install cell, then all of Chapter 1 in the same kernel (Colab's usual
    path). The cell must install the companion, keep every package of the stack that lies
-   inside pyproject.toml's ranges, ask for no restart (pip changed nothing that was
-   imported: tqdm, preinstalled below the range's floor, is upgraded but was not imported),
-   and note a torch that CI does not test; then every cell of the chapter runs.
+   inside pyproject.toml's ranges (tqdm, preinstalled below the range's floor, is upgraded);
+   then every cell of the chapter runs.
 2. A second kernel: the cell now does nothing.
-3. With tqdm back below the floor and imported, and the companion uninstalled, the cell must
-   say plainly that a restart is required, naming tqdm and nothing else.
 
 Slow (a venv, pip, three kernels), so it runs only when asked: bash scripts/simulate_colab.sh,
 which chooses the Python and the torch (COLAB_PYTHON, COLAB_TORCH).
@@ -21,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -48,8 +44,6 @@ REPORT = (
     "names = ['companion', 'numpy', 'matplotlib', 'pillow', 'fsspec', 'tqdm', 'torch']\n"
     "print(json.dumps({n: md.version(n) for n in names}))"
 )
-RESTART = ("Restart the runtime now (Runtime > Restart session), then run the notebook "
-           "from the top")
 
 
 def run(*args, **kwargs):
@@ -141,7 +135,7 @@ def chapter_one(runtime) -> list[str]:
     return [local, *code[1:]]
 
 
-def test_install_keeps_colabs_stack_then_chapter_1_runs_and_a_restart_is_asked_for(kernel_env):
+def test_install_keeps_colabs_stack_then_chapter_1_runs(kernel_env):
     runtime = kernel_env
     py, content = runtime["py"], runtime["content"]
     cells = chapter_one(runtime)
@@ -151,24 +145,13 @@ def test_install_keeps_colabs_stack_then_chapter_1_runs_and_a_restart_is_asked_f
 
     # 1. a fresh Colab kernel: numpy and PIL loaded, then the chapter from the top
     first = execute([PRELOADED, *cells, REPORT], content)
-    said = text_of(first.cells[1])
+    assert "ERROR" not in text_of(first.cells[1])  # pip installed without complaint
     after = json.loads(text_of(first.cells[-1]))
     kept = ("numpy", "matplotlib", "pillow", "fsspec", "torch")
     assert {k: after[k] for k in kept} == {k: before[k] for k in kept}, "pip moved Colab's stack"
     assert after["tqdm"] != STACK["tqdm"] and after["companion"] == "0.1.0"
-    assert "Restart" not in said, said
-    torch_note = f"Note: kept this runtime's torch {before['torch']}; CI tests torch"
-    tested = re.match(r"\d+\.\d+", before["torch"])[0] == cell.tested_torch()
-    assert (torch_note in said) != tested, said
     for code_cell in first.cells:
         text_of(code_cell)  # no cell raised
 
     # 2. once installed, the cell does nothing
     assert text_of(execute([cells[0]], content).cells[0]) == ""
-
-    # 3. pip must change a package this kernel has imported: a restart is required
-    run(py, "-m", "pip", "uninstall", "--quiet", "--yes", "companion")
-    run(py, "-m", "pip", "install", "--quiet", f"tqdm=={STACK['tqdm']}")
-    third = execute([PRELOADED.replace("PIL.Image", "PIL.Image, tqdm"), cells[0]], content)
-    said = text_of(third.cells[1])
-    assert f"{RESTART}: this install changed tqdm, already imported." in said, said
