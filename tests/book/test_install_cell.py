@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import jupytext
 import pytest
@@ -32,8 +33,8 @@ def run_cell(monkeypatch, importable: bool) -> list[str]:
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     code = TransformerManager().transform_cell(cell.cell_source())
-    shell = type("Shell", (), {"run_line_magic": lambda self, n, line: magics.append(n + line)})
-    exec(compile(code, "<install cell>", "exec"), {"get_ipython": lambda: shell()})
+    shell = SimpleNamespace(run_line_magic=lambda name, line: magics.append(f"{name} {line}"))
+    exec(compile(code, "<install cell>", "exec"), {"get_ipython": lambda: shell})
     return magics
 
 
@@ -44,7 +45,7 @@ def test_no_op_where_the_package_is_importable(monkeypatch):
 def test_one_pip_install_of_the_repository_without_the_lock(monkeypatch):
     url, branch = cell.repository()
     assert run_cell(monkeypatch, importable=False) == [
-        f'pip--quiet "companion @ git+{url}@{branch}"']
+        f'pip install --quiet "companion @ git+{url}@{branch}"']
 
 
 @pytest.mark.parametrize("source", CHAPTERS, ids=lambda p: p.stem)
