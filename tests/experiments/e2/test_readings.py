@@ -207,6 +207,9 @@ def test_verdicts():
     assert "sharp" in rule.verdict([size(8, False), size(16), size(64)])["reason"]
     assert "dense" in rule.verdict([size(8), size(16, dense=False), size(64)])["reason"]
     assert "only 2" in rule.verdict([size(None), size(16), size(64)])["reason"]
+    # the rule's order: a sharp ladder that does not move fails on movement, before dense
+    assert "move" in rule.verdict([size(8, dense=False), size(8), size(8)])["reason"]
+    assert "dense" in rule.verdict([size(4, dense=False), size(8), size(32)])["reason"]
     assert rule.dense_exact([1.0, 0.995, 0.98]) == {"exact": 2, "perfect": 1, "seeds": 3,
                                                     "all_exact": False}
 
