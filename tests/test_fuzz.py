@@ -458,6 +458,7 @@ OVERRIDES = {
     f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
     f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},
     f"{_RV}:curve_table": {"result": READING, "readout": "overlap"},
+    f"{_RV}:gaps_by_rank_table": {"result": READING, "readout": "overlap"},
 }
 
 # --------------------------------------------------------------------------- extreme values
