@@ -9,7 +9,7 @@ import numpy as np
 
 from companion.book import Table
 from companion.checks import check_choice, check_mapping
-from companion.experiments.e2.pools import HARD_DISTRIBUTIONS
+from companion.experiments.e2.data import HARD_DISTRIBUTIONS
 from companion.experiments.e2.readings import HEADLINE, READINGS
 from companion.experiments.e2.rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
 
