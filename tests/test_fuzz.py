@@ -107,6 +107,9 @@ SKIP = {
         "an exact LP (see companion.open.level_heads:level_lp); "
     "argument checks tested in tests/open/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
+    "companion.experiments.e2.rule:verdict": "internal: fed only by "
+    "verdicts.judge_reading with curve_rule / dense_exact records (no checks by design); "
+    "fuzzed through judge_reading and e2_summary",
     **{f"companion.experiments.e2.data:{f}": "an internal sampler of reading_data (no "
        "argument checks by design: a validated configuration feeds it); fuzzed through "
        "reading_data, reading_unit and e2_width_result"
@@ -419,8 +422,6 @@ OVERRIDES = {
     f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
                           "train_acc": np.array([[0.2], [0.9], [1.0]])},
     f"{_TR}:dense_exact": {"dense_acc": np.array([1.0, 0.995, 0.98])},
-    f"{_TR}:verdict": {"sizes": [{"rule": {"r_star": r, "sharp": True},
-                                  "dense": {"all_exact": True}} for r in (8, 16, 64)]},
     f"{_ER}:ReadingConfig": {},
     f"{_ER}:reading_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
     f"{_ER}:reading_unit": {"cfg": TINY_READING, "size": 0, "readout": "overlap",

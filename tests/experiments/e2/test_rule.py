@@ -63,5 +63,3 @@ def test_bad_arguments_are_refused():
         rule.curve_rule([1, 2], [[0.5]])
     with pytest.raises(ValueError, match="acc"):
         rule.curve_rule([1, 2], [[0.5], [1.5]])
-    with pytest.raises(TypeError, match="sizes"):
-        rule.verdict("sizes")
