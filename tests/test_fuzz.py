@@ -107,6 +107,9 @@ SKIP = {
         "an exact LP (see companion.open.level_heads:level_lp); "
     "argument checks tested in tests/open/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
+    "companion.experiments.e2.readings:unit_models": "an internal builder of a unit's "
+    "stacked heads (public for benchmarks/bench_training.py; no checks by design); fuzzed "
+    "through reading_unit and e2_width_result",
     "companion.experiments.e2.rule:verdict": "internal: fed only by "
     "verdicts.judge_reading with curve_rule / dense_exact records (no checks by design); "
     "fuzzed through judge_reading and e2_summary",

@@ -80,7 +80,7 @@ from companion.experiments.store import (
 )
 
 __all__ = ["READINGS", "ReadingConfig", "E2Config", "READINGS_FULL", "READINGS_SMOKE",
-           "READING_QUICK", "reading_data", "reading_unit", "e2_width_result",
+           "READING_QUICK", "reading_data", "unit_models", "reading_unit", "e2_width_result",
            "reading_units", "reading_result", "run_reading", "reading_path", "load_reading",
            "HEADLINE", "config_dict", "complement_power_rank", "complement_power_head_accuracy"]
 
@@ -373,11 +373,12 @@ def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> 
     return (np.abs(pred - targets[None]) < 0.5).all(axis=-1).mean(axis=-1)
 
 
-def _models(cfg, m: int, pool_size: int, readout: str, which: str):
+def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
     """The stacked models of a unit and the (rank or "dense", seed) key of each row: one
     kernel-head family per rank group (every rank of the group x every seed, padded to the
     group's largest rank) unless which == "dense", and the dense heads (every seed) unless
-    which == "heads"."""
+    which == "heads". Used by the trainer and by benchmarks/bench_training.py; no checks
+    (a validated configuration feeds it)."""
     seeds = list(cfg.seeds)
     parts, keys = [], []
     if which != "dense":
@@ -401,10 +402,10 @@ def _models(cfg, m: int, pool_size: int, readout: str, which: str):
 
 
 def _train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device) -> dict:
-    """Train the models of one unit (:func:`_models`) as one tensor program and score them on
+    """Train the models of one unit (:func:`unit_models`) as one tensor program and score them on
     every evaluation set: {"heads": record, "dense": record} (the parts trained)."""
     data = _reading_data(cfg, m, pool_size)
-    model, keys = _models(cfg, m, pool_size, readout, which)
+    model, keys = unit_models(cfg, m, pool_size, readout, which)
     pool, idx = data["train"]
     lr = cfg.lr
     if which == "dense" and readout == "learned" and cfg.dense_learned_lr is not None:
