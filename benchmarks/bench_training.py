@@ -293,19 +293,19 @@ def e1_variants(cfg, fam, seeds):
 
 
 def e2_variants(m, cfg):
-    from companion.experiments.e2.protocols import build_e2_models
+    from companion.experiments.e2.readings import unit_models
     from companion.experiments.mlp_heads import MLPKernelHeads, MLPSoftmaxHeads
 
     def loop():
         out = []
-        for r, s in build_e2_models(m, cfg)[1]:
+        for r, s in unit_models(cfg, m, None, cfg.readout, "both")[1]:
             if r == "dense":
                 out.append(MLPSoftmaxHeads(m, [s], cfg.hidden, cfg.value_dim))
             else:
                 out.append(MLPKernelHeads(m, [r], [s], cfg.hidden, cfg.value_dim, cfg.feature))
         return out
 
-    return {"loop": loop, "batched": lambda: [build_e2_models(m, cfg)[0]]}
+    return {"loop": loop, "batched": lambda: [unit_models(cfg, m, None, cfg.readout, "both")[0]]}
 
 
 def run_variants(name, variants, inputs, targets, kw, total_steps, repeats, device):
@@ -445,18 +445,19 @@ def main(argv=None) -> None:
 
     e2_ratio = float("nan")
     if not args.skip_e2:
-        from companion.experiments.e2.data import make_e2_data, pool_inputs
+        from companion.core.task import min_ip_targets
+        from companion.experiments.e2.data import pool_inputs
         from companion.experiments.e2.protocols import E2_QUICK
+        from companion.experiments.e2.readings import reading_data
 
         cfg2 = dataclasses.replace(E2_QUICK, seeds=seeds, steps=args.steps)
         m, pool = cfg2.widths[0], cfg2.pool_sizes[0]
-        data = make_e2_data(m, pool, cfg2.train_fraction, cfg2.n_train, cfg2.n_test,
-                            cfg2.near_tie_fraction, cfg2.data_seed)
-        inputs = pool_inputs(data.train_pool, data.train_idx, device)
-        y2 = torch.as_tensor(data.train_targets().reshape(-1), dtype=torch.float32,
-                             device=device)
+        train_pool, train_idx = reading_data(cfg2, m, pool)["train"]
+        inputs = pool_inputs(train_pool, train_idx, device)
+        y2 = torch.as_tensor(min_ip_targets(train_pool[train_idx]).reshape(-1),
+                             dtype=torch.float32, device=device)
         kw2 = dict(steps=args.steps, lr=cfg2.lr, final_lr_fraction=cfg2.final_lr_fraction)
-        print(f"E2: m={m}, pool {len(data.train_pool)} train tokens, {len(y2)} training inputs, "
+        print(f"E2: m={m}, pool {len(train_pool)} train tokens, {len(y2)} training inputs, "
               f"ranks {list(cfg2.ranks)} in groups {[list(g) for g in cfg2.rank_groups]} x "
               f"seeds {seeds} + dense, {args.steps} steps")
         best2, counts2 = run_variants("E2", e2_variants(m, cfg2), inputs, y2, kw2, args.steps,

@@ -56,7 +56,7 @@ SKIP = {
     "companion.bounds.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
     "companion.transcript.bound:Collision": _REC + " (find_collision)",
     "companion.experiments.engine:TrainResult": _REC + " (train_batched)",
-    "companion.experiments.e2.data:E2Data": _REC + " (make_e2_data)",
+    "companion.experiments.e2.data:Split": _REC + " (reading_data)",
     "companion.experiments.e2.data:PoolBits": _REC + " (pool_inputs)",
     "companion.experiments.pair_readout:PairPlan": _REC + " (make_pair_plan)",
     "companion.experiments.scheduler:Unit": _REC + " (e1_units, e2_units)",
@@ -107,14 +107,25 @@ SKIP = {
         "an exact LP (see companion.open.level_heads:level_lp); "
     "argument checks tested in tests/open/test_multihead.py::test_one_overlap_head_cannot_and_the_"
     "lp_says_so",
-    "companion.experiments.e2.splits:SharedPoolData": _REC + " (shared_pool_split)",
-    "companion.experiments.e2.splits:DisjointPoolData": _REC + " (disjoint_pool_split)",
+    "companion.experiments.e2.readings:unit_models": "an internal builder of a unit's "
+    "stacked heads (public for benchmarks/bench_training.py; no checks by design); fuzzed "
+    "through reading_unit and e2_width_result",
+    "companion.experiments.e2.rule:verdict": "internal: fed only by "
+    "verdicts.judge_reading with curve_rule / dense_exact records (no checks by design); "
+    "fuzzed through judge_reading and e2_summary",
+    **{f"companion.experiments.e2.data:{f}": "an internal sampler of reading_data (no "
+       "argument checks by design: a validated configuration feeds it); fuzzed through "
+       "reading_data, reading_unit and e2_width_result"
+       for f in ("disjoint_pool_split", "shared_pool_split")},
     **{f"companion.experiments.{c}": "a constant" for c in (
-        "e2.pools:HARD_DISTRIBUTIONS", "e2.pools:MAX_POOL",
-        "e2.pools:MAX_TRIPLES", "e2.pools:MAX_SEQUENCES",
-        "pool_table_heads:READOUTS", "e2.rule:RULE_THRESHOLD",
-        "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT",
-        "e2.rule:PAPER_TRANSITIONS", "e2.readings:READINGS", "e2.readings:HEADLINE")},
+        "e2.data:HARD_DISTRIBUTIONS", "e2.data:TEST_DISTRIBUTIONS", "e2.data:MAX_POOL",
+        "e2.data:MAX_SEQUENCES", "pool_table_heads:READOUTS", "e2.rule:RULE_THRESHOLD",
+        "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT", "e2.rule:PAPER_TRANSITIONS",
+        "e2.readings:READINGS", "e2.readings:HEADLINE", "e2.protocols:E2_PROTOCOLS",
+        "e2.protocols:E2_LIVE")},
+    **{f"companion.experiments.e2.protocols:{c}": "a constant: an E2Config instance "
+       "(E2Config is fuzzed; TINY_E2, cut from E2_SMOKE, drives run_e2_sweep here)"
+       for c in ("E2_QUICK", "E2_FULL", "E2_SMOKE")},
     **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
@@ -275,12 +286,10 @@ _CH8 = {
                                                        "setting": "positive"},
     "companion.open.signed:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
 }
-_PS = "companion.experiments.e2.pools"
-_SP = "companion.experiments.e2.splits"
+_PS = "companion.experiments.e2.data"
 _TR = "companion.experiments.e2.rule"
 _ER = "companion.experiments.e2.readings"
 _RV = "companion.experiments.e2.verdicts"
-GRAM = _arr(f"{_PS}:pool_gram", POOL)
 CLOSED_POOL = _arr(f"{_PS}:complement_closed_pool", 6, 8, 0)
 #: The S-code smoke reading cut to one readout, two ranks, one seed and 2 Adam steps.
 TINY_READING = _arr("dataclasses:replace", _arr("operator:getitem", _ref(
@@ -332,26 +341,18 @@ OVERRIDES = {
     "companion.bounds.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
     "companion.bounds.code_search:random_weight_w_words": {"m": 8, "w": 3},
     "companion.transcript.sketch:QuantisedSketchModel": {},
-    "companion.experiments.e2.data:near_tie_triples": {"count": 4},
-    "companion.experiments.e2.data:make_e2_data": {"m": 6, "pool_size": 40, "n_train": 20,
-                                                   "n_test": 10},
-    "companion.experiments.e2.data:is_near_tie": {},
     "companion.experiments.e2.data:pool_inputs": {},
-    "companion.experiments.e2.data:sample_index_triples": {},
-    "companion.experiments.e2.protocols:build_e2_models": {"cfg": TINY_E2, "m": 6},
-    "companion.experiments.e2.protocols:e2_width_result": {"cfg": TINY_E2, "m": 6,
-                                                         "pool_size": 40},
+    "companion.experiments.e2.readings:e2_width_result": {"cfg": TINY_E2, "m": 6,
+                                                          "pool_size": 40},
     "companion.experiments.e2.protocols:e2_units": {"cfg": TINY_E2},
     "companion.experiments.e2.protocols:run_e2_sweep": {"config": TINY_E2},
-    "companion.experiments.e2.protocols:transition_rank": {"ranks": (1, 2)},
-    "companion.experiments.e2.protocols:exact_sequence_accuracy": {},
     "companion.experiments.e2.protocols:summarise_e2": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
     "companion.experiments.e2.protocols:accuracy_table": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
     "companion.experiments.e2.protocols:protocol_path": {"out_dir": "results/x", "name": "p"},
     "companion.experiments.e2.protocols:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
-    "companion.experiments.e2.protocols:E2Config": {},
+    "companion.experiments.e2.readings:E2Config": {},
     "companion.experiments.e1:E1Config": {},
     "companion.experiments.e1:select_paley_witness": {"q": 11, "min_sequences": 10,
                                                                  "max_sequences": 500},
@@ -415,32 +416,15 @@ OVERRIDES = {
             "query_features", "key_features", "self_features", "self_value_scale", "bias")},
     "companion.sandwich.search:search_ratio_factors": {"rank": 14, "nonnegative": True},
     "companion.sandwich.search:exact_head_from_search": {"result": SEARCH},
-    # E2 readings (issue 10): pools and sequence distributions, table heads, the rule
-    f"{_PS}:pool_gram": {},
-    f"{_PS}:multiset_codes": {},
-    f"{_PS}:check_triples": {},
-    f"{_PS}:uniform_triples": {},
-    f"{_PS}:gap_triples": {"gram": GRAM},
-    f"{_PS}:tight_triples": {"gram": GRAM},
-    f"{_PS}:partners": {"gram": GRAM},
-    f"{_PS}:partner_triples": {"gram": GRAM},
-    f"{_PS}:complement_index": {"pool": CLOSED_POOL},
-    f"{_PS}:witness_triples": {"pool": CLOSED_POOL},
-    f"{_PS}:draw_triples": {"name": "gap1"},
+    # E2 (issue 10): pools, table heads, the rule, the pipeline and its verdicts
     f"{_PS}:complement_closed_pool": {"m": 6, "pairs": 8},
     f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
-    f"{_SP}:held_out": {"test_fraction": 0.3},
-    f"{_SP}:shared_pool_split": {"m": 6, "pool_size": 16, "n_train": 20, "n_test": 10},
-    f"{_SP}:disjoint_pool_split": {"m": 6, "pool_size": 16, "train_fraction": 0.5,
-                                   "n_train": 20, "n_test": 10},
     "companion.experiments.pool_table_heads:PoolTableKernelHeads": {"ranks": (1, 2),
                                                                    "seeds": (0, 1)},
     "companion.experiments.pool_table_heads:PoolTableSoftmaxHeads": {"score_dim": 4},
     f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
                           "train_acc": np.array([[0.2], [0.9], [1.0]])},
     f"{_TR}:dense_exact": {"dense_acc": np.array([1.0, 0.995, 0.98])},
-    f"{_TR}:verdict": {"sizes": [{"rule": {"r_star": r, "sharp": True},
-                                  "dense": {"all_exact": True}} for r in (8, 16, 64)]},
     f"{_ER}:ReadingConfig": {},
     f"{_ER}:reading_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
     f"{_ER}:reading_unit": {"cfg": TINY_READING, "size": 0, "readout": "overlap",
@@ -458,6 +442,7 @@ OVERRIDES = {
     f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
     f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},
     f"{_RV}:curve_table": {"result": READING, "readout": "overlap"},
+    f"{_RV}:gaps_by_rank_table": {"result": READING, "readout": "overlap"},
 }
 
 # --------------------------------------------------------------------------- extreme values

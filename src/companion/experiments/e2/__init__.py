@@ -1,2 +1,4 @@
-"""Experiment E2 (chapter 7): out-of-distribution scaling, its data, readings, the
-pre-registered transition rule and its verdicts."""
+"""Experiment E2 (chapter 7): out-of-distribution scaling. ``data`` (pools, sequence
+distributions, splits), ``readings`` (the one pipeline and its configurations), ``protocols``
+(the earlier protocols' presets and stored files), ``rule`` (the pre-registered rule) and
+``verdicts`` (the rule applied, the summary, the tables)."""

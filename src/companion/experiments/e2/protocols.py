@@ -1,116 +1,41 @@
-"""E2 -- out-of-distribution scaling: does a rank-r head generalise Min-IP to unseen tokens?
-(chapter 7; the experiment the paper reports beside Theorem E, ``thm-exponential-rank``).
+"""The protocols stored before the readings (chapter 7, issue 10): MLP maps of the token bits
+on disjoint random token pools, as configurations (:class:`~.readings.E2Config`, reading
+"tokens") of the E2 pipeline in :mod:`companion.experiments.e2.readings`.
 
-Per token width m: disjoint train and test pools (:mod:`companion.experiments.e2.data`),
-every (rank, seed) MLP head and every dense head (:mod:`companion.experiments.mlp_heads`)
-trained as one tensor program (:func:`companion.experiments.engine.train_batched`), then
-*exact-sequence accuracy* on unseen tokens: a sequence counts as solved when all three
-rounded outputs equal their targets. The configuration is the frozen dataclass
-:class:`E2Config` (variants by ``dataclasses.replace``; its hash is taken from ``asdict``);
-every protocol we ran is kept in :data:`E2_PROTOCOLS` and stored under results/e2_protocols.
+Their file format (results/e2_quick.json, results/e2_protocols/<name>.json) has one unit per
+width, ``"m<width>"``, holding every head and dense head of that width
+(:func:`~.readings.e2_width_result`). Here: the presets (the book's quick mode is protocol H),
+every protocol we ran (:data:`E2_PROTOCOLS`), the sweep over widths and its readers, the
+chapter's tables, and the live subset the chapter re-trains.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from companion.book import Table
 from companion.checks import (
-    check_array,
-    check_bool,
     check_choice,
     check_device,
-    check_float,
     check_instance,
     check_int,
     check_int_sequence,
     check_mapping,
     check_path,
 )
-from companion.experiments.e2.data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
-from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.mlp_heads import (
-    ENCODINGS,
-    FEATURES,
-    READOUTS,
-    MLPKernelHeads,
-    MLPSoftmaxHeads,
-)
+from companion.experiments.e2.data import TEST_DISTRIBUTIONS
+from companion.experiments.e2.readings import E2Config, e2_width_result
+from companion.experiments.e2.rule import curve_rule
 from companion.experiments.scheduler import Unit, run_units
-from companion.experiments.store import FrozenConfig, ResultStore, check_writable, read_json_file
+from companion.experiments.store import ResultStore, check_writable, read_json_file
 
-
-def _tuple(value):
-    """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
-    return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-@dataclass(frozen=True)
-class E2Config(FrozenConfig):
-    """One E2 sweep. Defaults are the book's quick mode (protocol H of :data:`E2_PROTOCOLS`:
-    three widths, r = 1..128, 3 seeds, sized for <= 3 min on 2 cores; the threshold 0.9 was
-    fixed before any sweep was run). Validated and normalised on construction."""
-
-    widths: tuple[int, ...] = (8, 10, 12)
-    pool_sizes: tuple[int, ...] = (256, 256, 256)
-    train_fraction: float = 0.7
-    n_train: int = 3000
-    n_test: int = 1000
-    near_tie_fraction: float = 0.5
-    ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
-    rank_groups: tuple[tuple[int, ...], ...] | None = ((1, 2, 4, 8, 16), (32, 64, 128))
-    seeds: tuple[int, ...] = (0, 1, 2)
-    hidden: tuple[int, ...] = (32,)
-    value_dim: int = 16
-    feature: str = "exp"
-    encoding: str = "01"
-    skip: bool = False
-    readout: str = "learned"
-    steps: int = 1500
-    lr: float = 1e-2
-    final_lr_fraction: float = 0.02
-    threshold: float = 0.9
-    data_seed: int = 0
-
-    def __post_init__(self):
-        put = self._put
-        for name in ("widths", "pool_sizes", "ranks", "seeds", "hidden"):
-            if isinstance(getattr(self, name), (str, bytes)):
-                raise TypeError(f"{name} must be a sequence of ints, got a string")
-        put("widths", tuple(check_int_sequence(_tuple(self.widths), "widths", 1, 62)))
-        put("pool_sizes", tuple(check_int_sequence(_tuple(self.pool_sizes), "pool_sizes", 1)))
-        if len(self.pool_sizes) != len(self.widths):
-            raise ValueError("pool_sizes must have one entry per width")
-        put("ranks", tuple(check_int_sequence(_tuple(self.ranks), "ranks", 1)))
-        if not (self.rank_groups is None or isinstance(self.rank_groups, (list, tuple))):
-            raise TypeError(f"rank_groups must be a tuple of rank tuples or None, got "
-                            f"{type(self.rank_groups).__name__}")
-        groups = self.rank_groups or (self.ranks,)
-        groups = tuple(tuple(check_int_sequence(_tuple(g), "rank_groups[i]", 1)) for g in groups)
-        if sorted(r for g in groups for r in g) != sorted(self.ranks):
-            raise ValueError("rank_groups must partition ranks (every rank exactly once)")
-        put("rank_groups", groups)
-        put("seeds", tuple(check_int_sequence(_tuple(self.seeds), "seeds", 0)))
-        put("hidden", tuple(check_int_sequence(_tuple(self.hidden), "hidden", 1,
-                                               allow_empty=True)))
-        for name in ("n_train", "n_test", "steps", "value_dim"):
-            put(name, check_int(getattr(self, name), name, 1))
-        put("data_seed", check_int(self.data_seed, "data_seed", 0))
-        put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
-                                          low_open=True, high_open=True))
-        put("near_tie_fraction", check_float(self.near_tie_fraction, "near_tie_fraction", 0, 1))
-        self._check_schedule()
-        put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
-        check_choice(self.feature, "feature", FEATURES)
-        check_choice(self.encoding, "encoding", ENCODINGS)
-        check_choice(self.readout, "readout", READOUTS)
-        put("skip", check_bool(self.skip, "skip"))
-
+__all__ = ["E2_QUICK", "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "e2_units",
+           "e2_result", "run_e2_sweep", "summarise_e2", "accuracy_table", "protocol_path",
+           "run_e2_protocol", "load_e2_result", "stored_config_hash", "load_e2_protocols",
+           "e2_live_result", "e2_model_values"]
 
 #: Book quick mode (the defaults).
 E2_QUICK = E2Config()
@@ -128,105 +53,7 @@ E2_SMOKE = dataclasses.replace(E2_QUICK, widths=(6, 8), pool_sizes=(40, 48), n_t
                                seeds=(0, 1), hidden=(8,), steps=60)
 
 
-# --------------------------------------------------------------------------- evaluation
-
-
-def exact_sequence_accuracy(predictions, targets) -> np.ndarray:
-    """Fraction of sequences whose three outputs all lie within 1/2 of their integer targets.
-
-    predictions (M, 3S) or (M, S, 3); targets (S, 3) -> (M,) accuracies.
-    """
-    if isinstance(predictions, torch.Tensor):
-        predictions = predictions.detach().cpu().numpy()
-    pred = check_array(predictions, "predictions").astype(np.float64)
-    tgt = check_array(targets, "targets").astype(np.float64)
-    if tgt.ndim != 2 or tgt.shape[1] != 3:
-        raise ValueError(f"targets must have shape (S, 3), got {tgt.shape}")
-    if pred.ndim not in (2, 3) or pred.size != pred.shape[0] * tgt.size:
-        raise ValueError(f"predictions must have shape (M, 3S) or (M, S, 3) with S = "
-                         f"{tgt.shape[0]}, got {pred.shape}")
-    pred = pred.reshape(pred.shape[0], tgt.shape[0], 3)
-    return (np.abs(pred - tgt[None]) < 0.5).all(axis=-1).mean(axis=-1)
-
-
-def transition_rank(ranks: Sequence[int], accuracy, threshold: float):
-    """First rank whose median accuracy over seeds reaches `threshold`, or None.
-
-    accuracy: (len(ranks), seeds) array-like.
-    """
-    threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
-    ranks = check_int_sequence(ranks, "ranks", allow_empty=True)
-    acc = check_array(accuracy, "accuracy").astype(np.float64)
-    if acc.ndim != 2 or acc.shape[0] != len(ranks):
-        raise ValueError(f"accuracy must have shape (len(ranks), seeds), got {acc.shape}")
-    for r, row in zip(ranks, acc, strict=False):
-        if np.median(row) >= threshold:
-            return int(r)
-    return None
-
-
 # --------------------------------------------------------------------------- sweep
-
-
-def build_e2_models(m: int, cfg: E2Config):
-    """The stacked models for one width: one `MLPKernelHeads` per rank group (every rank of the
-    group x every seed, padded to the group's largest rank) and one `MLPSoftmaxHeads` (every
-    seed), concatenated with :class:`ModelStack`. Also returns the (rank or "dense", seed) key
-    of every model row."""
-    check_instance(cfg, "cfg", E2Config)
-    seeds = list(cfg.seeds)
-    parts, keys = [], []
-    for group in cfg.rank_groups:
-        parts.append(MLPKernelHeads(m, [r for r in group for _ in seeds], seeds * len(group),
-                                    cfg.hidden, cfg.value_dim, cfg.feature, cfg.encoding,
-                                    cfg.skip, cfg.readout))
-        keys += [(r, s) for r in group for s in seeds]
-    parts.append(MLPSoftmaxHeads(m, seeds, cfg.hidden, cfg.value_dim, encoding=cfg.encoding,
-                                 skip=cfg.skip, readout=cfg.readout))
-    keys += [("dense", s) for s in seeds]
-    return ModelStack(parts), keys
-
-
-def e2_width_result(cfg: E2Config, m: int, pool_size: int, device="cpu") -> dict:
-    """One E2 unit: train every (rank, seed) NKA head and every dense head of width m as one
-    tensor program and evaluate them on the unseen tokens. A pure function of its arguments
-    (data and models are seeded by the configuration), so it may run anywhere."""
-    check_instance(cfg, "cfg", E2Config)
-    check_device(device)
-    seeds, ranks = list(cfg.seeds), list(cfg.ranks)
-    data = make_e2_data(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
-                        cfg.near_tie_fraction, cfg.data_seed)
-    train_in = pool_inputs(data.train_pool, data.train_idx, device)
-    y_train = data.train_targets()
-    targets = torch.as_tensor(y_train.reshape(-1), dtype=torch.float32, device=device)
-    model, keys = build_e2_models(m, cfg)
-    res = train_batched(model, train_in, targets, steps=cfg.steps, lr=cfg.lr,
-                        final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
-                        device=device, progress=False)
-    model = res.model
-    with torch.no_grad():
-        tr = exact_sequence_accuracy(model(train_in), y_train)
-        te = {name: exact_sequence_accuracy(
-                  model(pool_inputs(data.test_pool, data.test_idx[name], device)),
-                  data.test_targets(name)) for name in TEST_DISTRIBUTIONS}
-    row = {key: i for i, key in enumerate(keys)}
-
-    def table(values):
-        return [[float(values[row[(r, s)]]) for s in seeds] for r in ranks]
-
-    acc = {name: table(te[name]) for name in TEST_DISTRIBUTIONS}
-    return {
-        "pool_train": len(data.train_pool), "pool_test": len(data.test_pool),
-        "ranks": ranks,
-        "accuracy": acc,
-        "train_accuracy": table(tr),
-        "train_max_error": table(res.best_max_error.numpy()),
-        "dense": {name: [float(te[name][row[("dense", s)]]) for s in seeds]
-                  for name in TEST_DISTRIBUTIONS},
-        "dense_train_accuracy": [float(tr[row[("dense", s)]]) for s in seeds],
-        "transition_r": {name: transition_rank(ranks, acc[name], cfg.threshold)
-                         for name in TEST_DISTRIBUTIONS},
-    }
 
 
 def e2_units(cfg: E2Config, device="cpu") -> list[Unit]:
@@ -240,20 +67,26 @@ def e2_units(cfg: E2Config, device="cpu") -> list[Unit]:
 def e2_result(store: ResultStore) -> dict | None:
     """The sweep result ``{"config", "widths"}`` a store holds (widths in the configuration's
     order), or None while a width is missing. Reads the per-width units and the single
-    "sweep" unit of files written before the units were split."""
+    "sweep" unit of files written before the units were split; the transition ranks are the
+    rule's r* (:func:`~.rule.curve_rule`), recomputed from the accuracies."""
     check_instance(store, "store", ResultStore)
     config = store.config
     if store.done("sweep"):
         res = dict(store.get("sweep"))
-        res["widths"] = {str(m): res["widths"][str(m)] for m in res["config"]["widths"]}
-        return res
-    keys = [f"m{m}" for m in config["widths"]]
-    if not all(store.done(k) for k in keys):
-        return None
-    run_info = ("wall_time", "environment")  # where and how long a unit ran: kept in the file
-    return {"config": config,
-            "widths": {str(m): {f: v for f, v in store.get(k).items() if f not in run_info}
-                       for m, k in zip(config["widths"], keys, strict=True)}}
+        res["widths"] = {str(m): dict(res["widths"][str(m)]) for m in res["config"]["widths"]}
+    else:
+        keys = [f"m{m}" for m in config["widths"]]
+        if not all(store.done(k) for k in keys):
+            return None
+        run_info = ("wall_time", "environment")  # where and how long a unit ran: in the file
+        res = {"config": config,
+               "widths": {str(m): {f: v for f, v in store.get(k).items() if f not in run_info}
+                          for m, k in zip(config["widths"], keys, strict=True)}}
+    for e in res["widths"].values():  # one definition: the rule's r*, also for older files
+        e["transition_r"] = {name: curve_rule(e["ranks"], e["accuracy"][name],
+                                              threshold=config["threshold"])["r_star"]
+                             for name in TEST_DISTRIBUTIONS}
+    return res
 
 
 def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, restart=False,
@@ -261,8 +94,9 @@ def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, resta
     """Run (or resume) an E2 sweep, one unit per width (:func:`e2_width_result`), each stored
     in ``out`` (a :class:`ResultStore` JSON file; None: in memory) as it finishes, and return
     ``{"config", "widths"}``: per width the test exact-sequence accuracies per distribution,
-    train accuracies, transition ranks and dense accuracies per seed. ``scheduler``: where the
-    units run (see :mod:`companion.experiments.scheduler`); ``threads``: torch threads."""
+    train accuracies, the rule's transition ranks r* and dense accuracies per seed.
+    ``scheduler``: where the units run (see :mod:`companion.experiments.scheduler`);
+    ``threads``: torch threads."""
     cfg = check_instance(config, "config", E2Config)
     check_device(device)
     if out is not None:
@@ -279,8 +113,8 @@ def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, resta
 
 def summarise_e2(result: dict) -> list[dict]:
     """One row per width: median test accuracy per rank (each test distribution), the
-    transition rank, train accuracy and the train-test gap at the largest rank, and the dense
-    heads' accuracy (min over seeds) — what the chapter's tables print."""
+    rule's transition rank r*, train accuracy and the train-test gap at the largest rank,
+    and the dense heads' accuracy (min over seeds) — what the chapter's tables print."""
     check_mapping(result, "result")
     try:
         return _summary_rows(result)
@@ -298,7 +132,8 @@ def _summary_rows(result: dict) -> list[dict]:
         for name in TEST_DISTRIBUTIONS:
             acc = np.asarray(e["accuracy"][name])
             row[f"median_{name}"] = [float(np.median(a)) for a in acc]
-            row[f"transition_{name}"] = e["transition_r"][name]
+            row[f"transition_{name}"] = curve_rule(ranks, acc, threshold=result["config"][
+                "threshold"])["r_star"]
             row[f"dense_min_{name}"] = float(min(e["dense"][name]))
             med = np.asarray(row[f"median_{name}"])
             row[f"largest_step_{name}"] = float(np.max(np.diff(med))) if len(med) > 1 else 0.0

@@ -1,8 +1,6 @@
-"""E2, three readings in which feature rank can bind (chapter 7, issue 10).
-
-The stored protocols (:mod:`companion.experiments.e2.protocols`) split the *tokens* and are
-limited by generalising to unseen tokens. Three further readings of the paper's "larger,
-disjoint train/test pools", each at three problem sizes, with both readouts:
+"""The E2 pipeline (chapter 7): a configuration -> units -> one function that trains a
+unit -> records, for the three readings of the paper's "larger, disjoint train/test pools"
+and for the protocols stored before them (issue 10).
 
 * **X** — exp-affine maps phi(x) = exp(Wx + c) (:class:`~.mlp_heads.MLPKernelHeads` with no
   hidden layer: the class of positive random features of the softmax kernel) on disjoint,
@@ -11,9 +9,16 @@ disjoint train/test pools", each at three problem sizes, with both readouts:
   query has one private best key, its complement: Lemma D's identity structure); train and
   test are disjoint sets of *sequences*; problem size = pool size P = 2(m - 1).
 * **S-random** — as S-code over a random complement-closed pool at m = 12; size = P.
+* **the stored protocols A–I** (:class:`E2Config`, reading "tokens"; presets and stored
+  format in :mod:`companion.experiments.e2.protocols`) — MLP maps of the bits on disjoint
+  random token pools, the heads and dense heads of one width trained as one unit.
 
-One stored unit per (size, readout, heads or dense), so an interrupted sweep resumes per
-unit (:class:`~.store.ResultStore`, :func:`~.scheduler.run_units`). The rule that judges the
+Data come from :mod:`companion.experiments.e2.data`; every head of a unit is trained as one
+tensor program (:func:`companion.experiments.engine.train_batched`) and scored by
+*exact-sequence accuracy* (a sequence is solved when all three rounded outputs equal their
+targets) on every evaluation set of :func:`reading_data`. One stored unit per (size,
+readout, heads or dense), so an interrupted sweep resumes per unit
+(:class:`~.store.ResultStore`, :func:`~.scheduler.run_units`). The rule that judges the
 curves (:mod:`companion.experiments.e2.rule`) was fixed before any full run.
 """
 
@@ -30,6 +35,7 @@ import torch
 from companion.bounds.codes import paley_hadamard_code
 from companion.checks import (
     check_array,
+    check_bool,
     check_choice,
     check_device,
     check_float,
@@ -40,18 +46,25 @@ from companion.checks import (
     check_tokens,
 )
 from companion.core.task import min_ip_targets
-from companion.experiments.e2.data import pool_inputs
-from companion.experiments.e2.pools import (
+from companion.experiments.e2.data import (
     HARD_DISTRIBUTIONS,
     MAX_POOL,
     MAX_SEQUENCES,
-    check_triples,
+    TEST_DISTRIBUTIONS,
     complement_closed_pool,
+    disjoint_pool_split,
+    pool_inputs,
+    shared_pool_split,
 )
-from companion.experiments.e2.protocols import exact_sequence_accuracy
-from companion.experiments.e2.splits import disjoint_pool_split, shared_pool_split
+from companion.experiments.e2.rule import curve_rule
 from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.mlp_heads import MLPKernelHeads, MLPSoftmaxHeads
+from companion.experiments.mlp_heads import (
+    ENCODINGS,
+    FEATURES,
+    MLPKernelHeads,
+    MLPSoftmaxHeads,
+)
+from companion.experiments.mlp_heads import READOUTS as MLP_READOUTS
 from companion.experiments.pool_table_heads import (
     READOUTS,
     PoolTableKernelHeads,
@@ -66,23 +79,24 @@ from companion.experiments.store import (
     read_json_file,
 )
 
-__all__ = ["READINGS", "ReadingConfig", "READINGS_FULL", "READINGS_SMOKE", "READING_QUICK",
-           "reading_data", "reading_unit", "reading_units", "reading_result",
-           "run_reading", "reading_path", "load_reading", "HEADLINE", "config_dict",
-           "complement_power_rank", "complement_power_head_accuracy"]
+__all__ = ["READINGS", "ReadingConfig", "E2Config", "READINGS_FULL", "READINGS_SMOKE",
+           "READING_QUICK", "reading_data", "unit_models", "reading_unit", "e2_width_result",
+           "reading_units", "reading_result", "run_reading", "reading_path", "load_reading",
+           "HEADLINE", "config_dict", "complement_power_rank", "complement_power_head_accuracy"]
 
 #: The three readings: name -> (head kind, pool, what the problem size is).
 READINGS = {"X": ("mlp", "disjoint closed random", "m"),
             "S-code": ("table", "shared Paley code", "P"),
             "S-random": ("table", "shared closed random", "P")}
 
-#: Fixed from the paper's words before any result (transition_rule): OOD means unseen
-#: tokens, the exp-affine class cannot be blamed for a low-rank failure, the paper's model
-#: has an affine readout, and a held-out pool's sequences are uniform triples.
+#: Fixed from the paper's words before any result (the rule's pre-registration): OOD means
+#: unseen tokens, the exp-affine class cannot be blamed for a low-rank failure, the paper's
+#: model has an affine readout, and a held-out pool's sequences are uniform triples.
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 
 def _tuple(value):
+    """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
     return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
@@ -92,6 +106,9 @@ def _tuple_of(value, name: str) -> tuple:
     if not isinstance(out, tuple):
         raise TypeError(f"{name} must be a tuple, got {value!r:.80}")
     return out
+
+
+# --------------------------------------------------------------------------- configurations
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,11 @@ class ReadingConfig(FrozenConfig):
     train_fraction: float = 0.7
     threshold: float = 0.9
     data_seed: int = 0
+
+    # reading X's maps: exp-affine, no hidden layer. Class attributes, not fields, so the
+    # stored runs' configuration hashes stay what they were.
+    hidden = ()
+    feature, encoding, skip = "exp", "01", False
 
     def __post_init__(self):
         put = self._put
@@ -218,69 +240,203 @@ READINGS_SMOKE = {
 }
 
 
+@dataclass(frozen=True)
+class E2Config(FrozenConfig):
+    """One stored protocol's sweep (reading "tokens": disjoint random token pools, MLP maps;
+    presets in :mod:`companion.experiments.e2.protocols`). Per width: a pool of
+    ``pool_sizes[i]`` distinct tokens split ``train_fraction`` / rest, ``n_train`` training
+    sequences (a ``near_tie_fraction`` of them near-ties), ``n_test`` per test distribution;
+    the heads of every rank x seed and the dense heads of every seed trained together.
+    Validated and normalised on construction; its fields are those of the stored files."""
+
+    widths: tuple[int, ...] = (8, 10, 12)
+    pool_sizes: tuple[int, ...] = (256, 256, 256)
+    train_fraction: float = 0.7
+    n_train: int = 3000
+    n_test: int = 1000
+    near_tie_fraction: float = 0.5
+    ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+    rank_groups: tuple[tuple[int, ...], ...] | None = ((1, 2, 4, 8, 16), (32, 64, 128))
+    seeds: tuple[int, ...] = (0, 1, 2)
+    hidden: tuple[int, ...] = (32,)
+    value_dim: int = 16
+    feature: str = "exp"
+    encoding: str = "01"
+    skip: bool = False
+    readout: str = "learned"
+    steps: int = 1500
+    lr: float = 1e-2
+    final_lr_fraction: float = 0.02
+    threshold: float = 0.9
+    data_seed: int = 0
+
+    # what the pipeline reads of a configuration (class attributes: not stored, not hashed)
+    reading, kind, dense_learned_lr, tests = "tokens", "mlp", None, TEST_DISTRIBUTIONS
+
+    def __post_init__(self):
+        put = self._put
+        for name in ("widths", "pool_sizes", "ranks", "seeds", "hidden"):
+            if isinstance(getattr(self, name), (str, bytes)):
+                raise TypeError(f"{name} must be a sequence of ints, got a string")
+        put("widths", tuple(check_int_sequence(_tuple(self.widths), "widths", 1, 62)))
+        put("pool_sizes", tuple(check_int_sequence(_tuple(self.pool_sizes), "pool_sizes", 1)))
+        if len(self.pool_sizes) != len(self.widths):
+            raise ValueError("pool_sizes must have one entry per width")
+        put("ranks", tuple(check_int_sequence(_tuple(self.ranks), "ranks", 1)))
+        if not (self.rank_groups is None or isinstance(self.rank_groups, (list, tuple))):
+            raise TypeError(f"rank_groups must be a tuple of rank tuples or None, got "
+                            f"{type(self.rank_groups).__name__}")
+        groups = self.rank_groups or (self.ranks,)
+        groups = tuple(tuple(check_int_sequence(_tuple(g), "rank_groups[i]", 1)) for g in groups)
+        if sorted(r for g in groups for r in g) != sorted(self.ranks):
+            raise ValueError("rank_groups must partition ranks (every rank exactly once)")
+        put("rank_groups", groups)
+        put("seeds", tuple(check_int_sequence(_tuple(self.seeds), "seeds", 0)))
+        put("hidden", tuple(check_int_sequence(_tuple(self.hidden), "hidden", 1,
+                                               allow_empty=True)))
+        for name, upper in (("n_train", MAX_SEQUENCES), ("n_test", MAX_SEQUENCES),
+                            ("steps", None), ("value_dim", None)):
+            put(name, check_int(getattr(self, name), name, 1, upper))
+        put("data_seed", check_int(self.data_seed, "data_seed", 0))
+        put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
+                                          low_open=True, high_open=True))
+        put("near_tie_fraction", check_float(self.near_tie_fraction, "near_tie_fraction", 0, 1))
+        for m, p in zip(self.widths, self.pool_sizes, strict=True):
+            k = int(round(self.train_fraction * p))
+            if p > min(2**m, MAX_POOL) or min(k, p - k) < 3:
+                raise ValueError(f"pool_sizes: width {m} needs a pool of at most "
+                                 f"min(2**m, {MAX_POOL}) tokens that train_fraction splits "
+                                 f"into two pools of at least 3, got {p}")
+        self._check_schedule()
+        put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
+        check_choice(self.feature, "feature", FEATURES)
+        check_choice(self.encoding, "encoding", ENCODINGS)
+        check_choice(self.readout, "readout", MLP_READOUTS)
+        put("skip", check_bool(self.skip, "skip"))
+
+    @property
+    def sizes(self) -> tuple:
+        return tuple(zip(self.widths, self.pool_sizes, strict=True))
+
+    @property
+    def readouts(self) -> tuple:
+        return (self.readout,)
+
+    @property
+    def train_mix(self) -> tuple:
+        return (("uniform", 1 - self.near_tie_fraction), ("near_tie", self.near_tie_fraction))
+
+
 # --------------------------------------------------------------------------- data
 
 
-def reading_data(cfg: ReadingConfig, m: int, pool_size: int) -> dict:
-    """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)}} with
-    evaluation sets "test/<d>" (held out), "fit/<d>" and "fit/all" (the training sequences of
-    each mixture component, and all of them) and, for X, "train/<d>" (fresh draws from the
-    training pool)."""
-    check_instance(cfg, "cfg", ReadingConfig)
+def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
+    """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
+    "pool_train", "pool_test"} with evaluation sets "test/<d>" (held out), "fit/<d>" and
+    "fit/all" (the training sequences of each mixture component, and all of them) and, for
+    X, "train/<d>" (fresh draws from the training pool)."""
+    check_instance(cfg, "cfg", (ReadingConfig, E2Config))
     m = check_int(m, "m", 2, 62)
-    pool_size = check_int(pool_size, "pool_size", 4, min(2**m, MAX_POOL))
-    if pool_size % 2:
-        raise ValueError(f"pool_size must be even (complementary pairs), got {pool_size}")
-    if cfg.reading == "X" and m > 30:
-        raise ValueError(f"m must be at most 30 for reading X, got {m}")
-    if cfg.reading == "S-code" and (m, pool_size) not in cfg.sizes:
-        raise ValueError(f"m, pool_size: reading S-code needs one of cfg.sizes (a Paley code "
-                         f"pool), got ({m}, {pool_size})")
+    if (m, pool_size) not in cfg.sizes:
+        raise ValueError(f"m, pool_size must be one of the configuration's sizes "
+                         f"{[list(s) for s in cfg.sizes]}, got ({m}, {pool_size!r:.40})")
+    return _reading_data(cfg, m, pool_size)
+
+
+def _reading_data(cfg, m: int, pool_size: int) -> dict:
     mix = dict(cfg.train_mix)
-    if cfg.reading == "X":
+    if cfg.reading in ("X", "tokens"):
         d = disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
-                                mix, cfg.tests, seed=cfg.data_seed, complement_closed=True)
-        evals = {f"test/{k}": (d.test_pool, v) for k, v in d.test_idx.items()}
-        evals.update({f"fit/{k}": (d.train_pool, v) for k, v in d.train_parts.items()})
-        evals["fit/all"] = (d.train_pool, d.train_idx)
-        evals.update({f"train/{k}": (d.train_pool, v) for k, v in d.train_eval_idx.items()})
-        return {"train": (d.train_pool, d.train_idx), "evals": evals,
-                "pool_train": len(d.train_pool), "pool_test": len(d.test_pool)}
-    if cfg.reading == "S-code":
-        pool = paley_hadamard_code(m - 1)
+                                mix, cfg.tests, cfg.data_seed,
+                                pools="pairs" if cfg.reading == "X" else "tokens")
     else:
-        pool = complement_closed_pool(m, pool_size // 2, cfg.data_seed)
-    d = shared_pool_split(m, pool_size, cfg.n_train, cfg.n_test, mix, cfg.tests,
-                          seed=cfg.data_seed, pool=pool, test_fraction=1 - cfg.train_fraction)
-    evals = {f"test/{k}": (d.pool, v) for k, v in d.test_idx.items()}
-    evals.update({f"fit/{k}": (d.pool, v) for k, v in d.train_parts.items()})
-    evals["fit/all"] = (d.pool, d.train_idx)
-    return {"train": (d.pool, d.train_idx), "evals": evals, "pool_train": pool_size,
-            "pool_test": pool_size}
+        pool = (paley_hadamard_code(m - 1) if cfg.reading == "S-code"
+                else complement_closed_pool(m, pool_size // 2, cfg.data_seed))
+        d = shared_pool_split(np.asarray(pool, dtype=np.int64), cfg.n_train, cfg.n_test, mix,
+                              cfg.tests, cfg.data_seed, test_fraction=1 - cfg.train_fraction)
+    evals = {f"test/{k}": (d.test_pool, v) for k, v in d.test_idx.items()}
+    evals.update({f"fit/{k}": (d.train_pool, v) for k, v in d.train_parts.items()})
+    evals["fit/all"] = (d.train_pool, d.train_idx)
+    evals.update({f"train/{k}": (d.train_pool, v) for k, v in d.train_eval_idx.items()})
+    return {"train": (d.train_pool, d.train_idx), "evals": evals,
+            "pool_train": len(d.train_pool), "pool_test": len(d.test_pool)}
 
 
 # --------------------------------------------------------------------------- one unit
 
 
-def _models(cfg: ReadingConfig, m: int, pool_size: int, readout: str, which: str):
+def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> np.ndarray:
+    """Fraction of sequences whose three outputs all lie within 1/2 of their integer targets:
+    predictions (M, 3S), targets (S, 3) -> (M,)."""
+    pred = predictions.detach().cpu().numpy().astype(np.float64)
+    pred = pred.reshape(pred.shape[0], targets.shape[0], 3)
+    return (np.abs(pred - targets[None]) < 0.5).all(axis=-1).mean(axis=-1)
+
+
+def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
+    """The stacked models of a unit and the (rank or "dense", seed) key of each row: one
+    kernel-head family per rank group (every rank of the group x every seed, padded to the
+    group's largest rank) unless which == "dense", and the dense heads (every seed) unless
+    which == "heads". Used by the trainer and by benchmarks/bench_training.py; no checks
+    (a validated configuration feeds it)."""
     seeds = list(cfg.seeds)
-    if which == "dense":
-        if cfg.kind == "table":
-            return PoolTableSoftmaxHeads(pool_size, seeds, m, readout, cfg.value_dim), [
-                ("dense", s) for s in seeds]
-        return MLPSoftmaxHeads(m, seeds, (), cfg.value_dim, readout=readout), [
-            ("dense", s) for s in seeds]
     parts, keys = [], []
-    for group in cfg.rank_groups:
-        ranks = [r for r in group for _ in seeds]
-        sd = seeds * len(group)
+    if which != "dense":
+        for group in cfg.rank_groups:
+            ranks, sd = [r for r in group for _ in seeds], seeds * len(group)
+            if cfg.kind == "table":
+                parts.append(PoolTableKernelHeads(pool_size, ranks, sd, readout, cfg.value_dim))
+            else:
+                parts.append(MLPKernelHeads(m, ranks, sd, cfg.hidden, cfg.value_dim,
+                                            cfg.feature, cfg.encoding, cfg.skip, readout))
+            keys += list(zip(ranks, sd, strict=True))
+    if which != "heads":
         if cfg.kind == "table":
-            parts.append(PoolTableKernelHeads(pool_size, ranks, sd, readout, cfg.value_dim))
+            parts.append(PoolTableSoftmaxHeads(pool_size, seeds, m, readout, cfg.value_dim))
         else:
-            parts.append(MLPKernelHeads(m, ranks, sd, (), cfg.value_dim, "exp", "01", False,
-                                        readout))
-        keys += list(zip(ranks, sd, strict=True))
-    return ModelStack(parts), keys
+            parts.append(MLPSoftmaxHeads(m, seeds, cfg.hidden, cfg.value_dim,
+                                         encoding=cfg.encoding, skip=cfg.skip,
+                                         readout=readout))
+        keys += [("dense", s) for s in seeds]
+    return (parts[0] if which == "dense" else ModelStack(parts)), keys
+
+
+def _train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device) -> dict:
+    """Train the models of one unit (:func:`unit_models`) as one tensor program and score them on
+    every evaluation set: {"heads": record, "dense": record} (the parts trained)."""
+    data = _reading_data(cfg, m, pool_size)
+    model, keys = unit_models(cfg, m, pool_size, readout, which)
+    pool, idx = data["train"]
+    lr = cfg.lr
+    if which == "dense" and readout == "learned" and cfg.dense_learned_lr is not None:
+        lr = cfg.dense_learned_lr
+    targets = torch.as_tensor(min_ip_targets(pool[idx]).reshape(-1), dtype=torch.float32,
+                              device=device)
+    res = train_batched(model, pool_inputs(pool, idx, device), targets, steps=cfg.steps,
+                        lr=lr, final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
+                        device=device)
+    with torch.no_grad():
+        acc = {name: _exact_sequence_accuracy(res.model(pool_inputs(epool, eidx, device)),
+                                              min_ip_targets(epool[eidx]))
+               for name, (epool, eidx) in data["evals"].items()}
+    best = res.best_max_error.numpy()
+    at = {key: i for i, key in enumerate(keys)}
+    out = {}
+    for part in ("heads", "dense"):
+        if part != which and which != "both":
+            continue
+        rows = ([(r, s) for r in cfg.ranks for s in cfg.seeds] if part == "heads"
+                else [("dense", s) for s in cfg.seeds])
+        order = [at[k] for k in rows]
+        shape = (len(cfg.ranks), len(cfg.seeds)) if part == "heads" else (len(cfg.seeds),)
+        out[part] = {
+            "m": m, "pool_size": pool_size, "readout": readout, "which": part,
+            "ranks": list(cfg.ranks) if part == "heads" else None, "seeds": list(cfg.seeds),
+            "pool_train": data["pool_train"], "pool_test": data["pool_test"],
+            "n_eval": {k: len(v[1]) for k, v in data["evals"].items()},
+            "accuracy": {k: a[order].reshape(shape).tolist() for k, a in acc.items()},
+            "train_max_error": best[order].reshape(shape).tolist()}
+    return out
 
 
 def reading_unit(cfg: ReadingConfig, size: int, readout: str, which: str,
@@ -295,34 +451,32 @@ def reading_unit(cfg: ReadingConfig, size: int, readout: str, which: str,
     check_choice(which, "which", ("heads", "dense"))
     check_device(device)
     m, pool_size = cfg.sizes[size]
-    data = reading_data(cfg, m, pool_size)
-    model, keys = _models(cfg, m, pool_size, readout, which)
-    pool, idx = data["train"]
-    lr = cfg.lr
-    if which == "dense" and readout == "learned" and cfg.dense_learned_lr is not None:
-        lr = cfg.dense_learned_lr
-    targets = torch.as_tensor(min_ip_targets(pool[idx]).reshape(-1), dtype=torch.float32,
-                              device=device)
-    res = train_batched(model, pool_inputs(pool, idx, device), targets, steps=cfg.steps,
-                        lr=lr, final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
-                        device=device)
-    rows = ([(r, s) for r in cfg.ranks for s in cfg.seeds] if which == "heads"
-            else [("dense", s) for s in cfg.seeds])
-    at = {key: i for i, key in enumerate(keys)}
-    order = [at[k] for k in rows]
-    shape = (len(cfg.ranks), len(cfg.seeds)) if which == "heads" else (len(cfg.seeds),)
-    acc = {}
-    with torch.no_grad():
-        for name, (epool, eidx) in data["evals"].items():
-            a = exact_sequence_accuracy(res.model(pool_inputs(epool, eidx, device)),
-                                        min_ip_targets(epool[eidx]))
-            acc[name] = np.asarray(a)[order].reshape(shape).tolist()
-    return {"m": m, "pool_size": pool_size, "readout": readout, "which": which,
-            "ranks": list(cfg.ranks) if which == "heads" else None, "seeds": list(cfg.seeds),
-            "pool_train": data["pool_train"], "pool_test": data["pool_test"],
-            "n_eval": {k: len(v[1]) for k, v in data["evals"].items()},
-            "accuracy": acc,
-            "train_max_error": res.best_max_error.numpy()[order].reshape(shape).tolist()}
+    return _train_unit(cfg, m, pool_size, readout, which, device)[which]
+
+
+def e2_width_result(cfg: E2Config, m: int, pool_size: int, device="cpu") -> dict:
+    """One stored protocol's unit: train every (rank, seed) head and every dense head of width
+    m together and score them on the unseen tokens, in the stored protocols' record (test
+    accuracy per distribution, train accuracy, best max error, dense per seed, and the
+    rule's transition rank r* per distribution). A pure function of its arguments."""
+    check_instance(cfg, "cfg", E2Config)
+    check_device(device)
+    if (m, pool_size) not in cfg.sizes:
+        raise ValueError(f"m, pool_size must be one of the configuration's (width, pool size) "
+                         f"pairs {[list(s) for s in cfg.sizes]}, got ({m!r:.20}, "
+                         f"{pool_size!r:.20})")
+    trained = _train_unit(cfg, m, pool_size, cfg.readout, "both", device)
+    heads, dense = trained["heads"], trained["dense"]
+    ranks = list(cfg.ranks)
+    acc = {name: heads["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS}
+    return {
+        "pool_train": heads["pool_train"], "pool_test": heads["pool_test"], "ranks": ranks,
+        "accuracy": acc, "train_accuracy": heads["accuracy"]["fit/all"],
+        "train_max_error": heads["train_max_error"],
+        "dense": {name: dense["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS},
+        "dense_train_accuracy": dense["accuracy"]["fit/all"],
+        "transition_r": {name: curve_rule(ranks, acc[name], threshold=cfg.threshold)["r_star"]
+                         for name in TEST_DISTRIBUTIONS}}
 
 
 def _key(m: int, pool_size: int, readout: str, which: str) -> str:
@@ -423,7 +577,9 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
     rows = check_array(idx, "idx")
     if rows.ndim != 2 or rows.shape[1] != 3 or not len(rows):
         raise ValueError(f"idx must have shape (S, 3) with S >= 1, got {rows.shape}")
-    rows = check_triples(rows, "idx", len(tokens))
+    if rows.dtype.kind not in "biu" or rows.min() < 0 or rows.max() >= len(tokens):
+        raise ValueError(f"idx must hold integer pool indices in [0, {len(tokens) - 1}]")
+    rows = rows.astype(np.int64)
     k = check_int(k, "k", 0, 6)
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:

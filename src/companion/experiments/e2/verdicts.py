@@ -9,12 +9,12 @@ import numpy as np
 
 from companion.book import Table
 from companion.checks import check_choice, check_mapping
-from companion.experiments.e2.pools import HARD_DISTRIBUTIONS
+from companion.experiments.e2.data import HARD_DISTRIBUTIONS
 from companion.experiments.e2.readings import HEADLINE, READINGS
 from companion.experiments.e2.rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
 
 __all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table",
-           "curve_table"]
+           "gaps_by_rank_table", "curve_table"]
 
 
 # --------------------------------------------------------------------------- the rule
@@ -192,6 +192,29 @@ def decomposition_table(summary: dict, test: str = "uniform", caption: str | Non
                          "fit at r = 128": ("—" if s["fit_median"] is None
                                             else f"{s['fit_median'][-1]:.2f}")})
     return Table(rows, caption=caption)
+
+
+def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
+                       caption: str | None = None):
+    """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
+    with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
+    doubling grid); a * marks the ranks where generalisation is at least capacity."""
+    _check_result(result, "result")
+    cfg = result["config"]
+    check_choice(readout, "readout", tuple(cfg["readouts"]))
+    check_choice(test, "test", tuple(cfg["tests"]))
+    columns = {}
+    for (m, p), key in zip(cfg["sizes"], result["sizes"], strict=True):
+        acc = result["sizes"][key][readout]["heads"]["accuracy"]
+        fit = np.median(_fit_curve(acc, test), axis=1)
+        held = np.median(np.asarray(acc[f"test/{test}"]), axis=1)
+        columns[m if READINGS[cfg["reading"]][2] == "m" else p] = (1 - fit, fit - held)
+    what = READINGS[cfg["reading"]][2]
+    rows = [[r] + [f"{cap[i]:.2f} / {gen[i]:.2f}" + (" *" if gen[i] >= cap[i] else "")
+                   for cap, gen in columns.values()]
+            for i, r in enumerate(cfg["ranks"]) if r & (r - 1) == 0]
+    return Table(rows, columns=["r", *(f"{what} = {size}" for size in columns)],
+                 caption=caption)
 
 
 def curve_table(result: dict, readout: str, test: str = "uniform",

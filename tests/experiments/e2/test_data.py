@@ -1,0 +1,168 @@
+"""E2 data: the distributions' defining properties, the splits' disjointness, the stored
+protocols' token-pool generator, and the heads' inputs."""
+
+import numpy as np
+import pytest
+import torch
+
+from companion.bounds.codes import paley_hadamard_code
+from companion.core.task import min_ip_targets, token_pool
+from companion.experiments.e2 import data
+
+
+def _gram_of(pool, idx):
+    s = pool[idx]
+    return np.einsum("sim,sjm->sij", s, s)
+
+
+def _codes(idx, size):
+    return set(data._multiset_codes(idx, size).tolist())
+
+
+def test_multiset_codes_ignore_order_and_separate_different_multisets():
+    idx = np.array([[0, 1, 2], [2, 0, 1], [1, 1, 2], [1, 2, 2]])
+    codes = data._multiset_codes(idx, 5)
+    assert codes[0] == codes[1] and len(set(codes.tolist())) == 3
+
+
+def test_gap_and_tight_triples_have_their_defining_property():
+    pool = token_pool(12, 300, 1)
+    gram = pool @ pool.T
+    rng = np.random.default_rng(0)
+    for gap in (1, 2, 3):
+        for one_at_a_time in (False, True):
+            idx = data._gap_triples(gram, 400, rng, gap, one_at_a_time)
+            assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
+            assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
+            assert (idx[:, 0] != idx[:, 2]).all()
+    idx = data._tight_triples(gram, 400, rng)
+    g = _gram_of(pool, idx)
+    cross = np.stack([g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], 1)
+    assert (cross.max(1) - cross.min(1) == 1).all()
+    assert ((data.query_gaps(pool[idx]) == 1).sum(1) >= 2).all()
+    # uniform triples are a different distribution: many queries face a gap >= 2
+    u = data.query_gaps(pool[data._uniform_triples(300, 400, rng)])
+    assert (u >= 2).mean() > 0.2
+
+
+def test_a_pool_without_near_ties_fails_instead_of_hanging():
+    with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
+        data._gap_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), 1, True)
+    with pytest.raises(ValueError, match="gap-1"):
+        data._gap_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), 1)
+
+
+def test_partner_triples_put_a_low_overlap_partner_against_a_worse_key():
+    pool = token_pool(12, 400, 3)
+    gram = pool @ pool.T
+    part = data._partners(gram, 4)
+    idx = data._partner_triples(gram, 300, np.random.default_rng(1), k=4, min_gap=2)
+    for row in idx:
+        ok = False
+        for q in range(3):
+            x = row[q]
+            others = [row[j] for j in range(3) if j != q]
+            for z, w in (others, others[::-1]):
+                if z in part[x] and gram[x, w] - gram[x, z] >= 2:
+                    ok = True
+        assert ok
+
+
+def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
+    pool = paley_hadamard_code(11)
+    comp = data._complement_index(pool)
+    assert (comp >= 0).all() and (comp[comp] == np.arange(len(pool))).all()
+    idx = data._witness_triples(pool, 500, np.random.default_rng(0), pure_fraction=0.2)
+    mixed = 0
+    for row in idx:
+        if len(set(row.tolist())) == 3:
+            assert any(comp[u] == v for u in row for v in row if u != v)
+            mixed += 1
+        else:
+            assert len(set(row.tolist())) == 2  # pure sequences (x, y, y)
+    assert mixed == 400
+    with pytest.raises(ValueError, match="complementary pairs"):
+        data._witness_triples(token_pool(6, 3, 0), 5, np.random.default_rng(0))
+
+
+def test_complement_closed_pool_pairs_each_token_with_its_complement():
+    pool = data.complement_closed_pool(8, 20, 0)
+    assert pool.shape == (40, 8) and (pool[1::2] == 1 - pool[0::2]).all()
+    assert len({tuple(t) for t in pool}) == 40
+
+
+@pytest.mark.parametrize("name", ["uniform", "gap1", "gap2", "tight", "partner"])
+def test_shared_pool_train_and_test_share_no_sequence(name):
+    pool = token_pool(10, 120, 4)
+    d = data.shared_pool_split(pool, 2000, 300, {"uniform": 0.5, name: 0.5}, (name, "uniform"),
+                               seed=2)
+    train = _codes(d.train_idx, 120)
+    for test_name, idx in d.test_idx.items():
+        codes = data._multiset_codes(idx, 120)
+        assert train.isdisjoint(codes.tolist()), test_name
+        assert len(set(codes.tolist())) == len(codes)  # distinct test sequences
+        assert idx.min() >= 0 and idx.max() < 120
+    assert d.train_idx.shape == (2000, 3) and d.train_pool is d.test_pool
+
+
+def test_held_out_is_a_function_of_the_multiset_with_the_right_rate():
+    codes = np.arange(200_000)
+    side = data._held_out(codes, 0.3, seed=5)
+    assert abs(side.mean() - 0.3) < 0.01
+    np.testing.assert_array_equal(side, data._held_out(codes, 0.3, seed=5))
+    assert (side != data._held_out(codes, 0.3, seed=6)).any()
+
+
+def test_complement_closed_disjoint_pools():
+    d = data.disjoint_pool_split(10, 400, 0.7, 500, 200, {"uniform": 1.0},
+                                 ("uniform", "witness"), seed=1)
+    tr = {tuple(t) for t in d.train_pool}
+    te = {tuple(t) for t in d.test_pool}
+    assert tr.isdisjoint(te) and len(tr) + len(te) == 400
+    assert {tuple(1 - np.array(t)) for t in tr} == tr  # closed under complement
+    assert {tuple(1 - np.array(t)) for t in te} == te
+    assert set(d.train_eval_idx) == {"uniform", "witness"}
+
+
+def test_token_pools_are_disjoint_and_sequences_stay_in_their_pool():
+    d = data.disjoint_pool_split(10, 300, 0.7, 200, 150, {"uniform": 0.5, "near_tie": 0.5},
+                                 data.TEST_DISTRIBUTIONS, seed=3, pools="tokens")
+    train = {tuple(t) for t in d.train_pool}
+    test = {tuple(t) for t in d.test_pool}
+    assert len(train) == len(d.train_pool) == 210 and len(test) == len(d.test_pool) == 90
+    assert train.isdisjoint(test)
+    assert d.train_idx.shape == (200, 3) and d.train_idx.max() < len(d.train_pool)
+    assert [len(v) for v in d.train_parts.values()] == [100, 100]
+    near = d.train_pool[d.train_parts["near_tie"]]
+    assert (data.query_gaps(near) == 1).any(axis=1).all()
+    for name in data.TEST_DISTRIBUTIONS:
+        idx = d.test_idx[name]
+        assert idx.shape == (150, 3) and idx.min() >= 0 and idx.max() < len(d.test_pool)
+
+
+def test_token_pool_uniform_triples_are_seeded_uniform_draws():
+    """The stored protocols' uniform triples: rng(seed).integers over the pool, as drawn by
+    the generator the stored runs used (their files record pool sizes, not draws)."""
+    d = data.disjoint_pool_split(8, 128, 0.5, 60, 40, {"uniform": 1.0, "near_tie": 0.0},
+                                 ("uniform",), seed=1, pools="tokens")
+    ss = np.random.SeedSequence([1, 8, 128]).spawn(6)
+    want = np.random.default_rng(int(ss[2].generate_state(1)[0])).integers(0, 64, (60, 3))
+    np.testing.assert_array_equal(d.train_idx, want)
+    t = min_ip_targets(d.train_pool[d.train_idx])
+    for s, seq in enumerate(d.train_idx[:10]):  # targets as a brute-force loop computes them
+        toks = [d.train_pool[j] for j in seq]
+        for i in range(3):
+            assert t[s, i] == min(int(toks[i] @ toks[j]) for j in range(3))
+
+
+def test_query_gaps_checks_its_input():
+    with pytest.raises(ValueError, match="seqs"):
+        data.query_gaps(np.zeros((4, 2, 5), dtype=np.int64))
+
+
+def test_pool_inputs_rows_line_up_with_targets():
+    idx = np.array([[0, 1, 2], [3, 3, 1]])
+    rows, pool = data.pool_inputs(np.eye(4, dtype=np.int64), idx)
+    assert rows.tolist() == [[0, 0, 1, 2], [1, 0, 1, 2], [2, 0, 1, 2],
+                             [3, 3, 3, 1], [3, 3, 3, 1], [1, 3, 3, 1]]
+    assert pool.bits.shape == (4, 4) and pool.bits.dtype == torch.float32
