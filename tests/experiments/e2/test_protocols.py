@@ -9,7 +9,7 @@ import torch
 
 from companion.book import seed_everything
 from companion.core.task import min_ip_targets, sample_sequences
-from companion.experiments import mlp_heads
+from companion.experiments import heads as mlp_heads
 from companion.experiments.e2 import data as ood_data
 from companion.experiments.e2 import protocols as ood_scaling
 from companion.experiments.store import config_hash
@@ -81,7 +81,7 @@ def test_pool_inputs_rows_line_up_with_targets():
 @pytest.mark.parametrize("feature", mlp_heads.FEATURES)
 def test_kernel_heads_shapes_nonnegativity_and_rank_mask(feature):
     ranks, seeds = [1, 3, 8], [0, 1, 2]
-    model = mlp_heads.MLPKernelHeads(6, ranks, seeds, hidden=(8,), value_dim=4, feature=feature)
+    model = mlp_heads.mlp_kernel_heads(6, ranks, seeds, hidden=(8,), value_dim=4, feature=feature)
     bits = torch.as_tensor(np.random.default_rng(0).integers(0, 2, (20, 6)), dtype=torch.float32)
     phi_q, phi_k, v, a, b = model.token_maps(bits)
     assert phi_q.shape == phi_k.shape == (3, 20, 8) and v.shape == a.shape == (3, 20, 4)
@@ -98,8 +98,8 @@ def test_rank_mask_makes_padding_irrelevant():
     """A head of rank r stacked with bigger ranks computes what it computes alone."""
     bits = np.random.default_rng(1).integers(0, 2, (15, 7))
     rows = ood_data.pool_inputs(bits, np.random.default_rng(2).integers(0, 15, (10, 3)))
-    alone = mlp_heads.MLPKernelHeads(7, [2], [5], hidden=(8,), value_dim=3)
-    stacked = mlp_heads.MLPKernelHeads(7, [2, 16], [5, 0], hidden=(8,), value_dim=3)
+    alone = mlp_heads.mlp_kernel_heads(7, [2], [5], hidden=(8,), value_dim=3)
+    stacked = mlp_heads.mlp_kernel_heads(7, [2, 16], [5, 0], hidden=(8,), value_dim=3)
     with torch.no_grad():
         torch.testing.assert_close(stacked(rows)[0], alone(rows)[0])
         stacked.weights[-1][0, :, 2:16] += 5.0  # change the masked feature columns of head 0
@@ -108,7 +108,7 @@ def test_rank_mask_makes_padding_irrelevant():
 
 def test_rank_one_kernel_head_ignores_the_query_in_its_weights():
     """Rank 1: alpha(x, z) = phi_Q(x) phi_K(z), so the normalised weights depend on keys only."""
-    model = mlp_heads.MLPKernelHeads(5, [1], [0], hidden=(4,), value_dim=2)
+    model = mlp_heads.mlp_kernel_heads(5, [1], [0], hidden=(4,), value_dim=2)
     bits = torch.as_tensor(np.random.default_rng(3).integers(0, 2, (9, 5)), dtype=torch.float32)
     phi_q, phi_k, *_ = model.token_maps(bits)
     kernel = phi_q[0] @ phi_k[0].T
@@ -117,7 +117,7 @@ def test_rank_one_kernel_head_ignores_the_query_in_its_weights():
 
 
 def test_softmax_heads_shape():
-    model = mlp_heads.MLPSoftmaxHeads(6, [0, 1], hidden=(8,), value_dim=4)
+    model = mlp_heads.mlp_softmax_heads(6, [0, 1], hidden=(8,), value_dim=4)
     rows = ood_data.pool_inputs(np.eye(6, dtype=np.int64), np.array([[0, 1, 2], [3, 4, 5]]))
     assert model(rows).shape == (2, 6)
 
@@ -187,11 +187,11 @@ def test_bad_types_raise_type_error():
 
 
 @pytest.mark.parametrize("make, name", [
-    (lambda: mlp_heads.MLPKernelHeads(0, [1], [0]), "m"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [0], [0]), "r"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [1, 2], [0]), "seeds"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [1], [0], feature="relu"), "feature"),
-    (lambda: mlp_heads.MLPSoftmaxHeads(4, [-1]), "seeds"),
+    (lambda: mlp_heads.mlp_kernel_heads(0, [1], [0]), "m"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [0], [0]), "r"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [1, 2], [0]), "seeds"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [1], [0], feature="relu"), "feature"),
+    (lambda: mlp_heads.mlp_softmax_heads(4, [-1]), "seeds"),
 ])
 def test_models_reject_bad_input(make, name):
     with pytest.raises(ValueError, match=name):
@@ -227,7 +227,7 @@ def test_dense_head_with_proposition_f_weights_solves_min_ip():
     from companion.core.constructions import softmax_min_ip_head
 
     m, beta = 8, 4.0
-    model = mlp_heads.MLPSoftmaxHeads(m, [0], hidden=(), value_dim=2, readout="overlap")
+    model = mlp_heads.mlp_softmax_heads(m, [0], hidden=(), value_dim=2, readout="overlap")
     with torch.no_grad():
         model.weights[0].zero_()
         model.biases[0].zero_()

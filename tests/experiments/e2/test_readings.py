@@ -17,7 +17,7 @@ from companion.experiments.e2 import readings as er
 from companion.experiments.e2 import rule, splits
 from companion.experiments.e2 import verdicts as rv
 from companion.experiments.e2.data import pool_inputs
-from companion.experiments.pool_table_heads import PoolTableKernelHeads, PoolTableSoftmaxHeads
+from companion.experiments.heads import pool_kernel_heads, pool_softmax_heads
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,7 @@ def test_pool_table_heads_shapes_masking_and_nonnegative_kernel():
     idx = dev.uniform_triples(40, 30, np.random.default_rng(0))
     inputs = pool_inputs(pool, idx)
     for readout in ("overlap", "learned"):
-        heads = PoolTableKernelHeads(40, [1, 3, 8], [0, 0, 1], readout)
+        heads = pool_kernel_heads(40, [1, 3, 8], [0, 0, 1], readout)
         out = heads(inputs)
         assert out.shape == (3, 90) and torch.isfinite(out).all()
         k = heads.kernel()
@@ -134,14 +134,14 @@ def test_pool_table_heads_shapes_masking_and_nonnegative_kernel():
         sv = [torch.linalg.svdvals(k[i].detach().double()) for i in range(2)]
         assert sv[0][1] < 1e-5 * sv[0][0] and sv[1][2] > 1e-3 * sv[1][0]
         assert sv[1][3] < 1e-5 * sv[1][0]
-        dense = PoolTableSoftmaxHeads(40, [0, 1], score_dim=8, readout=readout)
+        dense = pool_softmax_heads(40, [0, 1], score_dim=8, readout=readout)
         assert dense(inputs).shape == (2, 90)
 
 
 def test_overlap_readout_outputs_are_convex_combinations_of_overlaps():
     pool = token_pool(8, 40, 0)
     idx = dev.uniform_triples(40, 50, np.random.default_rng(1))
-    heads = PoolTableKernelHeads(40, [4, 4], [0, 1], "overlap")
+    heads = pool_kernel_heads(40, [4, 4], [0, 1], "overlap")
     out = heads(pool_inputs(pool, idx)).detach().numpy().reshape(2, -1, 3)
     g = _gram_of(pool, idx)
     assert (out >= g.min(-1)[None] - 1e-4).all() and (out <= g.max(-1)[None] + 1e-4).all()
@@ -150,14 +150,14 @@ def test_overlap_readout_outputs_are_convex_combinations_of_overlaps():
 def test_model_in_a_stack_equals_the_model_alone():
     pool = token_pool(8, 30, 0)
     inputs = pool_inputs(pool, dev.uniform_triples(30, 20, np.random.default_rng(0)))
-    alone = PoolTableKernelHeads(30, [4], [7], "learned")(inputs)
-    stacked = PoolTableKernelHeads(30, [2, 4, 16], [0, 7, 1], "learned")(inputs)
+    alone = pool_kernel_heads(30, [4], [7], "learned")(inputs)
+    stacked = pool_kernel_heads(30, [2, 4, 16], [0, 7, 1], "learned")(inputs)
     torch.testing.assert_close(stacked[1], alone[0], rtol=1e-5, atol=1e-5)
 
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="readout"):
-        PoolTableKernelHeads(10, [1], [0], "free")
+        pool_kernel_heads(10, [1], [0], "free")
     with pytest.raises(ValueError, match="distribution"):
         splits.shared_pool_split(8, 50, 10, 10, train_mix={"hard": 1.0})
     with pytest.raises(ValueError, match="name"):

@@ -34,12 +34,12 @@ from companion.checks import (
 )
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS, make_e2_data, pool_inputs
 from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.mlp_heads import (
+from companion.experiments.heads import (
     ENCODINGS,
     FEATURES,
     READOUTS,
-    MLPKernelHeads,
-    MLPSoftmaxHeads,
+    mlp_kernel_heads,
+    mlp_softmax_heads,
 )
 from companion.experiments.scheduler import Unit, run_units
 from companion.experiments.store import FrozenConfig, ResultStore, check_writable, read_json_file
@@ -169,19 +169,19 @@ def transition_rank(ranks: Sequence[int], accuracy, threshold: float):
 
 
 def build_e2_models(m: int, cfg: E2Config):
-    """The stacked models for one width: one `MLPKernelHeads` per rank group (every rank of the
-    group x every seed, padded to the group's largest rank) and one `MLPSoftmaxHeads` (every
+    """The stacked models for one width: one `mlp_kernel_heads` per rank group (every rank of the
+    group x every seed, padded to the group's largest rank) and one `mlp_softmax_heads` (every
     seed), concatenated with :class:`ModelStack`. Also returns the (rank or "dense", seed) key
     of every model row."""
     check_instance(cfg, "cfg", E2Config)
     seeds = list(cfg.seeds)
     parts, keys = [], []
     for group in cfg.rank_groups:
-        parts.append(MLPKernelHeads(m, [r for r in group for _ in seeds], seeds * len(group),
+        parts.append(mlp_kernel_heads(m, [r for r in group for _ in seeds], seeds * len(group),
                                     cfg.hidden, cfg.value_dim, cfg.feature, cfg.encoding,
                                     cfg.skip, cfg.readout))
         keys += [(r, s) for r in group for s in seeds]
-    parts.append(MLPSoftmaxHeads(m, seeds, cfg.hidden, cfg.value_dim, encoding=cfg.encoding,
+    parts.append(mlp_softmax_heads(m, seeds, cfg.hidden, cfg.value_dim, encoding=cfg.encoding,
                                  skip=cfg.skip, readout=cfg.readout))
     keys += [("dense", s) for s in seeds]
     return ModelStack(parts), keys

@@ -4,7 +4,7 @@ The stored protocols (:mod:`companion.experiments.e2.protocols`) split the *toke
 limited by generalising to unseen tokens. Three further readings of the paper's "larger,
 disjoint train/test pools", each at three problem sizes, with both readouts:
 
-* **X** — exp-affine maps phi(x) = exp(Wx + c) (:class:`~.mlp_heads.MLPKernelHeads` with no
+* **X** — exp-affine maps phi(x) = exp(Wx + c) (:func:`~.heads.mlp_kernel_heads` with no
   hidden layer: the class of positive random features of the softmax kernel) on disjoint,
   complement-closed token pools; problem size = token width m.
 * **S-code** — lookup tables over one Paley-Hadamard code pool with complements (every
@@ -51,11 +51,12 @@ from companion.experiments.e2.pools import (
 from companion.experiments.e2.protocols import exact_sequence_accuracy
 from companion.experiments.e2.splits import disjoint_pool_split, shared_pool_split
 from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.mlp_heads import MLPKernelHeads, MLPSoftmaxHeads
-from companion.experiments.pool_table_heads import (
+from companion.experiments.heads import (
     READOUTS,
-    PoolTableKernelHeads,
-    PoolTableSoftmaxHeads,
+    mlp_kernel_heads,
+    mlp_softmax_heads,
+    pool_kernel_heads,
+    pool_softmax_heads,
 )
 from companion.experiments.scheduler import Unit, run_units
 from companion.experiments.store import (
@@ -266,18 +267,18 @@ def _models(cfg: ReadingConfig, m: int, pool_size: int, readout: str, which: str
     seeds = list(cfg.seeds)
     if which == "dense":
         if cfg.kind == "table":
-            return PoolTableSoftmaxHeads(pool_size, seeds, m, readout, cfg.value_dim), [
+            return pool_softmax_heads(pool_size, seeds, m, readout, cfg.value_dim), [
                 ("dense", s) for s in seeds]
-        return MLPSoftmaxHeads(m, seeds, (), cfg.value_dim, readout=readout), [
+        return mlp_softmax_heads(m, seeds, (), cfg.value_dim, readout=readout), [
             ("dense", s) for s in seeds]
     parts, keys = [], []
     for group in cfg.rank_groups:
         ranks = [r for r in group for _ in seeds]
         sd = seeds * len(group)
         if cfg.kind == "table":
-            parts.append(PoolTableKernelHeads(pool_size, ranks, sd, readout, cfg.value_dim))
+            parts.append(pool_kernel_heads(pool_size, ranks, sd, readout, cfg.value_dim))
         else:
-            parts.append(MLPKernelHeads(m, ranks, sd, (), cfg.value_dim, "exp", "01", False,
+            parts.append(mlp_kernel_heads(m, ranks, sd, (), cfg.value_dim, "exp", "01", False,
                                         readout))
         keys += list(zip(ranks, sd, strict=True))
     return ModelStack(parts), keys
