@@ -169,7 +169,8 @@ class HeadConfig:
             count = len(self.seeds) * sum((a + 1) * b for a, b in zip(dims, dims[1:]))
         else:
             positions = self.length if maps == "table" and self.positional else 1
-            count = (2 * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
+            gains = 2 if att == "signed" else 1  # signed 'gexp' heads also train gains
+            count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
         check_model_size(count, "seeds, ranks, heads, tokens and widths")
 
