@@ -68,16 +68,19 @@ SKIP = {
     "companion.core.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
     "constructions.softmax_min_ip_head",
     "companion.experiments.engine:ModelStack": "wraps torch modules; fuzzed through the "
-    "head classes and train_batched",
+    "stacked heads and train_batched",
     "companion.experiments.pair_readout:MODES": "a constant",
     "companion.sandwich.matrix:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
     "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
     "companion.sandwich.matrix:exact_dot": "a two-line exact inner product; fuzzed through "
     "ratio_matrix_of_factors and build_exact_head",
-    "companion.experiments.table_heads:FEATURES": "a constant",
-    **{f"companion.experiments.pair_readout:{f}": "an internal tensor kernel of the head "
-       "classes (hot path, no argument checks by design); fed only by TableKernelHeads / "
-       "MLPKernelHeads, which are fuzzed" for f in ("make_pair_plan", "pair_values",
+    **{f"companion.experiments.heads:{c}": "a constant" for c in (
+        "MAPS", "ATTENTIONS", "FEATURES", "ENCODINGS", "READOUTS")},
+    "companion.experiments.heads:group_ranks": "internal (no argument checks by design): "
+    "called by E1Config, which checks the ranks; fuzzed through E1Config",
+    **{f"companion.experiments.pair_readout:{f}": "an internal tensor kernel of the stacked "
+       "heads (hot path, no argument checks by design); fed only by StackedHeads, whose "
+       "HeadConfig is fuzzed" for f in ("make_pair_plan", "pair_values", "rank_blocks",
                                                    "ranked_pair_values", "pair_readout",
                                                    "shifted_exp")},
     "companion.experiments.scheduler:run_units": "needs a store and units; fuzzed through "
@@ -95,8 +98,8 @@ SKIP = {
     "companion.experiments.engine:MAX_PARAMETERS": "a constant (the cap check_model_size "
     "enforces; the model classes that hit it are fuzzed)",
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
-    "the caller's arguments (passed in as `what`); fuzzed through TableKernelHeads, "
-    "MLPKernelHeads and build_unit, whose oversized arguments it rejects",
+    "the caller's arguments (passed in as `what`); fuzzed through HeadConfig, the head "
+    "factories and build_unit, whose oversized arguments it rejects",
     "companion.open.level_heads:LevelSolution": _REC + " (level_lp)",
     **{f"companion.open.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
        "(query weight w <= 8) is a legitimately long computation (up to ~30 s): like the "
@@ -119,7 +122,7 @@ SKIP = {
        for f in ("disjoint_pool_split", "shared_pool_split")},
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e2.data:HARD_DISTRIBUTIONS", "e2.data:TEST_DISTRIBUTIONS", "e2.data:MAX_POOL",
-        "e2.data:MAX_SEQUENCES", "pool_table_heads:READOUTS", "e2.rule:RULE_THRESHOLD",
+        "e2.data:MAX_SEQUENCES", "e2.rule:RULE_THRESHOLD",
         "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT", "e2.rule:PAPER_TRANSITIONS",
         "e2.readings:READINGS", "e2.readings:HEADLINE", "e2.protocols:E2_PROTOCOLS",
         "e2.protocols:E2_LIVE")},
@@ -266,7 +269,8 @@ _CH8 = {
                                                    "token_ids": np.array([[0, 1, 1]])},
     "companion.core.exact:exact_table_max_error": {
         "tables": TABLES, "token_ids": np.array([[0, 1, 1]]), "targets": np.array([0])},
-    "companion.experiments.probe_heads:TableMultiHeads": {"heads": (2,), "ranks": (1,)},
+    "companion.experiments.heads:multi_heads": {"heads": (2,), "ranks": (1,)},
+    "companion.experiments.heads:signed_heads": {"ranks": (1,)},
     "companion.experiments.probes:probe_unit_keys": {
         "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
     "companion.experiments.probes:probe_unit_records": {
@@ -372,18 +376,22 @@ OVERRIDES = {
     "companion.experiments.e1:summary_table": {"rows": Lazy(
         f"{_WS}:summarise_e1", (E1_RESULTS,))},
     "companion.experiments.e1:unit_key": {"group": (1, 2)},
-    "companion.experiments.table_heads:TableKernelHeads": {"ranks": (1, 2), "seeds": (0,)},
-    "companion.experiments.table_heads:TableSoftmaxHeads": {"seeds": (0,)},
-    "companion.experiments.mlp_heads:MLPKernelHeads": {"m": 6, "ranks": (1,)},
-    "companion.experiments.mlp_heads:MLPSoftmaxHeads": {"m": 6},
+    "companion.experiments.heads:HeadConfig": {"maps": "table", "attention": "kernel",
+                                               "ranks": (1, 2), "seeds": (0, 1)},
+    "companion.experiments.heads:StackedHeads": {"config": Lazy(
+        "companion.experiments.heads:HeadConfig", ("pool", "kernel", (0,), (2,)),
+        {"num_tokens": 5})},
+    "companion.experiments.heads:table_kernel_heads": {"ranks": (1, 2), "seeds": (0, 1)},
+    "companion.experiments.heads:table_softmax_heads": {"seeds": (0,)},
+    "companion.experiments.heads:mlp_kernel_heads": {"m": 6, "ranks": (1,)},
+    "companion.experiments.heads:mlp_softmax_heads": {"m": 6},
     "companion.experiments.engine:max_errors": {"predictions": Lazy("torch:zeros", (2, 4)),
                                                 "targets": Lazy("torch:zeros", (4,))},
     "companion.experiments.engine:train_batched": {
-        "model": Lazy("companion.experiments.table_heads:TableKernelHeads", ((1,), (0,), 5)),
+        "model": Lazy("companion.experiments.heads:table_kernel_heads", ((1,), (0,), 5)),
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),
         "targets": Lazy("torch:zeros", (4,)), "steps": 2, "lr": 0.1},
     "companion.experiments.engine:lr_at": {},
-    "companion.experiments.pair_readout:rank_blocks": {"ranks": (1, 2)},
     "companion.experiments.store:config_dict": {"config": {"a": 1}},
     "companion.experiments.store:config_hash": {"config": {"a": 1}},
     "companion.experiments.store:canonical_json": {},
@@ -419,9 +427,8 @@ OVERRIDES = {
     # E2 (issue 10): pools, table heads, the rule, the pipeline and its verdicts
     f"{_PS}:complement_closed_pool": {"m": 6, "pairs": 8},
     f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
-    "companion.experiments.pool_table_heads:PoolTableKernelHeads": {"ranks": (1, 2),
-                                                                   "seeds": (0, 1)},
-    "companion.experiments.pool_table_heads:PoolTableSoftmaxHeads": {"score_dim": 4},
+    "companion.experiments.heads:pool_kernel_heads": {"ranks": (1, 2), "seeds": (0, 1)},
+    "companion.experiments.heads:pool_softmax_heads": {"score_dim": 4},
     f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
                           "train_acc": np.array([[0.2], [0.9], [1.0]])},
     f"{_TR}:dense_exact": {"dense_acc": np.array([1.0, 0.995, 0.98])},

@@ -4,7 +4,7 @@ on trained heads).
 
 The family is :func:`experiment_witness_24`: the E1 choice of query set, a subset of the
 Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the distinct ranks
-grouped into padded rank groups (:func:`companion.experiments.table_heads.group_ranks`), each
+grouped into padded rank groups (:func:`companion.experiments.heads.group_ranks`), each
 group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
 softmax baseline as more units; the units run here or on a Dask cluster
 (:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's
@@ -43,14 +43,14 @@ from companion.checks import (
 )
 from companion.core.attention import kernel_attention
 from companion.experiments.engine import check_model_size, train_batched
+from companion.experiments.heads import (
+    FEATURES,
+    group_ranks,
+    table_kernel_heads,
+    table_softmax_heads,
+)
 from companion.experiments.scheduler import Unit, environment, run_units
 from companion.experiments.store import FrozenConfig, ResultStore, check_writable, read_json_file
-from companion.experiments.table_heads import (
-    FEATURES,
-    TableKernelHeads,
-    TableSoftmaxHeads,
-    group_ranks,
-)
 
 # --------------------------------------------------------------------------- the E1 family
 
@@ -219,7 +219,7 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
     qpos = int(family.query_position)
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
-        model = TableSoftmaxHeads(seeds, num_tokens, n, score_dim=cfg.score_dim,
+        model = table_softmax_heads(seeds, num_tokens, n, score_dim=cfg.score_dim,
                                   query_position=qpos, d=cfg.d, qk_std=cfg.qk_std)
         return model, [("dense", 0, s) for s in seeds]
     seeds = list(cfg.seeds if seeds is None else seeds)
@@ -231,7 +231,7 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
         group = [only_rank]
     ranks = [r for r in group for _ in seeds]
     ss = [s for _ in group for s in seeds]
-    model = TableKernelHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
+    model = table_kernel_heads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
                              feature=cfg.feature, positional=cfg.positional, pad_to=pad,
                              phi_std=cfg.phi_std)
     return model, [("nka", r, s) for r, s in zip(ranks, ss, strict=True)]
@@ -400,7 +400,7 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
     seeds = check_int_sequence(seeds, "seeds", 0)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
-    heads = TableSoftmaxHeads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
+    heads = table_softmax_heads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
                               query_position=q)
     with torch.no_grad():
         la, _ = heads.pair_tables()
@@ -454,7 +454,7 @@ def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] 
                          f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
     seeds = tuple(check_int_sequence(seeds, "seeds", 0))
     labels = [("nka", r, s) for r in ranks for s in seeds]
-    model = TableKernelHeads([r for _, r, _ in labels], [s for _, _, s in labels],
+    model = table_kernel_heads([r for _, r, _ in labels], [s for _, _, s in labels],
                              len(family.tokens), np.asarray(family.token_ids).shape[1],
                              query_position=int(family.query_position), d=cfg.d,
                              feature=cfg.feature, positional=cfg.positional,

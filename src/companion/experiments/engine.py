@@ -6,7 +6,7 @@ leading model dimension (or the module is a :class:`ModelStack` of such modules)
 **sum over models** of each model's mean squared error. Each model's gradient is then exactly
 the gradient it would get alone, and Adam acts element-wise, so training the stack is training
 every model on its own — in one program instead of a Python loop
-(``tests/experiments/test_table_heads.py`` checks this against a stack of one). In floats the
+(``tests/experiments/test_engine.py`` checks this against a stack of one). In floats the
 agreement is to rounding, not always to the bit: element-wise kernels may round an entry
 differently depending on where it sits in the stacked tensor (vectorised body vs scalar tail),
 and a long run on a max-error surrogate amplifies such ulp differences. Bit-for-bit

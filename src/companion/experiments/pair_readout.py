@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from companion.checks import check_int_sequence
-
 __all__ = [
     "PairPlan", "make_pair_plan", "pair_values", "ranked_pair_values", "rank_blocks",
     "pair_readout", "shifted_exp", "MODES",
@@ -100,8 +98,6 @@ def make_pair_plan(flat: torch.Tensor, rows: int, cols: int, bias_idx=None,
     """Plan for inputs whose pairs sit at ``flat`` (N, n) = row * cols + col in a (rows x cols)
     table; ``bias_idx`` (N,) indexes the bias table; ``shift_period`` makes
     ``shift_idx = uniq % shift_period``; ``sparse`` None: by density (:data:`SPARSE_DENSITY`)."""
-    if flat.ndim != 2:
-        raise ValueError(f"flat must have shape (N, n), got {tuple(flat.shape)}")
     # position-major, so the readout reduces over a middle axis (a reduction over a last axis
     # of length 3 is ~10x slower on the CPU)
     uniq, inv = torch.unique(flat.t().reshape(-1), sorted=True, return_inverse=True)
@@ -153,11 +149,6 @@ class _SampledDots(torch.autograd.Function):
 def pair_values(left: torch.Tensor, right: torch.Tensor, plan: PairPlan) -> torch.Tensor:
     """(M, U): <left[m, row], right[m, col]> at every distinct pair of the plan. left
     (M, rows, K), right (M, cols, K)."""
-    if left.shape[1] != plan.rows or right.shape[1] != plan.cols:
-        raise ValueError(
-            f"left/right must have {plan.rows}/{plan.cols} rows, got {tuple(left.shape)} and "
-            f"{tuple(right.shape)}"
-        )
     if plan.sparse and left.dtype in (torch.float32, torch.float64):
         return _SampledDots.apply(left, right, plan)
     table = torch.bmm(left, right.transpose(1, 2))
@@ -166,7 +157,6 @@ def pair_values(left: torch.Tensor, right: torch.Tensor, plan: PairPlan) -> torc
 
 def rank_blocks(ranks) -> list[tuple[int, int]]:
     """Runs of equal consecutive ranks as (number of models, rank)."""
-    ranks = check_int_sequence(ranks, "ranks", 1)
     blocks: list[list[int]] = []
     for r in ranks:
         if blocks and blocks[-1][1] == r:
@@ -260,8 +250,6 @@ def pair_readout(values, scores, bias, plan: PairPlan, mode: str, shift=None) ->
     """Predictions (M, N) from pair ``values`` (M, U) (weights before normalisation, see
     :data:`MODES`), pair ``scores`` f (M or 1, U), ``bias`` (M, B) read at ``plan.bias_idx``
     (or None) and, in log_kernel mode, an additive log ``shift`` (M, U) without gradient."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if shift is not None:
         shift = shift.detach()
     return _PairReadout.apply(values, scores, bias, shift, plan, mode)

@@ -4,12 +4,12 @@ On E1's witness family F(S) (:func:`companion.experiments.e1.experiment_witness_
 with E1's protocol (Adam, cosine schedule, MSE then the L16 max-error surrogate, best
 checkpoint, d = 16), the sweep trains
 
-* ``signed_pos``: one signed head per rank (:class:`TableSignedHeads`, position-dependent
+* ``signed_pos``: one signed head per rank (:class:`signed_heads`, position-dependent
   keys, started at the NKA head of the same seed),
 * ``signed_shared``: the same with keys shared by the positions,
 * ``signed_columns``: position-dependent keys started *inside* the signed regime (half of
   each model's columns negated: alpha = K_plus - K_minus),
-* ``multi_H<H>``: H NKA heads of rank r each (:class:`TableMultiHeads`) at total rank H r.
+* ``multi_H<H>``: H NKA heads of rank r each (:class:`multi_heads`) at total rank H r.
 
 One head (H = 1, NKA) is E1 itself; the chapter reads it from E1's committed results at the
 same schedule instead of retraining it. A unit is one of these model kinds x a block of seeds
@@ -42,7 +42,7 @@ from companion.checks import check_bool, check_float, check_instance, check_int,
 from companion.core.exact import HeadTables, exact_table_max_error
 from companion.experiments.e1 import experiment_witness_24, family_digest, seed_blocks
 from companion.experiments.engine import check_model_size, train_batched
-from companion.experiments.probe_heads import TableMultiHeads, TableSignedHeads
+from companion.experiments.heads import multi_heads, signed_heads
 from companion.experiments.scheduler import Unit, environment, run_units
 from companion.experiments.store import FrozenConfig, ResultStore
 from companion.open.signed import signed_rank_lower_bound
@@ -160,7 +160,7 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
                 "signed_columns": cfg.columns_ranks}[kind]
         ranks = [r for r in grid for _ in seeds]
         ss = [s for _ in grid for s in seeds]
-        model = TableSignedHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
+        model = signed_heads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
                                  positional=kind != "signed_shared", phi_std=cfg.phi_std,
                                  gain_scale=cfg.gain_scale,
                                  sign_init="columns" if kind == "signed_columns" else "positive")
@@ -170,7 +170,7 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
     ranks = [r for r, _ in pairs for _ in seeds]
     ss = [s for _ in pairs for s in seeds]
     check_model_size(len(ranks) * h, "multi_totals x seeds x heads (number of heads)")
-    model = TableMultiHeads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
+    model = multi_heads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
                             d=cfg.d, phi_std=cfg.phi_std)
     return model, [("multi", h, r, s) for r, s in zip(ranks, ss)]
 

@@ -11,11 +11,11 @@ import torch
 
 from companion.book import seed_everything
 from companion.core.task import min_ip_targets, token_pool
-from companion.experiments import mlp_heads
+from companion.experiments import heads as mlp_heads
 from companion.experiments.e2 import data as e2data
 from companion.experiments.e2 import readings as er
 from companion.experiments.e2.data import pool_inputs
-from companion.experiments.pool_table_heads import PoolTableKernelHeads, PoolTableSoftmaxHeads
+from companion.experiments.heads import pool_kernel_heads, pool_softmax_heads
 
 
 @pytest.fixture(autouse=True)
@@ -176,7 +176,7 @@ def test_pool_table_heads_shapes_masking_and_nonnegative_kernel():
     idx = _uniform(40, 30, 0)
     inputs = pool_inputs(pool, idx)
     for readout in ("overlap", "learned"):
-        heads = PoolTableKernelHeads(40, [1, 3, 8], [0, 0, 1], readout)
+        heads = pool_kernel_heads(40, [1, 3, 8], [0, 0, 1], readout)
         out = heads(inputs)
         assert out.shape == (3, 90) and torch.isfinite(out).all()
         k = heads.kernel()
@@ -185,14 +185,14 @@ def test_pool_table_heads_shapes_masking_and_nonnegative_kernel():
         sv = [torch.linalg.svdvals(k[i].detach().double()) for i in range(2)]
         assert sv[0][1] < 1e-5 * sv[0][0] and sv[1][2] > 1e-3 * sv[1][0]
         assert sv[1][3] < 1e-5 * sv[1][0]
-        dense = PoolTableSoftmaxHeads(40, [0, 1], score_dim=8, readout=readout)
+        dense = pool_softmax_heads(40, [0, 1], score_dim=8, readout=readout)
         assert dense(inputs).shape == (2, 90)
 
 
 def test_overlap_readout_outputs_are_convex_combinations_of_overlaps():
     pool = token_pool(8, 40, 0)
     idx = _uniform(40, 50, 1)
-    heads = PoolTableKernelHeads(40, [4, 4], [0, 1], "overlap")
+    heads = pool_kernel_heads(40, [4, 4], [0, 1], "overlap")
     out = heads(pool_inputs(pool, idx)).detach().numpy().reshape(2, -1, 3)
     g = _gram_of(pool, idx)
     assert (out >= g.min(-1)[None] - 1e-4).all() and (out <= g.max(-1)[None] + 1e-4).all()
@@ -201,15 +201,15 @@ def test_overlap_readout_outputs_are_convex_combinations_of_overlaps():
 def test_model_in_a_stack_equals_the_model_alone():
     pool = token_pool(8, 30, 0)
     inputs = pool_inputs(pool, _uniform(30, 20, 0))
-    alone = PoolTableKernelHeads(30, [4], [7], "learned")(inputs)
-    stacked = PoolTableKernelHeads(30, [2, 4, 16], [0, 7, 1], "learned")(inputs)
+    alone = pool_kernel_heads(30, [4], [7], "learned")(inputs)
+    stacked = pool_kernel_heads(30, [2, 4, 16], [0, 7, 1], "learned")(inputs)
     torch.testing.assert_close(stacked[1], alone[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("feature", mlp_heads.FEATURES)
 def test_kernel_heads_shapes_nonnegativity_and_rank_mask(feature):
     ranks, seeds = [1, 3, 8], [0, 1, 2]
-    model = mlp_heads.MLPKernelHeads(6, ranks, seeds, hidden=(8,), value_dim=4, feature=feature)
+    model = mlp_heads.mlp_kernel_heads(6, ranks, seeds, hidden=(8,), value_dim=4, feature=feature)
     bits = torch.as_tensor(np.random.default_rng(0).integers(0, 2, (20, 6)), dtype=torch.float32)
     phi_q, phi_k, v, a, b = model.token_maps(bits)
     assert phi_q.shape == phi_k.shape == (3, 20, 8) and v.shape == a.shape == (3, 20, 4)
@@ -226,8 +226,8 @@ def test_rank_mask_makes_padding_irrelevant():
     """A head of rank r stacked with bigger ranks computes what it computes alone."""
     bits = np.random.default_rng(1).integers(0, 2, (15, 7))
     rows = pool_inputs(bits, np.random.default_rng(2).integers(0, 15, (10, 3)))
-    alone = mlp_heads.MLPKernelHeads(7, [2], [5], hidden=(8,), value_dim=3)
-    stacked = mlp_heads.MLPKernelHeads(7, [2, 16], [5, 0], hidden=(8,), value_dim=3)
+    alone = mlp_heads.mlp_kernel_heads(7, [2], [5], hidden=(8,), value_dim=3)
+    stacked = mlp_heads.mlp_kernel_heads(7, [2, 16], [5, 0], hidden=(8,), value_dim=3)
     with torch.no_grad():
         torch.testing.assert_close(stacked(rows)[0], alone(rows)[0])
         stacked.weights[-1][0, :, 2:16] += 5.0  # change the masked feature columns of head 0
@@ -236,7 +236,7 @@ def test_rank_mask_makes_padding_irrelevant():
 
 def test_rank_one_kernel_head_ignores_the_query_in_its_weights():
     """Rank 1: alpha(x, z) = phi_Q(x) phi_K(z), so the normalised weights depend on keys only."""
-    model = mlp_heads.MLPKernelHeads(5, [1], [0], hidden=(4,), value_dim=2)
+    model = mlp_heads.mlp_kernel_heads(5, [1], [0], hidden=(4,), value_dim=2)
     bits = torch.as_tensor(np.random.default_rng(3).integers(0, 2, (9, 5)), dtype=torch.float32)
     phi_q, phi_k, *_ = model.token_maps(bits)
     kernel = phi_q[0] @ phi_k[0].T
@@ -245,17 +245,17 @@ def test_rank_one_kernel_head_ignores_the_query_in_its_weights():
 
 
 def test_softmax_heads_shape():
-    model = mlp_heads.MLPSoftmaxHeads(6, [0, 1], hidden=(8,), value_dim=4)
+    model = mlp_heads.mlp_softmax_heads(6, [0, 1], hidden=(8,), value_dim=4)
     rows = pool_inputs(np.eye(6, dtype=np.int64), np.array([[0, 1, 2], [3, 4, 5]]))
     assert model(rows).shape == (2, 6)
 
 
 @pytest.mark.parametrize("make, name", [
-    (lambda: mlp_heads.MLPKernelHeads(0, [1], [0]), "m"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [0], [0]), "r"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [1, 2], [0]), "seeds"),
-    (lambda: mlp_heads.MLPKernelHeads(4, [1], [0], feature="relu"), "feature"),
-    (lambda: mlp_heads.MLPSoftmaxHeads(4, [-1]), "seeds"),
+    (lambda: mlp_heads.mlp_kernel_heads(0, [1], [0]), "m"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [0], [0]), "r"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [1, 2], [0]), "seeds"),
+    (lambda: mlp_heads.mlp_kernel_heads(4, [1], [0], feature="relu"), "feature"),
+    (lambda: mlp_heads.mlp_softmax_heads(4, [-1]), "seeds"),
 ])
 def test_models_reject_bad_input(make, name):
     with pytest.raises(ValueError, match=name):
@@ -269,7 +269,7 @@ def test_dense_head_with_proposition_f_weights_solves_min_ip():
     from companion.core.constructions import softmax_min_ip_head
 
     m, beta = 8, 4.0
-    model = mlp_heads.MLPSoftmaxHeads(m, [0], hidden=(), value_dim=2, readout="overlap")
+    model = mlp_heads.mlp_softmax_heads(m, [0], hidden=(), value_dim=2, readout="overlap")
     with torch.no_grad():
         model.weights[0].zero_()
         model.biases[0].zero_()
@@ -289,7 +289,7 @@ def test_dense_head_with_proposition_f_weights_solves_min_ip():
 
 def test_heads_refuse_a_bad_readout():
     with pytest.raises(ValueError, match="readout"):
-        PoolTableKernelHeads(10, [1], [0], "free")
+        pool_kernel_heads(10, [1], [0], "free")
 
 
 # --------------------------------------------------------------------------- the CLI

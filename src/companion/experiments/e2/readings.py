@@ -2,7 +2,7 @@
 unit -> records, for the three readings of the paper's "larger, disjoint train/test pools"
 and for the protocols stored before them (issue 10).
 
-* **X** — exp-affine maps phi(x) = exp(Wx + c) (:class:`~.mlp_heads.MLPKernelHeads` with no
+* **X** — exp-affine maps phi(x) = exp(Wx + c) (:func:`~.heads.mlp_kernel_heads` with no
   hidden layer: the class of positive random features of the softmax kernel) on disjoint,
   complement-closed token pools; problem size = token width m.
 * **S-code** — lookup tables over one Paley-Hadamard code pool with complements (every
@@ -58,17 +58,14 @@ from companion.experiments.e2.data import (
 )
 from companion.experiments.e2.rule import curve_rule
 from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.mlp_heads import (
+from companion.experiments.heads import (
     ENCODINGS,
     FEATURES,
-    MLPKernelHeads,
-    MLPSoftmaxHeads,
-)
-from companion.experiments.mlp_heads import READOUTS as MLP_READOUTS
-from companion.experiments.pool_table_heads import (
     READOUTS,
-    PoolTableKernelHeads,
-    PoolTableSoftmaxHeads,
+    mlp_kernel_heads,
+    mlp_softmax_heads,
+    pool_kernel_heads,
+    pool_softmax_heads,
 )
 from companion.experiments.scheduler import Unit, run_units
 from companion.experiments.store import (
@@ -311,7 +308,7 @@ class E2Config(FrozenConfig):
         put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
         check_choice(self.feature, "feature", FEATURES)
         check_choice(self.encoding, "encoding", ENCODINGS)
-        check_choice(self.readout, "readout", MLP_READOUTS)
+        check_choice(self.readout, "readout", READOUTS)
         put("skip", check_bool(self.skip, "skip"))
 
     @property
@@ -385,16 +382,16 @@ def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
         for group in cfg.rank_groups:
             ranks, sd = [r for r in group for _ in seeds], seeds * len(group)
             if cfg.kind == "table":
-                parts.append(PoolTableKernelHeads(pool_size, ranks, sd, readout, cfg.value_dim))
+                parts.append(pool_kernel_heads(pool_size, ranks, sd, readout, cfg.value_dim))
             else:
-                parts.append(MLPKernelHeads(m, ranks, sd, cfg.hidden, cfg.value_dim,
+                parts.append(mlp_kernel_heads(m, ranks, sd, cfg.hidden, cfg.value_dim,
                                             cfg.feature, cfg.encoding, cfg.skip, readout))
             keys += list(zip(ranks, sd, strict=True))
     if which != "heads":
         if cfg.kind == "table":
-            parts.append(PoolTableSoftmaxHeads(pool_size, seeds, m, readout, cfg.value_dim))
+            parts.append(pool_softmax_heads(pool_size, seeds, m, readout, cfg.value_dim))
         else:
-            parts.append(MLPSoftmaxHeads(m, seeds, cfg.hidden, cfg.value_dim,
+            parts.append(mlp_softmax_heads(m, seeds, cfg.hidden, cfg.value_dim,
                                          encoding=cfg.encoding, skip=cfg.skip,
                                          readout=readout))
         keys += [("dense", s) for s in seeds]

@@ -1,0 +1,704 @@
+"""One stacked-head family: M independent attention heads as one torch module, for training.
+
+Every parameter has a leading model dimension, so
+:func:`companion.experiments.engine.train_batched` trains the M models as one program. One
+:class:`HeadConfig` chooses
+
+* the **maps**: ``"table"``, lookup tables over a family's T tokens, keys and values per
+  position (E1, chapter 6, and chapter 8's probes); ``"pool"``, tables over one shared token
+  pool (E2 readings S-code and S-random); ``"mlp"``, an MLP of the bits gives every map, so a
+  trained head reads tokens it never saw (E2, chapter 7);
+* the **attention**: ``"kernel"``, normalised nonnegative kernel attention (NKA),
+  alpha(x, z) = <phi_Q(x), phi_K(z)> with feature ranks r_j padded to the stack's largest by
+  masked (identically zero) columns, and with ``heads`` several NKA heads per model added by one
+  readout; ``"softmax"``, alpha = exp(<q(x), k(z)>), scores in R^score_dim; ``"signed"``
+  (table maps), features of any sign and the nonzero-denominator convention;
+* the **readout**: ``"learned"``, f(x, z) = <a(x), v(z)> + b(x); ``"overlap"`` (pool, mlp),
+  f(x, z) = <x, z> and no bias, so the head only learns where to attend.
+
+Output (M, N): y = sum_p alpha_p f_p / sum_p alpha_p + b(x) over the n positions. Inputs are
+``token_ids`` (N, n) int64 for table maps, (rows, PoolBits) from
+:func:`companion.experiments.e2.data.pool_inputs` otherwise. Every model is initialised from
+its own seed, independently of the others and of the padding. Single-head table and MLP heads
+are read only at the (query, key) pairs their inputs use
+(:mod:`companion.experiments.pair_readout`); the others gather from full pair tables. Kernel
+weights are computed in log space or max-shifted, so ``exp`` features cannot overflow. The
+factories (:func:`table_kernel_heads`, ...) keep the argument lists the sweeps call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from companion.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_int_sequence,
+)
+from companion.core.attention import KernelAttentionHead
+from companion.core.exact import HeadTables
+from companion.experiments.engine import check_model_size
+from companion.experiments.pair_readout import (
+    make_pair_plan,
+    pair_readout,
+    pair_values,
+    rank_blocks,
+    ranked_pair_values,
+    shifted_exp,
+)
+
+__all__ = [
+    "HeadConfig", "StackedHeads", "table_kernel_heads", "table_softmax_heads", "signed_heads",
+    "multi_heads", "pool_kernel_heads", "pool_softmax_heads", "mlp_kernel_heads",
+    "mlp_softmax_heads", "group_ranks", "MAPS", "ATTENTIONS", "FEATURES", "ENCODINGS",
+    "READOUTS",
+]
+
+MAPS = ("table", "pool", "mlp")
+ATTENTIONS = ("kernel", "softmax", "signed")
+FEATURES = ("exp", "softplus")
+ENCODINGS = ("01", "pm1")
+READOUTS = ("learned", "overlap")
+#: Signed features: 'gexp' phi = (1 + gain_scale g) exp(u), gains g from 0; 'raw' phi = table.
+PARAMETRISATIONS = ("gexp", "raw")
+#: How signed features start: 'positive' (the NKA head of the same seed), 'columns' (gexp:
+#: half the columns negated, alpha = K_plus - K_minus), 'symmetric' (raw: N(0, std^2)).
+SIGN_INITS = ("positive", "columns", "symmetric")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """M stacked heads, one per seed; validated and normalised on construction.
+
+    ``ranks`` one feature rank per model (kernel, signed), ``heads`` NKA heads per model (table
+    kernel only; None: one head, read at its pairs). ``num_tokens``: T (table) or the pool size
+    (pool); ``m``: token width (mlp). ``length``, ``query_position``, ``positional`` (keys and
+    values depend on the position): table maps. ``d``: value width. ``pad_to`` / ``pad_heads``:
+    pad ranks / heads beyond the largest. Init: tables N(0, phi_std^2) (kernel, signed) or
+    N(0, qk_std^2) (softmax), values N(0, value_std^2), readout N(0, 1/(d H)), bias 0; MLP
+    layers He-initialised, the output layer scaled by qk_std (softmax). ``hidden``,
+    ``encoding`` (bits as 0/1 or -1/+1), ``skip`` (affine shortcut from the bits): mlp maps.
+    """
+
+    maps: str
+    attention: str
+    seeds: tuple[int, ...]
+    ranks: tuple[int, ...] = ()
+    heads: tuple[int, ...] | None = None
+    num_tokens: int = 1
+    m: int = 1
+    length: int = 3
+    query_position: int = 0
+    positional: bool = True
+    d: int = 16
+    pad_to: int | None = None
+    pad_heads: int | None = None
+    feature: str = "exp"
+    score_dim: int = 24
+    phi_std: float = 1.0
+    value_std: float = 1.0
+    qk_std: float = 0.2
+    readout: str = "learned"
+    parametrisation: str = "gexp"
+    gain_scale: float = 0.1
+    sign_init: str = "positive"
+    hidden: tuple[int, ...] = (64,)
+    encoding: str = "01"
+    skip: bool = False
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self):
+        put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        maps = check_choice(self.maps, "maps", MAPS)
+        att = check_choice(self.attention, "attention", ATTENTIONS)
+        put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
+        if att == "softmax":
+            put("ranks", ())
+        else:
+            put("ranks", tuple(check_int_sequence(self.ranks, "ranks", 1)))
+            if len(self.ranks) != len(self.seeds):
+                raise ValueError(f"seeds must have one entry per rank ({len(self.ranks)}), got "
+                                 f"{len(self.seeds)}")
+        if att == "signed" and maps != "table":
+            raise ValueError("attention='signed' needs maps='table'")
+        if self.heads is not None:
+            if (maps, att) != ("table", "kernel"):
+                raise ValueError("heads needs maps='table' and attention='kernel'")
+            put("heads", tuple(check_int_sequence(self.heads, "heads", 1)))
+            if len(self.heads) != len(self.seeds):
+                raise ValueError(f"heads, ranks and seeds must have the same length, got "
+                                 f"{len(self.heads)}, {len(self.ranks)} and {len(self.seeds)}")
+        for name in ("num_tokens", "m", "length", "d", "score_dim"):
+            put(name, check_int(getattr(self, name), name, 1))
+        put("query_position", check_int(self.query_position, "query_position", 0,
+                                        self.length - 1))
+        check_bool(self.positional, "positional")
+        check_bool(self.skip, "skip")
+        widest = max(self.ranks, default=self.score_dim)
+        if self.pad_to is not None:
+            put("pad_to", check_int(self.pad_to, "pad_to", widest))
+        if self.pad_heads is not None:
+            put("pad_heads", check_int(self.pad_heads, "pad_heads", max(self.heads or (1,))))
+        for name in ("phi_std", "value_std", "qk_std", "gain_scale"):
+            put(name, check_float(getattr(self, name), name, 0, 100, low_open=True))
+        check_choice(self.feature, "feature", FEATURES)
+        check_choice(self.readout, "readout", READOUTS)
+        if maps == "table" and self.readout != "learned":
+            raise ValueError("readout='overlap' needs maps='pool' or 'mlp'")
+        check_choice(self.parametrisation, "parametrisation", PARAMETRISATIONS)
+        check_choice(self.sign_init, "sign_init", SIGN_INITS)
+        if self.sign_init == "symmetric" and self.parametrisation != "raw":
+            raise ValueError("sign_init='symmetric' needs parametrisation='raw'")
+        if self.sign_init == "columns" and self.parametrisation != "gexp":
+            raise ValueError("sign_init='columns' needs parametrisation='gexp'")
+        put("hidden", tuple(check_int_sequence(self.hidden, "hidden", 1, allow_empty=True)))
+        check_choice(self.encoding, "encoding", ENCODINGS)
+        if not any(self.dtype is t for t in (torch.float32, torch.float64)):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {self.dtype}")
+        width = self.pad_to or widest
+        if maps == "mlp":
+            dims = [self.m, *self.hidden, 2 * width + 2 * self.d + 1]
+            count = len(self.seeds) * sum((a + 1) * b for a, b in zip(dims, dims[1:]))
+        else:
+            positions = self.length if maps == "table" and self.positional else 1
+            gains = 2 if att == "signed" else 1  # signed 'gexp' heads also train gains
+            count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
+                     * self.num_tokens * (positions + 1) * (width + self.d + 1))
+        check_model_size(count, "seeds, ranks, heads, tokens and widths")
+
+
+def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """out[m, x, p, z] = <left[m, x], right[m, p, z]>: one bmm, contiguous (M, T, P, T)
+    ("query-major": every (query, position, key) triple of a model is one flat index)."""
+    num_models, p, t, r = right.shape
+    out = torch.bmm(left, right.reshape(num_models, p * t, r).transpose(1, 2))
+    return out.view(num_models, -1, p, t)
+
+
+def _gather_pairs(matrix, rows):
+    """matrix[:, query, key_j] for rows (query, key_0, key_1, key_2): (M, N, 3)."""
+    size = matrix.shape[-1]
+    flat = (rows[:, :1] * size + rows[:, 1:]).reshape(-1)
+    return matrix.reshape(matrix.shape[0], -1).index_select(1, flat).view(
+        matrix.shape[0], rows.shape[0], 3)
+
+
+def _model_seed(*parts) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+class StackedHeads(torch.nn.Module):
+    """The M heads of a :class:`HeadConfig` (see the module docstring); ``model(inputs)``
+    returns predictions (M, N).
+
+    Parameters (leading dimension M): table and pool maps q (M, [H,] T, R), k (M, [H, P,] T, R),
+    values v (M, [H, P,] T, d), readout a (M, [H,] T, d), bias b (M, T) (H only with ``heads``,
+    P only for table maps); signed 'gexp' heads also gains q_gain, k_gain shaped like q, k;
+    MLP maps ``weights``, ``biases`` (M, in, out) per layer and optionally ``skip``.
+    """
+
+    tiny = 1e-12  # a signed head's vanishing denominator is replaced by this
+
+    def __init__(self, config: HeadConfig):
+        super().__init__()
+        c = self.config = check_instance(config, "config", HeadConfig)
+        self.seeds, self.ranks = list(c.seeds), list(c.ranks)
+        self.num_tokens, self.length, self.d = c.num_tokens, c.length, c.d
+        self.query_position, self.positional, self.feature = (c.query_position, c.positional,
+                                                              c.feature)
+        self.num_positions = c.length if c.maps == "table" and c.positional else 1
+        widths = self.ranks or [c.score_dim] * len(self.seeds)
+        self._blocks = rank_blocks(widths)  # runs of equal rank (see ranked_pair_values)
+        if c.maps == "mlp":
+            self._init_mlp(widths)
+        else:
+            self._init_tables(widths)
+
+    @property
+    def num_models(self) -> int:
+        return len(self.seeds)
+
+    # ------------------------------------------------------------------ initialisation
+
+    def _generator(self, j: int, width: int) -> torch.Generator:
+        c, s = self.config, self.seeds[j]
+        if c.maps == "pool":
+            s = _model_seed(s, width, c.num_tokens, 3) if c.attention == "kernel" else \
+                _model_seed(s, c.num_tokens, 5)
+        return torch.Generator().manual_seed(s)
+
+    def _init_tables(self, widths):
+        c, dtype = self.config, self.config.dtype
+        m, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
+        per_model = list(c.heads or [1] * m)
+        hh = c.pad_heads or max(per_model)
+        r = self.pad = c.pad_to or max(widths)
+        std = c.qk_std if c.attention == "softmax" else c.phi_std
+        q = torch.zeros(m, hh, t, r, dtype=dtype)
+        k = torch.zeros(m, hh, p, t, r, dtype=dtype)
+        v = torch.zeros(m, hh, p, t, d, dtype=dtype)
+        a = torch.zeros(m, hh, t, d, dtype=dtype)
+        e1_single = c.maps == "table" and c.attention != "signed" and c.heads is None
+        for j, (rj, hj) in enumerate(zip(widths, per_model)):
+            g = self._generator(j, rj)
+            for h in range(hj):
+                q[j, h, :, :rj] = torch.randn(t, rj, generator=g, dtype=dtype) * std
+                k[j, h, :, :, :rj] = torch.randn(p, t, rj, generator=g, dtype=dtype) * std
+            for h in range(hj):
+                v[j, h] = torch.randn(p, t, d, generator=g, dtype=dtype) * c.value_std
+                a[j, h] = (torch.randn(t, d, generator=g, dtype=dtype) * (1.0 / math.sqrt(d))
+                           if e1_single else  # x * (1/sqrt d), x / sqrt d: may differ in
+                           torch.randn(t, d, generator=g, dtype=dtype) / math.sqrt(d * hj))
+                # the last bit, and committed results keep each variant's own
+        if c.heads is None:  # one head: no head axis; pool maps: no position axis
+            q, k, v, a = q[:, 0], k[:, 0], v[:, 0], a[:, 0]
+            if c.maps == "pool":
+                k, v = k[:, 0], v[:, 0]
+        own = torch.arange(r)[None, :] < torch.tensor(widths)[:, None]  # (M, R)
+        if c.attention == "signed":
+            mask = own.to(dtype)
+            if c.parametrisation == "raw":
+                if c.sign_init == "positive":  # started at exp(draw), the NKA head's features
+                    q, k = torch.exp(q) * mask[:, None, :], torch.exp(k) * mask[:, None, None, :]
+            else:  # phi = gain * exp(u), gain = 1 + gain_scale * g with g starting at 0
+                q_gain = torch.zeros(m, t, r, dtype=dtype)
+                if c.sign_init == "columns":  # the upper half of a model's columns starts
+                    for j, rj in enumerate(widths):  # at gain -1: alpha = K_plus - K_minus
+                        q_gain[j, :, (rj + 1) // 2:rj] = -2.0 / c.gain_scale
+                self.q_gain = torch.nn.Parameter(q_gain)
+                self.k_gain = torch.nn.Parameter(torch.zeros(m, p, t, r, dtype=dtype))
+        self.q, self.k = torch.nn.Parameter(q), torch.nn.Parameter(k)
+        if c.readout == "learned":
+            self.v, self.a = torch.nn.Parameter(v), torch.nn.Parameter(a)
+            self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=dtype))
+        if c.attention == "signed":
+            self.register_buffer("mask", mask)
+        elif c.attention == "kernel":
+            self.register_buffer("mask", own)
+            # additive mask: 0 on a model's own columns, -inf on its padding (exp(-inf) = 0).
+            # Padded heads keep finite, all-zero tables, so their normalisation stays defined;
+            # head_mask removes their output.
+            self.register_buffer("mask_add",
+                                 torch.zeros(m, r, dtype=dtype).masked_fill(~own, -math.inf))
+            if c.heads is not None:
+                self.pad_heads = hh
+                heads = torch.arange(hh)[None, :] < torch.tensor(c.heads)[:, None]
+                self.register_buffer("head_mask", heads.to(dtype))
+
+    def _init_mlp(self, widths):
+        c, nn = self.config, torch.nn
+        kernel, m, d = c.attention == "kernel", c.m, c.d
+        out_std = 1.0 if kernel else c.qk_std
+        pad = self.pad = max(widths)
+        dims = (m,) + c.hidden
+        per_model = []
+        for j, w in enumerate(widths):
+            gen = torch.Generator().manual_seed(
+                _model_seed(self.seeds[j], w, m, 1) if kernel else _model_seed(self.seeds[j], 0,
+                                                                                m, 2))
+            layers = [(torch.randn(a, b, generator=gen) * math.sqrt(2.0 / a), torch.zeros(b))
+                      for a, b in zip(dims[:-1], dims[1:])]  # He initialisation
+            weight = torch.randn(dims[-1], 2 * w + 2 * d + 1, generator=gen) * out_std / \
+                math.sqrt(dims[-1])
+            # the output blocks (phi_Q, phi_K, v, a, b), each padded to the stack's width
+            parts, start = [], 0
+            for width, to in zip((w, w, d, d, 1), (pad, pad, d, d, 1)):
+                parts.append(nn.functional.pad(weight[:, start:start + width], (0, to - width)))
+                start += width
+            layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
+            per_model.append(layers)
+        self.weights = nn.ParameterList([nn.Parameter(torch.stack([pm[i][0] for pm in per_model]))
+                                         for i in range(len(dims))])
+        self.biases = nn.ParameterList([nn.Parameter(torch.stack([pm[i][1] for pm in per_model]))
+                                        for i in range(len(dims))])
+        self.skip = (nn.Parameter(torch.zeros(self.num_models, m, 2 * pad + 2 * d + 1))
+                     if c.skip and c.hidden else None)
+        if kernel:
+            self.register_buffer("mask", torch.arange(pad)[None, :]
+                                 < torch.tensor(widths)[:, None])
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(self, inputs) -> torch.Tensor:
+        c = self.config
+        if c.maps == "pool":
+            return self._pool_forward(*inputs)
+        if c.maps == "mlp":
+            rows, pool = inputs
+            size = len(pool.bits)
+            plan = self._plan(rows, size, lambda: make_pair_plan(
+                rows[:, :1] * size + rows[:, 1:], size, size, bias_idx=rows[:, 0]))
+            left, right, v, a, b = self.token_maps(pool.bits)
+            mode = "kernel" if c.attention == "kernel" else "logits"
+            return self._pair_readout(plan, left, right, a, v, b, mode, bits=pool.bits)
+        if c.heads is not None:
+            x, _ = self._flat_index(inputs)
+            return self.head_outputs(inputs).sum(1) + self.b.index_select(1, x)
+        if c.attention == "signed":
+            return self._signed_forward(inputs)
+        return self._table_forward(inputs)
+
+    def _plan(self, key: torch.Tensor, tag, build):
+        """One pair plan per input tensor (a training set), built on first use."""
+        cached = self.__dict__.get("_plan_cache")
+        if cached is not None and cached[0] is key and cached[1:3] == (key._version, tag):
+            return cached[3]
+        plan = build()
+        self.__dict__["_plan_cache"] = (key, key._version, tag, plan)
+        return plan
+
+    def _pair_readout(self, plan, left, right, a, v, b, mode, shift=None, bits=None):
+        values = ranked_pair_values(left, right, plan, self._blocks)
+        if self.config.readout == "overlap":  # v(z) = z, a(x) = x, b = 0
+            scores, b = pair_values(bits.unsqueeze(0), bits.unsqueeze(0), plan), None
+        else:
+            scores = pair_values(a, v, plan)
+        return pair_readout(values, scores, b, plan, mode, shift)
+
+    def _table_forward(self, ids):
+        """Single-head table maps, evaluated at the (query, position, key) triples in use."""
+
+        def build():
+            n, t = self.length, self.num_tokens
+            x = ids[:, self.query_position]
+            queries, x_rank = torch.unique(x, sorted=True, return_inverse=True)
+            pos = (torch.arange(n, device=ids.device) if self.positional
+                   else torch.zeros(n, dtype=torch.long, device=ids.device))
+            pt = self.num_positions * t
+            # (query, position, key) as (row, column) of a (Q, P*T) table of the used queries
+            flat = x_rank[:, None] * pt + pos[None, :] * t + ids
+            return queries, make_pair_plan(flat, len(queries), pt, bias_idx=x, shift_period=pt)
+
+        queries, plan = self._plan(ids, None, build)
+        num_models, pt = self.num_models, self.num_positions * self.num_tokens
+        shift = None
+        if self.config.attention == "softmax":
+            left, right, mode = self.q.index_select(1, queries), self.k, "logits"
+        elif self.feature == "exp":
+            q = self.q.index_select(1, queries)
+            # max over the model's own columns; cancels per query (q), shifts log alpha (k)
+            q_shift = (q.detach() + self.mask_add[:, None, :]).amax(-1, keepdim=True)
+            k_shift = (self.k.detach() + self.mask_add[:, None, None, :]).amax(-1)
+            mask = self.mask.to(q.dtype)
+            left = shifted_exp(q, q_shift, mask[:, None, :])
+            right = shifted_exp(self.k, k_shift.unsqueeze(-1), mask[:, None, None, :])
+            shift = k_shift.reshape(num_models, pt).index_select(1, plan.shift_idx)
+            mode = "log_kernel"
+        else:
+            left, right = self.features()
+            left, mode = left.index_select(1, queries), "log_kernel"
+        return self._pair_readout(plan, left, right.reshape(num_models, pt, -1),
+                                  self.a.index_select(1, queries),
+                                  self.v.reshape(num_models, pt, -1), self.b, mode, shift)
+
+    def _pool_forward(self, rows, pool):
+        if self.config.attention == "softmax":
+            w = torch.softmax(_gather_pairs(torch.bmm(self.q, self.k.transpose(1, 2)), rows), -1)
+        else:
+            w = _gather_pairs(self.kernel(), rows)
+        if self.config.readout == "overlap":
+            f = _gather_pairs((pool.bits @ pool.bits.T).unsqueeze(0), rows)
+            bias = None
+        else:
+            f = _gather_pairs(torch.bmm(self.a, self.v.transpose(1, 2)), rows)
+            bias = self.b[:, rows[:, 0]]
+        if self.config.attention == "softmax":
+            y = (w * f).sum(-1)
+            return y if bias is None else y + bias
+        return (w * f).sum(-1) / w.sum(-1).clamp_min(1e-30) + (0.0 if bias is None else bias)
+
+    def _flat_index(self, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query ids (N,) and flat query-major (query, position, key) indices (N * n,)."""
+        n, t = self.length, self.num_tokens
+        x = token_ids[:, self.query_position]
+        pos = (torch.arange(n) if self.positional else torch.zeros(n, dtype=torch.long)).to(
+            token_ids.device)
+        flat = (x[:, None] * (self.num_positions * t) + pos[None, :] * t + token_ids).reshape(-1)
+        return x, flat
+
+    def _signed_forward(self, ids):
+        x, flat = self._flat_index(ids)
+        kern, scale = self._signed_kernel()
+        m, n, rows = kern.shape[0], self.length, len(x)
+        alpha = kern.reshape(m, -1).index_select(1, flat).view(m, rows, n)
+        if scale is not None:  # rescaled per input (the shifts depend on position and key)
+            sc = scale.reshape(m, -1).index_select(1, flat % scale[0].numel()).view(m, rows, n)
+            alpha = alpha * torch.exp(sc - sc.amax(-1, keepdim=True))
+        sc = _pair_matmul(self.a, self.v).reshape(m, -1).index_select(1, flat).view(m, -1, n)
+        den = alpha.sum(-1)
+        den = torch.where(den == 0, torch.full_like(den, self.tiny), den)
+        return (alpha * sc).sum(-1) / den + self.b.index_select(1, x)
+
+    def _signed_kernel(self):
+        """kern (M, T, P, T) query-major and a log-scale (M, P, T) per (position, key):
+        alpha = kern * exp(scale), up to a positive factor per (model, query) that cancels.
+        (gexp: exponents are max-shifted per row, so exp never overflows.)"""
+        if self.config.parametrisation == "raw":
+            phi_q, phi_k = self.features()
+            return _pair_matmul(phi_q, phi_k), None
+        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        q_shift = self.q.detach().amax(-1, keepdim=True)
+        k_shift = self.k.detach().amax(-1, keepdim=True)
+        gq, gk = self._gains()
+        phi_q = gq * torch.exp(self.q - q_shift) * mq
+        phi_k = gk * torch.exp(self.k - k_shift) * mk
+        return _pair_matmul(phi_q, phi_k), k_shift.squeeze(-1)
+
+    def _gains(self):
+        s = self.config.gain_scale
+        return 1 + s * self.q_gain, 1 + s * self.k_gain
+
+    # ------------------------------------------------------------------ inspection
+
+    def features(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feature tables phi_Q (M, T, R) and phi_K (M, P, T, R) of single-head kernel or
+        signed table heads; padded columns 0."""
+        mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
+        if self.config.attention == "signed":
+            if self.config.parametrisation == "raw":
+                return self.q * mq, self.k * mk
+            gq, gk = self._gains()
+            return gq * torch.exp(self.q) * mq, gk * torch.exp(self.k) * mk
+        if self.feature == "exp":
+            return (torch.exp(self.q + self.mask_add[:, None, :]),
+                    torch.exp(self.k + self.mask_add[:, None, None, :]))
+        f = torch.nn.functional.softplus
+        return f(self.q) * mq, f(self.k) * mk
+
+    def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Single-head table kernel or softmax heads: (log_alpha, scores), each (M, P, T, T)
+        indexed [model, position, query x, key z]: log alpha_p(x, z) up to an additive constant
+        per (model, query x) — which cancels in the normalisation — and
+        f_p(x, z) = <a(x), v_p(z)>."""
+        if self.config.attention == "softmax":
+            log_alpha = _pair_matmul(self.q, self.k)
+        elif self.feature == "exp":
+            q, k = self.q + self.mask_add[:, None, :], self.k + self.mask_add[:, None, None, :]
+            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
+            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
+            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
+            log_alpha = torch.log(kern.clamp_min(1e-30)) + k_shift.squeeze(-1)[:, None]
+        else:
+            log_alpha = torch.log(_pair_matmul(*self.features()).clamp_min(1e-30))
+        scores = _pair_matmul(self.a, self.v)
+        return log_alpha.permute(0, 2, 1, 3), scores.permute(0, 2, 1, 3)
+
+    def head_outputs(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Several-head models: <a_h(x), o_h> for every head, (M, H, N); padded heads give 0.
+        Each o_h is a normalised convex combination of the head's values (log space)."""
+        x, flat = self._flat_index(token_ids)
+        m, hh, p, t, r = (self.num_models, self.pad_heads, self.num_positions, self.num_tokens,
+                          self.pad)
+        n = self.length
+        q = (self.q + self.mask_add[:, None, None, :]).reshape(m * hh, t, r)
+        k = (self.k + self.mask_add[:, None, None, None, :]).reshape(m * hh, p, t, r)
+        q_shift = q.detach().amax(-1, keepdim=True)
+        k_shift = k.detach().amax(-1, keepdim=True)
+        kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
+        shift = k_shift.squeeze(-1)
+        la = torch.log(kern.reshape(m * hh, -1).index_select(1, flat).clamp_min(1e-30))
+        la = la + shift.reshape(m * hh, -1).index_select(1, flat % shift[0].numel())
+        la = la.view(m * hh, -1, n)
+        a = self.a.reshape(m * hh, t, self.d)
+        v = self.v.reshape(m * hh, p, t, self.d)
+        sc = _pair_matmul(a, v).reshape(m * hh, -1).index_select(1, flat).view(m * hh, -1, n)
+        w = torch.exp(la - la.detach().amax(-1, keepdim=True))
+        out = ((w * sc).sum(-1) / w.sum(-1)).view(m, hh, -1)
+        return out * self.head_mask[:, :, None]
+
+    def kernel(self) -> torch.Tensor:
+        """Pool kernel heads: alpha on all pool pairs, up to a positive factor per (model,
+        query): (M, P, P)."""
+        q = self.q + self.mask_add[:, None, :]
+        k = self.k + self.mask_add[:, None, :]
+        phi_q = torch.exp(q - q.detach().amax(-1, keepdim=True))
+        phi_k = torch.exp(k - k.detach().amax(dim=(-2, -1), keepdim=True))
+        return torch.bmm(phi_q, phi_k.transpose(1, 2))
+
+    def token_maps(self, bits):
+        """MLP maps per pool token (M, P, ·): phi_Q, phi_K (kernel: nonnegative, masked; softmax:
+        the scores q, k), v, a, b."""
+        x = 2 * bits - 1 if self.config.encoding == "pm1" else bits
+        x = x.unsqueeze(0).expand(self.num_models, -1, -1)
+        h = x
+        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+            h = torch.relu(torch.baddbmm(b.unsqueeze(1), h, w))
+        out = torch.baddbmm(self.biases[-1].unsqueeze(1), h, self.weights[-1])
+        if self.skip is not None:  # affine shortcut from the bits (starts at zero)
+            out = out + torch.bmm(x, self.skip)
+        r, d = self.pad, self.d
+        # split, not slices: a slice's backward zero-fills the whole output once per slice
+        pq, pk, v, a, b = out.split([r, r, d, d, 1], dim=-1)
+        b = b.squeeze(-1)
+        if self.config.attention == "softmax":
+            return pq, pk, v, a, b
+        mask = self.mask.unsqueeze(1)
+        if self.feature == "exp":
+            # shifts per query and per model (max over the model's own columns): they cancel in
+            # the normalised head
+            own = mask.to(pq.dtype)
+            off = torch.zeros_like(own).masked_fill_(~mask, float("-inf"))  # (M, 1, R)
+            q_shift = (pq.detach() + off).amax(-1, keepdim=True)
+            k_shift = (pk.detach() + off).amax((-2, -1), keepdim=True)
+            return shifted_exp(pq, q_shift, own), shifted_exp(pk, k_shift, own), v, a, b
+        f = torch.nn.functional.softplus
+        return f(pq) * mask, f(pk) * mask, v, a, b
+
+    def export(self, j: int) -> HeadTables:
+        """Model j of kernel, signed or several-head table heads in float64 numpy, which
+        :func:`companion.core.exact.exact_table_max_error` re-verifies without rounding;
+        exp features are shifted by constants, which cancel in each head's normalisation."""
+        c = self.config
+        r = self.ranks[j]
+        heads = []
+        with torch.no_grad():
+            for h in range(c.heads[j] if c.heads else 1):
+                q, k = (self.q[j, h], self.k[j, h]) if c.heads else (self.q[j], self.k[j])
+                v, a = (self.v[j, h], self.a[j, h]) if c.heads else (self.v[j], self.a[j])
+                qr, kr = q[..., :r].double(), k[..., :r].double()
+                if c.attention == "signed" and c.parametrisation == "raw":
+                    phi_q, phi_k = qr, kr
+                elif c.attention == "kernel" and self.feature == "softplus":
+                    phi_q, phi_k = (torch.nn.functional.softplus(qr),
+                                    torch.nn.functional.softplus(kr))
+                else:
+                    phi_q, phi_k = torch.exp(qr - qr.max()), torch.exp(kr - kr.max())
+                    if c.attention == "signed":
+                        phi_q = phi_q * (1 + c.gain_scale * self.q_gain[j, :, :r].double())
+                        phi_k = phi_k * (1 + c.gain_scale * self.k_gain[j, ..., :r].double())
+                heads.append((phi_q.numpy(), phi_k.numpy(), v.double().numpy(),
+                              a.double().numpy()))
+            return HeadTables(heads=tuple(heads), bias=self.b[j].double().numpy(),
+                              positional=self.positional, query_position=self.query_position)
+
+    def to_kernel_head(self, j: int, tokens) -> KernelAttentionHead:
+        """Model j of single-head table kernel heads as a
+        :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens ``tokens``
+        (T, m) its tables index (float64 numpy maps), so the package's reference evaluators and
+        the witness certificate tools can inspect a trained head."""
+        j = check_int(j, "j", 0, self.num_models - 1)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 2 or len(tokens) != self.num_tokens:
+            raise ValueError(f"tokens must have shape ({self.num_tokens}, m), got {tokens.shape}")
+        (q, k, v, a), = self.export(j).heads
+        b = self.b[j].detach().double().numpy()
+        weights = 2 ** np.arange(tokens.shape[1], dtype=object)
+        code = {int(np.dot(t.astype(object), weights)): i for i, t in enumerate(tokens)}
+        pos = (lambda p: p) if self.positional else (lambda p: 0)
+
+        def ids(z):
+            z = np.asarray(z, dtype=np.int64)
+            flat = z.reshape(-1, z.shape[-1]).astype(object) @ weights
+            return np.array([code[int(c)] for c in flat], dtype=np.int64).reshape(z.shape[:-1])
+
+        return KernelAttentionHead(
+            rank=self.ranks[j],
+            query_features=lambda x: q[ids(x)],
+            key_features=lambda z, p: k[pos(p)][ids(z)],
+            values=lambda z, p: v[pos(p)][ids(z)],
+            readout_weights=lambda x: a[ids(x)],
+            readout_bias=lambda x: b[ids(x)],
+        )
+
+
+# ---------------------------------------------------------------------- the sweeps' factories
+
+
+def table_kernel_heads(ranks, seeds, num_tokens, length=3, **options) -> StackedHeads:
+    """E1's NKA heads (table maps, one head of rank ``ranks[j]`` per seed)."""
+    return StackedHeads(HeadConfig("table", "kernel", seeds, ranks, num_tokens=num_tokens,
+                                   length=length, **options))
+
+
+def table_softmax_heads(seeds, num_tokens, length=3, *, positional=False,
+                        **options) -> StackedHeads:
+    """E1's dense softmax heads; q, k ~ N(0, qk_std^2): a small std (0.2) keeps the initial
+    logits near 0, so gradients flow through every position (std 1 starts nearly one-hot)."""
+    return StackedHeads(HeadConfig("table", "softmax", seeds, num_tokens=num_tokens,
+                                   length=length, positional=positional, **options))
+
+
+def signed_heads(ranks, seeds, num_tokens, length=3, **options) -> StackedHeads:
+    """Chapter 8's signed heads; 'gexp' starts as the NKA head of the same seed and rank."""
+    return StackedHeads(HeadConfig("table", "signed", seeds, ranks, num_tokens=num_tokens,
+                                   length=length, **options))
+
+
+def multi_heads(heads, ranks, seeds, num_tokens, length=3, **options) -> StackedHeads:
+    """Chapter 8's models of ``heads[j]`` NKA heads of rank ``ranks[j]`` each; with one head
+    the draws are those of :func:`table_kernel_heads` but for rounding of the readout's."""
+    return StackedHeads(HeadConfig("table", "kernel", seeds, ranks, heads, num_tokens=num_tokens,
+                                   length=length, **options))
+
+
+def pool_kernel_heads(pool_size: int, ranks: Sequence[int], seeds: Sequence[int],
+                      readout: str = "overlap", value_dim: int = 16,
+                      phi_std: float = 1.0) -> StackedHeads:
+    """E2's NKA heads with table maps over a shared pool (every token seen in training)."""
+    return StackedHeads(HeadConfig("pool", "kernel", seeds, ranks,
+                                   num_tokens=check_int(pool_size, "pool_size", 1),
+                                   d=check_int(value_dim, "value_dim", 1), readout=readout,
+                                   phi_std=phi_std))
+
+
+def pool_softmax_heads(pool_size: int, seeds: Sequence[int], score_dim: int,
+                       readout: str = "overlap", value_dim: int = 16,
+                       qk_std: float = 0.2) -> StackedHeads:
+    """E2's dense heads with table scores in R^score_dim over a shared pool."""
+    return StackedHeads(HeadConfig("pool", "softmax", seeds,
+                                   num_tokens=check_int(pool_size, "pool_size", 1),
+                                   d=check_int(value_dim, "value_dim", 1), score_dim=score_dim,
+                                   readout=readout, qk_std=qk_std))
+
+
+def mlp_kernel_heads(m: int, ranks: Sequence[int], seeds: Sequence[int],
+                     hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp",
+                     encoding: str = "01", skip: bool = False,
+                     readout: str = "learned") -> StackedHeads:
+    """E2's NKA heads on m-bit tokens; ``hidden=()`` gives affine maps of the bits
+    (exp-affine features: Performer-style positive random features lie in this class)."""
+    return StackedHeads(HeadConfig("mlp", "kernel", seeds, ranks, m=m, hidden=hidden,
+                                   d=check_int(value_dim, "value_dim", 1), feature=feature,
+                                   encoding=encoding, skip=skip, readout=readout))
+
+
+def mlp_softmax_heads(m: int, seeds: Sequence[int], hidden: Sequence[int] = (64,),
+                      value_dim: int = 16, score_std: float = 0.2, encoding: str = "01",
+                      skip: bool = False, readout: str = "learned") -> StackedHeads:
+    """E2's dense heads on m-bit tokens, scores q, k in R^m from the same kind of MLP."""
+    return StackedHeads(HeadConfig("mlp", "softmax", seeds, m=check_int(m, "m", 1),
+                                   hidden=hidden, d=check_int(value_dim, "value_dim", 1),
+                                   score_dim=m, encoding=encoding, skip=skip, readout=readout,
+                                   qk_std=check_float(score_std, "score_std", 0, 100,
+                                                      low_open=True)))
+
+
+def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
+    """Partition distinct ranks into contiguous groups, each padded to its largest rank.
+
+    Minimises sum over groups of (models in group × padded rank) + overhead × groups — padded
+    feature columns cost compute, every group costs a fixed per-step overhead (kernel launches,
+    small-tensor bookkeeping). Exact dynamic programme over the sorted distinct ranks.
+    """
+    rs = sorted(set(ranks))
+    n = len(rs)
+    best = [0.0] + [math.inf] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * rs[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(rs[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
