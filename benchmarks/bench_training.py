@@ -359,8 +359,10 @@ def main(argv=None) -> None:
         models += [PlainMLPHead("softmax", m, m, s, cfg2.hidden, cfg2.value_dim) for s in seeds]
         return [x.to(device) for x in models]
 
-    compare("E2", e2_plain, lambda: [unit_models(cfg2, m, None, cfg2.readout, "both")[0]], inputs, y2, kw2, args,
-            device)
+    def e2_engine():
+        return [unit_models(cfg2, m, None, cfg2.readout, "both")[0]]
+
+    compare("E2", e2_plain, e2_engine, inputs, y2, kw2, args, device)
 
 
 if __name__ == "__main__":
