@@ -36,6 +36,7 @@ from companion.checks import (
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
+from companion.core.exact import exact_max_error
 from companion.core.task import check_convention, query_index, query_target
 
 Token = tuple[int, ...]
@@ -360,7 +361,7 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
     """max over the family of |y(X) - t(X)|, computed exactly (Fractions)."""
     check_instance(family, "family", WitnessFamily)
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets, strict=True))
+    return exact_max_error(y, family.targets)
 
 
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):

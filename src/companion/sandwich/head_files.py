@@ -25,6 +25,7 @@ from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import check_instance, check_int
 from companion.core.attention import kernel_attention, kernel_weights
+from companion.core.exact import exact_max_error
 from companion.sandwich.heads import ExactHead, tables_to_kernel_head
 from companion.sandwich.matrix import exact_rank
 
@@ -307,8 +308,7 @@ def verify_head_file(path) -> HeadReport:
         problems.append("an attention denominator is 0")
         return report
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    report.max_error = max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets,
-                                                                      strict=True))
+    report.max_error = exact_max_error(y, family.targets)
     if not report.max_error < Fraction(1, 2):
         problems.append(f"max error {float(report.max_error):.6f} >= 1/2")
     claimed = parse_rational(data["max_error"], "max_error")
