@@ -23,7 +23,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from companion.checks import check_beta, check_float, check_int
+from companion.checks import check_beta, check_float, check_int, checked_comb
 from companion.core.attention import softmax_attention
 from companion.core.constructions import softmax_min_ip_head
 from companion.core.task import check_convention, iter_sequences, query_index, query_target
@@ -54,7 +54,7 @@ def count_profiles(n: int, m: int) -> int:
     [0, w], i.e. C(m + n, n)."""
     n = check_int(n, "n (sequence length)", 1)
     m = check_int(m, "m (token width)", 1)
-    return math.comb(m + n, n)
+    return checked_comb(m + n, n, f"n={n}, m={m}")
 
 
 def overlap_profiles(n: int, m: int) -> np.ndarray:
