@@ -379,3 +379,16 @@ def test_bad_input():
         threshold_closed_form(3, 0)
     with pytest.raises(ValueError, match="d"):
         uniform_gap_error(1.0, 3, 0)
+
+
+
+def test_huge_counts_and_temperatures_are_refused_at_once():
+    import time
+
+    t = time.process_time()
+    with pytest.raises(ValueError, match="n=1000000, m=1000000"):
+        count_profiles(10**6, 10**6)
+    with pytest.raises(ValueError, match="beta"):
+        max_error(1.7e308, 3, 4)
+    assert time.process_time() - t < 1
+    assert count_profiles(2000, 3) == math.comb(2003, 2000)  # exact, a Python int

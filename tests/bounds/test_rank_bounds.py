@@ -354,3 +354,39 @@ def test_bad_inputs():
         random_code_log2_estimate(2)
     with pytest.raises(ValueError, match="w"):
         random_code_log2_estimate(100, w=99)
+
+
+# ------------------------------------------------------------------ exact stays exact
+
+BIGINT = st.integers(-2**100, 2**100)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.lists(
+    st.lists(st.one_of(BIGINT, st.builds(Fraction, BIGINT, st.integers(1, 2**64))),
+             min_size=n, max_size=n), min_size=n, max_size=n)))
+def test_trace_bound_is_exact_on_big_integers(M):
+    """Lemma D's (tr M)^2 / ||M||_F^2 against a plain-Python evaluation, also when M comes
+    as an int64 or object numpy array: never an int64 product on the way."""
+    frob = sum(Fraction(v) ** 2 for row in M for v in row)
+    if frob == 0:
+        with pytest.raises(ValueError, match="nonzero"):
+            trace_rank_bound(M)
+        return
+    want = sum(Fraction(row[i]) for i, row in enumerate(M)) ** 2 / frob
+    assert trace_rank_bound(M) == want
+    assert trace_rank_bound(np.array(M, dtype=object)) == want
+    if all(isinstance(v, int) and abs(v) < 2**62 for row in M for v in row):
+        assert trace_rank_bound(np.array(M, dtype=np.int64)) == want
+
+
+def test_trace_bound_big_entries_of_the_boundary_issue():
+    assert trace_rank_bound([[2**33, 7], [7, 2**31]]) == Fraction(
+        (2**33 + 2**31) ** 2, 2**66 + 2**62 + 98)
+    assert trace_rank_bound([[2**40, 0], [0, 2**40]]) == 2  # not "zero"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 10**6), st.fractions(min_value=Fraction(1, 10**9), max_value=10**9))
+def test_approximate_identity_bound_is_exact(N, R):
+    assert approximate_identity_bound(N, R) == Fraction(N) / (1 + Fraction(N - 1) / (R * R))

@@ -277,13 +277,15 @@ def _exact(v, name: str):
 def _integer_rows(M, name: str) -> list[list[int]]:
     """M (ints / Fractions / finite floats, list of rows or array) as integer rows: each row
     times the lcm of its denominators (the same row space), within the work limits."""
-    if isinstance(M, (str, bytes)) or M is None or np.ndim(M) == 0:
+    if isinstance(M, (str, bytes, dict)) or M is None or not hasattr(M, "__len__"):
         raise TypeError(f"{name} must be a 2-d matrix of ints or Fractions, got "
                         f"{type(M).__name__}")
     try:
         arr = np.asarray(M, dtype=object)
     except ValueError as exc:  # ragged
         raise TypeError(f"{name} must be a rectangular matrix ({exc})") from exc
+    if arr.ndim == 1 and len(arr) and all(isinstance(r, (list, tuple)) for r in arr):
+        raise TypeError(f"{name} must be a rectangular matrix (rows of unequal length)")
     if arr.ndim != 2 or 0 in arr.shape:
         raise ValueError(f"{name} must be a non-empty 2-d matrix, got shape {arr.shape}")
     rows, cols = arr.shape
