@@ -184,20 +184,6 @@ def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
     return hi
 
 
-def uniform_gap_threshold(n: int, m: int) -> float:
-    """max over gaps 1 <= d <= m of ln((n-1)(2d-1)) / d: where the profile with n-1 tokens at
-    gap d (the query's own slot among them) and one key at the minimum reaches error 1/2.
-
-    Equal to beta*(n, m) by the worst-profile theorem; see :func:`threshold_closed_form`,
-    which also covers n = 2.
-    """
-    n = check_int(n, "n (sequence length)", 3)
-    m = check_int(m, "m (token width)", 1)
-    # d >= 4 never wins: (n-1)^(d-1) >= 2^(d-1) > 2d - 1 gives ln((n-1)(2d-1))/d < ln(n-1),
-    # the d = 1 term, so the max over d <= m is the max over d <= min(m, 3) (any m, O(1))
-    return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, min(m, 3) + 1))
-
-
 # --- closed forms: the worst profile, the exact threshold and saturation ------------------
 #
 # Theorem (worst profile). For n >= 2, m >= 1, beta >= 0 the worst case over all inputs is

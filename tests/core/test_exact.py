@@ -142,3 +142,20 @@ def test_exhaustive_check_refuses_huge_enumerations():
         exhaustive_check(rank_one_head(), 3, 9)
     with pytest.raises(ValueError, match="n must be"):
         exhaustive_check(rank_one_head(), 0, 2)
+
+
+def test_exact_rank_matches_numpy_on_random_rational_matrices():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n, m, k = rng.integers(1, 8), rng.integers(1, 8), rng.integers(0, 5)
+        A = [[Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 5))) for _ in range(k)]
+             for _ in range(n)]
+        B = [[Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 5))) for _ in range(m)]
+             for _ in range(k)]
+        M = [[sum((A[i][t] * B[t][j] for t in range(k)), Fraction(0)) for j in range(m)]
+             for i in range(n)]
+        assert exact_rank(M) == np.linalg.matrix_rank(np.array(M, dtype=float))
+    # a rank-deficient matrix that floats can get wrong is exact here
+    big = Fraction(1, 3**40)
+    assert exact_rank([[1, big], [1 + big, big + big * big]]) == 1
+

@@ -35,7 +35,7 @@ from companion.checks import check_bool, check_fraction, check_instance, check_i
 from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
-from companion.core.task import all_sequences, check_convention, query_target
+from companion.core.task import check_convention, query_target
 
 __all__ = [
     "multihead_attention",
@@ -367,12 +367,6 @@ def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
     m = _check_m(m, upper=8)
     shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
     return overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
-
-
-def exhaustive_max_error(heads, m: int) -> Fraction:
-    """Exact max error over all 2^(3m) length-3 inputs in {0,1}^m (bidirectional)."""
-    m = _check_m(m, upper=5)
-    return multihead_max_error_exact(heads, all_sequences(3, m))
 
 
 # ------------------------------------------------------------ transcript comparison

@@ -300,19 +300,6 @@ def overlap_kernel_rank(values, m: int) -> int:
     return sum(math.comb(m, j) for j, c in enumerate(newton_coefficients(vals)) if c != 0)
 
 
-def overlap_kernel_matrix(values, m: int) -> np.ndarray:
-    """The matrix [P(<x,z>)] over all x, z in {0,1}^m (object array), for checks."""
-    m = check_int(m, "m", 1, 10)
-    vals = _values(values, 11)
-    if len(vals) != m + 1:
-        raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
-    toks = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
-    ov = toks @ toks.T
-    out = np.empty(ov.shape, dtype=object)
-    out.reshape(-1)[:] = [vals[int(v)] for v in ov.ravel()]
-    return out
-
-
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
     """A head on a witness family whose kernel at the key positions is kernel(<x, z>) >= 0
     (0 at the query's own position), realised with **signed** features by an exact rank

@@ -388,11 +388,6 @@ def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
     return L * H * r * (d + 1) * b
 
 
-def satisfies_rank_inequality(L: int, H: int, r: int, d: int, b: int, q: int, s: int) -> bool:
-    """L*H*r*(d+1)*b >= q*log2(s+1), decided exactly as 2**(L H r (d+1) b) >= (s+1)**q."""
-    return sketch_bits(L, H, r, d, b) >= bits_needed(q, s)
-
-
 def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int:
     """Least r >= 1 with L*H*r*(d+1)*b >= q*log2(s+1): ceil(ceil(q log2(s+1)) / (L H (d+1) b))."""
     per_rank = sketch_bits(L, H, 1, d, b)
