@@ -78,6 +78,9 @@ SKIP = {
     "companion.checks:checked_comb": "a helper whose callers check n and k first; fuzzed "
     "through count_profiles, code_size_lower_bound, code_size_upper_bound and "
     "max_code_size_gap_two",
+    **{f"companion.book:{c}": "a constant" for c in ("BOOK_WIDTH", "BOOK_DPI",
+                                                       "MIN_FONT_SIZE", "BOOK_STYLE",
+                                                       "MAX_THREADS")},
     "companion.sandwich.matrix:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
     "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
     "companion.sandwich.matrix:exact_dot": "a two-line exact inner product; fuzzed through "
@@ -337,7 +340,6 @@ OVERRIDES = {
     "companion.bounds.asymptotics:large_context_log2_limit": {"m": 12},
     "companion.bounds.code_search:search_code": {"m": 8, "candidates": 200, "max_size": 30},
     "companion.bounds.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
-    "companion.bounds.code_search:random_weight_w_words": {"m": 8, "w": 3},
     "companion.transcript.sketch:QuantisedSketchModel": {},
     "companion.experiments.e2.data:near_tie_triples": {"count": 4},
     "companion.experiments.e2.data:make_e2_data": {"m": 6, "pool_size": 40, "n_train": 20,

@@ -229,12 +229,8 @@ def _decay_bits(y: Fraction) -> int:
     return max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
 
 
-def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
-    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d).
-    Limit: d * bits(decay) <= 2**20 (:data:`MAX_EXACT_POWER_BITS`)."""
-    y = _check_decay(decay)
-    n = check_int(n, "n (sequence length)", 2)
-    d = check_int(d, "d (gap)", 1, MAX_EXACT_POWER_BITS // _decay_bits(y))
+def _uniform_gap_error_exact(y: Fraction, n: int, d: int) -> Fraction:
+    """uniform_gap_error at e^{-beta} = y, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
     u = (n - 1) * y**d
     return d * u / (1 + u)
 
@@ -319,12 +315,12 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
-    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
+    """max_{1<=d<=m} _uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
     Limit: m * bits(decay) <= 2**14 (:data:`MAX_EXACT_SCAN_BITS`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
     m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
-    return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
+    return max(_uniform_gap_error_exact(y, n, d) for d in range(1, m + 1))
 
 
 def threshold_gap(n: int, m: int) -> int:
