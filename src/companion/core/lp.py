@@ -39,7 +39,6 @@ MAX_TABLEAU = 2**18
 #: size in 64-bit words), a few seconds; the chapter's LPs use a small fraction of it. Past
 #: it the LP is refused (a bound on time, whatever the input's bit sizes or pivot count).
 MAX_LP_WORK = 5 * 10**7
-_STATS = {}
 
 
 def _matrix(A, b):
@@ -138,7 +137,6 @@ def _phase_one(M: list[list[Fraction]], rhs: list[Fraction], unit_columns=None):
         nz = [j for j, v in enumerate(pivot_row) if v != 0]
         work += rows * sum((1 + (pivot_row[j].numerator.bit_length()
                                  + pivot_row[j].denominator.bit_length()) / 64) ** 2 for j in nz)
-        _STATS["work"] = work
         if work > MAX_LP_WORK:
             raise ValueError(f"A, b: the simplex passed MAX_LP_WORK = {MAX_LP_WORK} (entry "
                              "updates times their size in 64-bit words): a system this large "
