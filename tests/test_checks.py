@@ -16,14 +16,12 @@ import pytest
 import torch
 from fuzz_harness import exception_kind
 
-from companion.bounds.codes import paley_subset
 from companion.bounds.rank_bounds import (
     nonnegative_rank_bound,
     rank_bound_from_gap_counts,
     rank_bound_from_rhos,
     sharpened_value,
 )
-from companion.bounds.witness import chain_key, without_rows, witness_family
 from companion.checks import check_array, check_device, check_mapping, check_path
 from companion.core.task import token_pool
 from companion.experiments.e1 import find_trained_model
@@ -131,23 +129,6 @@ def test_pool_inputs_checks_indices():
         pool_inputs(None, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match="device"):
         pool_inputs(pool, np.array([[0, 1, 2]]), device="nonsense")
-
-
-def test_without_rows_and_chain_key():
-    family = witness_family(paley_subset(11, 3, 11), 3, Fraction(1, 2))
-    assert len(without_rows(family, [0, 5])) == len(family) - 2
-    assert len(without_rows(family, 3)) == len(family) - 1
-    assert len(without_rows(family, [])) == len(family)
-    for bad, kind in ((len(family), ValueError), (-1, ValueError), (True, TypeError),
-                      (2.5, TypeError), ("3", TypeError), ([[1]], ValueError)):
-        with pytest.raises(kind, match="rows"):
-            without_rows(family, bad)
-    x = np.array([1, 1, 0, 1])
-    assert chain_key(x, 2).tolist() == [1, 1, 1, 0]
-    with pytest.raises(ValueError, match="level"):
-        chain_key(x, 4)
-    with pytest.raises(TypeError, match="x"):
-        chain_key([[0, 1], [1]], 1)
 
 
 def test_count_dicts_name_their_argument():

@@ -30,7 +30,6 @@ from companion.softmax import (
     threshold_closed_form_terms,
     threshold_gap,
     uniform_gap_error,
-    uniform_gap_threshold,
     worst_gap,
     worst_profile,
 )
@@ -88,7 +87,10 @@ def test_exact_threshold_below_sufficient(n):
 @pytest.mark.parametrize("n", [3, 4, 5, 7])
 def test_exact_threshold_is_the_uniform_gap_profile(n):
     for m in range(1, 7):
-        assert abs(exact_threshold(n, m) - uniform_gap_threshold(n, m)) <= 1e-9
+        # max over gaps d <= m of ln((n-1)(2d-1)) / d: where the profile with n-1 tokens at
+        # gap d and one key at the minimum reaches error 1/2
+        uniform = max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, m + 1))
+        assert abs(exact_threshold(n, m) - uniform) <= 1e-9
 
 
 def test_max_error_monotone_in_beta_and_m():
@@ -144,8 +146,6 @@ def test_bad_sizes():
         max_error(1.0, 10, 60)
     with pytest.raises(ValueError, match="n"):
         exact_threshold(1, 3)
-    with pytest.raises(ValueError, match="n"):
-        uniform_gap_threshold(2, 3)
     with pytest.raises(ValueError, match="m"):
         max_error(1.0, 3, 0)
     with pytest.raises(TypeError, match="m"):
@@ -379,3 +379,16 @@ def test_bad_input():
         threshold_closed_form(3, 0)
     with pytest.raises(ValueError, match="d"):
         uniform_gap_error(1.0, 3, 0)
+
+
+
+def test_huge_counts_and_temperatures_are_refused_at_once():
+    import time
+
+    t = time.process_time()
+    with pytest.raises(ValueError, match="n=1000000, m=1000000"):
+        count_profiles(10**6, 10**6)
+    with pytest.raises(ValueError, match="beta"):
+        max_error(1.7e308, 3, 4)
+    assert time.process_time() - t < 1
+    assert count_profiles(2000, 3) == math.comb(2003, 2000)  # exact, a Python int

@@ -22,7 +22,7 @@ import numpy as np
 __all__ = [
     "check_int", "check_positive_int", "check_int_sequence", "check_float", "check_fraction",
     "check_bool", "check_choice", "check_instance", "check_tokens", "check_token", "check_eps",
-    "check_length", "check_gap", "check_beta", "has_repeated_row", "check_array",
+    "check_length", "check_gap", "check_beta", "checked_comb", "has_repeated_row", "check_array",
     "check_mapping", "check_path", "check_device",
 ]
 
@@ -321,6 +321,28 @@ def check_gap(G, name: str = "G") -> int:
     return check_int(G, f"{name} (total gap)", 1)
 
 
+#: Largest inverse temperature: beta times an overlap must stay finite in float64 (at
+#: 1.7e308 the logits overflow and softmax gives NaN); far past saturation.
+MAX_BETA = 1e100
+
+
 def check_beta(beta) -> float:
-    """Inverse temperature beta >= 0 as a float (Proposition F)."""
-    return check_float(beta, "beta", 0)
+    """Inverse temperature beta in [0, MAX_BETA] as a float (Proposition F)."""
+    return check_float(beta, "beta", 0, MAX_BETA)
+
+
+#: Most bits of a binomial coefficient computed exactly (~0.1 s; C(2*10**6, 10**6) has two
+#: million bits and takes seconds).
+MAX_BINOMIAL_BITS = 2**18
+
+
+def checked_comb(n: int, k: int, what: str) -> int:
+    """C(n, k) for ints 0 <= k <= n, after checking that it has at most MAX_BINOMIAL_BITS bits
+    (estimated with lgamma, before computing it); `what` names the caller's arguments."""
+    k = min(k, n - k)
+    if k > 0:
+        bits = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+        if bits > MAX_BINOMIAL_BITS:
+            raise ValueError(f"{what}: the count C({n}, {k}) has ~{bits:.3g} bits, above "
+                             f"MAX_BINOMIAL_BITS = {MAX_BINOMIAL_BITS}")
+    return math.comb(n, k) if k >= 0 else 0

@@ -23,7 +23,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from companion.checks import check_beta, check_float, check_int
+from companion.checks import check_beta, check_float, check_int, checked_comb
 from companion.core.attention import softmax_attention
 from companion.core.constructions import softmax_min_ip_head
 from companion.core.task import check_convention, iter_sequences, query_index, query_target
@@ -54,7 +54,7 @@ def count_profiles(n: int, m: int) -> int:
     [0, w], i.e. C(m + n, n)."""
     n = check_int(n, "n (sequence length)", 1)
     m = check_int(m, "m (token width)", 1)
-    return math.comb(m + n, n)
+    return checked_comb(m + n, n, f"n={n}, m={m}")
 
 
 def overlap_profiles(n: int, m: int) -> np.ndarray:
@@ -184,20 +184,6 @@ def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
     return hi
 
 
-def uniform_gap_threshold(n: int, m: int) -> float:
-    """max over gaps 1 <= d <= m of ln((n-1)(2d-1)) / d: where the profile with n-1 tokens at
-    gap d (the query's own slot among them) and one key at the minimum reaches error 1/2.
-
-    Equal to beta*(n, m) by the worst-profile theorem; see :func:`threshold_closed_form`,
-    which also covers n = 2.
-    """
-    n = check_int(n, "n (sequence length)", 3)
-    m = check_int(m, "m (token width)", 1)
-    # d >= 4 never wins: (n-1)^(d-1) >= 2^(d-1) > 2d - 1 gives ln((n-1)(2d-1))/d < ln(n-1),
-    # the d = 1 term, so the max over d <= m is the max over d <= min(m, 3) (any m, O(1))
-    return max(math.log((n - 1) * (2 * d - 1)) / d for d in range(1, min(m, 3) + 1))
-
-
 # --- closed forms: the worst profile, the exact threshold and saturation ------------------
 #
 # Theorem (worst profile). For n >= 2, m >= 1, beta >= 0 the worst case over all inputs is
@@ -243,12 +229,8 @@ def _decay_bits(y: Fraction) -> int:
     return max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
 
 
-def uniform_gap_error_exact(decay, n: int, d: int) -> Fraction:
-    """uniform_gap_error at e^{-beta} = decay, exactly: (n-1) d y^d / (1 + (n-1) y^d).
-    Limit: d * bits(decay) <= 2**20 (:data:`MAX_EXACT_POWER_BITS`)."""
-    y = _check_decay(decay)
-    n = check_int(n, "n (sequence length)", 2)
-    d = check_int(d, "d (gap)", 1, MAX_EXACT_POWER_BITS // _decay_bits(y))
+def _uniform_gap_error_exact(y: Fraction, n: int, d: int) -> Fraction:
+    """uniform_gap_error at e^{-beta} = y, exactly: (n-1) d y^d / (1 + (n-1) y^d)."""
     u = (n - 1) * y**d
     return d * u / (1 + u)
 
@@ -333,12 +315,12 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
-    """max_{1<=d<=m} uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
+    """max_{1<=d<=m} _uniform_gap_error_exact(decay, n, d): the theorem's value, exactly.
     Limit: m * bits(decay) <= 2**14 (:data:`MAX_EXACT_SCAN_BITS`)."""
     y = _check_decay(decay)
     n = check_int(n, "n (sequence length)", 2)
     m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
-    return max(uniform_gap_error_exact(decay, n, d) for d in range(1, m + 1))
+    return max(_uniform_gap_error_exact(y, n, d) for d in range(1, m + 1))
 
 
 def threshold_gap(n: int, m: int) -> int:

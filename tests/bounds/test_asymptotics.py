@@ -4,6 +4,7 @@ ValueError that names the argument and states the limit."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from fractions import Fraction
@@ -14,16 +15,28 @@ import pytest
 from companion.bounds import amplification as amp
 from companion.bounds.asymptotics import (
     MAX_WIDTH,
+    BaseCode,
     base_codes,
+    code_size_lower_bound,
+    code_size_upper_bound,
     concatenate_distributions,
     every_width_rank_bound,
+    explicit_code_log2_bounds,
     explicit_code_plan,
     gap_distribution,
+    graham_sloane_code,
+    large_context_limit_bounds,
+    large_context_limit_log2_bounds,
+    large_context_lower_log2,
     log2_trace_bound,
+    max_code_size_gap_two,
     random_code_log2_estimate,
     trace_bound_from_distribution,
 )
-from companion.bounds.codes import check_code, paley_hadamard_code
+from companion.bounds.codes import check_code, gap_matrix, paley_hadamard_code
+from companion.bounds.rank_bounds import (
+    certified_rank_bound,
+)
 from companion.checks import has_repeated_row
 
 H = Fraction(1, 2)
@@ -174,3 +187,132 @@ def test_bad_arguments_are_refused():
         every_width_rank_bound(PALEY20, 0)
     with pytest.raises(ValueError):
         every_width_rank_bound(PALEY20[:1], 20)
+
+
+PALEY23 = paley_hadamard_code(23)
+SMALL = [(m, w) for m in range(4, 10) for w in range(2, m // 2 + 1) if math.comb(m, w) <= 84]
+
+
+@pytest.mark.parametrize("m, w", SMALL)
+def test_exact_code_sizes_lie_between_the_bounds(m, w):
+    A = max_code_size_gap_two(m, w)
+    assert code_size_lower_bound(m, w) <= A <= code_size_upper_bound(m, w)
+    best_class = max(len(graham_sloane_code(m, w, r)) for r in range(m))
+    assert code_size_lower_bound(m, w) <= best_class <= A
+
+
+def test_known_values_of_A():
+    # A(n, 4, w) from the tables of constant-weight codes (Brouwer et al.)
+    assert max_code_size_gap_two(7, 3) == 7
+    assert max_code_size_gap_two(8, 4) == 14
+    assert max_code_size_gap_two(9, 3) == 12
+
+
+@pytest.mark.parametrize("m, w", [(6, 3), (7, 3), (8, 4), (10, 5), (11, 4)])
+def test_graham_sloane_classes_have_all_gaps_at_least_two(m, w):
+    sizes = 0
+    for r in range(m):
+        code = graham_sloane_code(m, w, r)
+        sizes += len(code)
+        if len(code) >= 2:
+            G = gap_matrix(code)
+            assert np.all(G[~np.eye(len(code), dtype=bool)] >= 2)
+    assert sizes == math.comb(m, w)  # the classes partition the weight-w words
+
+
+def test_the_book_column_is_not_the_limit():
+    """log2(C(m, m/2)/m) is a lower bound on the limit; at m = 8 the limit is 14 > 70/8."""
+    assert large_context_lower_log2(8) == pytest.approx(math.log2(70 / 8))
+    assert max_code_size_gap_two(8, 4) == 14 > 70 / 8
+    for m in range(2, 400):
+        lo, hi = large_context_limit_log2_bounds(m)
+        assert large_context_lower_log2(m) <= lo + 1e-12
+        assert lo <= hi < lo + 1  # pinned within one bit
+
+
+def test_limit_interval_closed_forms():
+    for m in range(2, 300):
+        lo, hi = large_context_limit_bounds(m)
+        assert lo == -(-math.comb(m, m // 2) // m)
+        assert hi == math.comb(m + 1, (m + 1) // 2) // (m + 1)
+
+
+def test_theorem_e_bound_tends_to_the_code_size():
+    """For a code with all gaps >= 2: |S|^2/(|S| + |S|(|S|-1)/(n-2)^2) <= bound <= |S|."""
+    code = graham_sloane_code(8, 4, 0)
+    S = len(code)
+    for n in (3, 4, 10, 100, 10**4):
+        b = certified_rank_bound(code, n).trace_bound
+        assert S * S / (S + S * (S - 1) / (n - 2) ** 2) <= b <= S
+    assert certified_rank_bound(code, 10**6).trace_bound > S - 1e-3
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="MAX_EXACT_WORDS"):
+        max_code_size_gap_two(9, 4)
+    with pytest.raises(ValueError, match="w"):
+        code_size_upper_bound(6, 6)
+    with pytest.raises(ValueError, match="residue"):
+        graham_sloane_code(6, 3, 6)
+    with pytest.raises(TypeError, match="m"):
+        large_context_limit_bounds(8.0)
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 10])
+def test_asymptotic_table_exact_equals_float(n):
+    """The table's certified column, exactly (integer convolution, Fraction bound) and by the
+    float64 convolution: equal to 1e-9 in log2 and identical when printed to 2 decimals."""
+    widths = (24, 48, 100, 200, 500, 1000)
+    bases = base_codes(n, widths=(12, 16, 20, 24, 28), seed=0, max_size=1000)
+    exact = explicit_code_log2_bounds(bases, widths, n, exact=True)
+    floats = explicit_code_log2_bounds(bases, widths, n)
+    for m in widths:
+        assert isinstance(exact[m], Fraction)
+        log2_exact = math.log2(exact[m].numerator) - math.log2(exact[m].denominator)
+        assert log2_exact == pytest.approx(floats[m], abs=1e-9)
+        assert f"{log2_exact:.2f}" == f"{floats[m]:.2f}"
+    if n == 3:
+        assert f"{math.log2(exact[1000].numerator) - math.log2(exact[1000].denominator):.2f}" \
+            == "184.65"
+
+
+def test_concatenation_distribution_and_supermultiplicativity():
+    A = paley_hadamard_code(7)[[0, 1, 2, 8]]
+    B = paley_hadamard_code(11)[[0, 3, 5]]
+    prod = np.array([np.concatenate([a, b]) for a, b in itertools.product(A, B)])
+    assert gap_distribution(prod) == concatenate_distributions(gap_distribution(A),
+                                                               gap_distribution(B))
+    for n in (3, 4, 10):
+        assert (certified_rank_bound(prod, n).trace_bound
+                >= certified_rank_bound(A, n).trace_bound * certified_rank_bound(B, n).trace_bound)
+
+
+def test_explicit_float_and_exact_agree():
+    bases = [BaseCode.from_code("p23", PALEY23), BaseCode.from_code("p11", paley_hadamard_code(11))]
+    widths = [24, 36, 100, 240]
+    fl = explicit_code_log2_bounds(bases, widths, 3)
+    ex = explicit_code_log2_bounds(bases, widths, 3, exact=True)
+    for m in widths:
+        assert fl[m] == pytest.approx(math.log2(ex[m].numerator) - math.log2(ex[m].denominator),
+                                      abs=1e-9)
+    assert ex[24] == certified_rank_bound(PALEY23).trace_bound
+
+
+def test_large_context_limit_is_reached_by_graham_sloane_code():
+    m = 10
+    words = np.array([w for w in itertools.product([0, 1], repeat=m) if sum(w) == m // 2])
+    classes = (words @ np.arange(m)) % m
+    largest = np.bincount(classes).argmax()
+    code = words[classes == largest]
+    assert len(code) >= math.comb(m, m // 2) / m
+    assert math.log2(len(code)) >= large_context_lower_log2(m) - 1e-12
+    b = certified_rank_bound(code, n=10**6)  # every gap >= 2, so the check passes
+    assert len(code) - 1 < b.trace_bound <= len(code)
+
+
+def test_random_estimate_is_sane():
+    assert random_code_log2_estimate(1000, 3) > random_code_log2_estimate(500, 3) > 0
+    for n in (4, 6, 10):
+        assert random_code_log2_estimate(200, n) > random_code_log2_estimate(200, n - 1)
+        assert random_code_log2_estimate(200, n) < large_context_lower_log2(200) + 1
+

@@ -22,6 +22,7 @@ from companion.bounds.witness import (
     kernel_ratio_matrix,
     max_error_exact,
     verify_certificate,
+    without_rows,
     witness_family,
 )
 from companion.core.attention import KernelAttentionHead
@@ -364,3 +365,14 @@ def test_bad_inputs_name_the_argument():
         indicator_head(witness_family(PALEY7[:3]), base=1)
     with pytest.raises(ValueError, match="b must be an int in"):
         paley_subset(3, 5)
+
+
+def test_without_rows():
+    family = witness_family(paley_subset(11, 3, 11), 3, Fraction(1, 2))
+    assert len(without_rows(family, [0, 5])) == len(family) - 2
+    assert len(without_rows(family, 3)) == len(family) - 1
+    assert len(without_rows(family, [])) == len(family)
+    for bad, kind in ((len(family), ValueError), (-1, ValueError), (True, TypeError),
+                      (2.5, TypeError), ("3", TypeError), ([[1]], ValueError)):
+        with pytest.raises(kind, match="rows"):
+            without_rows(family, bad)

@@ -167,3 +167,17 @@ def test_bad_sequences_reach_the_head_as_clear_errors():
         attention.kernel_attention(rank_one_head(), np.array([[[3, 0]]]))
     with pytest.raises(ValueError, match="convention"):
         attention.kernel_attention(rank_one_head(), np.array([[[1, 0]]]), convention="middle")
+
+
+
+def test_torch_forward_refuses_negative_or_zero_sum_features():
+    torch = pytest.importorskip("torch")
+    q, k = torch.ones(2, 3), torch.ones(2, 4, 3)
+    v, a, b = torch.ones(2, 4, 2), torch.ones(2, 2), torch.zeros(2)
+    with pytest.raises(ValueError, match="query_features"):
+        attention.kernel_attention_torch(torch.zeros(2, 3), k, v, a, b)
+    with pytest.raises(ValueError, match="key_features"):
+        attention.kernel_attention_torch(q, -k, v, a, b)
+    with pytest.raises(ValueError, match="values"):
+        attention.kernel_attention_torch(q, k, v * float("nan"), a, b)
+    assert torch.equal(attention.kernel_attention_torch(q, k, v, a, b), torch.full((2,), 2.0))

@@ -5,7 +5,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from companion.core.lp import FarkasCertificate, check_farkas, check_point, feasible_point
 from companion.core.task import all_sequences, query_target
 from companion.open.level_heads import (
     LevelSolution,
@@ -15,20 +14,6 @@ from companion.open.level_heads import (
     level_solution_head,
     min_level_degree,
 )
-
-
-def test_exact_lp_point_and_certificate():
-    A = [[1, 1], [-1, 0], [0, -1]]
-    x = feasible_point(A, [4, -1, -2])
-    assert check_point(A, [4, -1, -2], x)
-    cert = feasible_point(A, [2, -1, -2])  # x >= 1, y >= 2, x + y <= 2: empty
-    assert isinstance(cert, FarkasCertificate) and check_farkas(A, [2, -1, -2], cert)
-    # a doctored certificate fails its check
-    cert.y[0] += 1
-    assert not check_farkas(A, [2, -1, -2], cert)
-    assert feasible_point([[1], [-1]], [-1, 3]) == [Fraction(-1)]  # free variables
-    with pytest.raises(ValueError, match="rectangular"):
-        feasible_point([[1, 2], [1]], [0, 0])
 
 
 def test_nka_level_heads_of_degree_one_for_small_weights():

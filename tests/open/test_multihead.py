@@ -9,11 +9,11 @@ import pytest
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import witness_family
 from companion.core.attention import kernel_attention
+from companion.core.task import all_sequences
 from companion.open.multihead import (
     answer_function_count,
     cauchy_level_max_error,
     cauchy_overlap_heads,
-    exhaustive_max_error,
     multihead_attention,
     multihead_max_error_exact,
     transcript_numbers_needed,
@@ -24,6 +24,11 @@ from companion.open.multihead import (
 @pytest.fixture(scope="module")
 def small_family():
     return witness_family(paley_subset(6, 2))
+
+
+def exhaustive_max_error(heads, m: int) -> Fraction:
+    """Exact max error over all 2^(3m) length-3 inputs in {0,1}^m (the oracle)."""
+    return multihead_max_error_exact(heads, all_sequences(3, m))
 
 
 def test_two_rank_one_heads_are_exact_on_a_witness_family(small_family):

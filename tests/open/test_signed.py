@@ -13,7 +13,6 @@ from companion.open.signed import (
     exact_rank,
     newton_coefficients,
     overlap_kernel_head,
-    overlap_kernel_matrix,
     overlap_kernel_rank,
     rank_factorisation,
     signed_attention,
@@ -23,6 +22,15 @@ from companion.open.signed import (
     signed_mediant,
     signed_rank_lower_bound,
 )
+
+
+def overlap_kernel_matrix(vals, m: int) -> np.ndarray:
+    """The matrix [P(<x,z>)] over all x, z in {0,1}^m (object array): the oracle."""
+    toks = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
+    ov = toks @ toks.T
+    out = np.empty(ov.shape, dtype=object)
+    out.reshape(-1)[:] = [vals[int(v)] for v in ov.ravel()]
+    return out
 
 
 def table_head(rng, m, rank, positional, sign=True, self_weight=True):

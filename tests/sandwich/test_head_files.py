@@ -211,3 +211,25 @@ def test_verify_head_as_a_process():
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "rank 23" in proc.stdout and "13/44" in proc.stdout
+
+
+def test_long_rationals_and_odd_paths_are_one_line_errors(tmp_path, capsys):
+    """Very long rationals are refused by their cost before the exact evaluation; a path too
+    long for the file system and an oversized file give one line each, exit 2."""
+    import time
+
+    from companion.sandwich.head_files import MAX_FILE_BYTES, main
+
+    data = json.loads(Path("results/heads/paley_rows_23_signed.json").read_text())
+    data["queries"][0]["features"][0] = "1" * 3000 + "/7"
+    long_head = tmp_path / "long.json"
+    long_head.write_text(json.dumps(data))
+    big = tmp_path / "big.json"
+    big.write_text(" " * (MAX_FILE_BYTES + 1))
+    t = time.process_time()
+    assert main([str(long_head), str(tmp_path / ("x" * 5000)), str(big)]) == 2
+    assert time.process_time() - t < 5
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3
+    assert "MAX_VERIFY_COST" in err[0] and "cannot be read" in err[1]
+    assert "MAX_FILE_BYTES" in err[2]

@@ -25,21 +25,10 @@ from companion.sandwich.matrix import (
 )
 from companion.sandwich.search import (
     exact_head_from_search,
-    rationalise,
     search_ratio_factors,
 )
 
 HALF = Fraction(1, 2)
-
-
-@pytest.fixture(scope="module")
-def single():
-    return witness_family(paley_subset(11, 3, 11), 3, HALF)
-
-
-@pytest.fixture(scope="module")
-def ladders():
-    return witness_family(paley_subset(8, 8, 19), 3, HALF)
 
 
 def _low_rank_admissible(bounds: RatioBounds, rank: int, seed: int = 0):
@@ -139,20 +128,6 @@ def test_zeros_at_two_gaps_are_not_admissible(single):
     assert head.max_error >= HALF
 
 
-def test_ladder_keys_are_scaled_bottom_keys(ladders):
-    b = ratio_bounds(ladders)
-    Q, K = indicator_factors(b)
-    head = build_exact_head(ladders, Q, K)
-    for (x, _y), (chain, gaps) in b.ladders.items():
-        if len(gaps) == 2:
-            mid = head.key_features[chain[1]]
-            bottom = K[x]
-            ratio = {m / k for m, k in zip(mid, bottom, strict=True) if k != 0}
-            assert len(ratio) == 1 and all(m == 0 for m, k in zip(mid, bottom, strict=True)
-                                           if k == 0)
-    assert max_error_exact(head.to_kernel_head(), ladders) == head.max_error < HALF
-
-
 def test_spread_products_and_the_spread_criterion():
     """P_s = sum_k u_sk u_ks on the three book families; a one-query spread exists iff
     P_s > 1 (the 23-row family has none)."""
@@ -173,46 +148,6 @@ def test_spread_products_and_the_spread_criterion():
     assert head.rank == 27 and head.nonnegative and head.max_error < HALF
 
 
-def test_search_finds_low_rank_and_nonnegative_factors(single):
-    b = ratio_bounds(single)
-    res = search_ratio_factors(b, 13, seed=1, nonnegative=True, restarts=2, rounds=20)
-    assert res.query_factor is not None and np.all(res.query_factor >= 0)
-    head = exact_head_from_search(single, res)
-    assert head.nonnegative and head.rank == 13 and head.max_error < HALF
-
-
-def test_search_reports_failure_below_the_certified_bound(single):
-    pytest.importorskip("torch")  # the search runs in torch
-    b = ratio_bounds(single)
-    bound = single.certificate.bound.rank
-    res = search_ratio_factors(b, bound - 1, seed=0, restarts=1, rounds=3)
-    assert res.query_factor is None and res.worst_violation > 0
-    with pytest.raises(ValueError, match="successful"):
-        exact_head_from_search(single, res)
-
-
-def test_exact_rank_matches_numpy_on_random_rational_matrices():
-    rng = np.random.default_rng(0)
-    for _ in range(100):
-        n, m, k = rng.integers(1, 8), rng.integers(1, 8), rng.integers(0, 5)
-        A = [[Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 5))) for _ in range(k)]
-             for _ in range(n)]
-        B = [[Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 5))) for _ in range(m)]
-             for _ in range(k)]
-        M = [[sum((A[i][t] * B[t][j] for t in range(k)), Fraction(0)) for j in range(m)]
-             for i in range(n)]
-        assert exact_rank(M) == np.linalg.matrix_rank(np.array(M, dtype=float))
-    # a rank-deficient matrix that floats can get wrong is exact here
-    big = Fraction(1, 3**40)
-    assert exact_rank([[1, big], [1 + big, big + big * big]]) == 1
-
-
-def test_rationalise_keeps_signs_and_rounds():
-    out = rationalise(np.array([[0.2, -0.3], [1e-9, 0.0]]), 1024)
-    assert out[0, 0] == Fraction(205, 1024) and out[0, 1] == Fraction(-307, 1024)
-    assert out[1, 0] == 0 and out[1, 1] == 0
-
-
 def test_bad_input(single):
     b = ratio_bounds(single)
     with pytest.raises(TypeError, match="WitnessFamily"):
@@ -223,18 +158,6 @@ def test_bad_input(single):
         admissibility_violations([[Fraction(1)]], b)
     with pytest.raises(TypeError, match="exact"):
         admissibility_violations(np.eye(14), b)
-    with pytest.raises(ValueError, match="rank must be an int in"):
-        search_ratio_factors(b, 0)
-    with pytest.raises(ValueError, match="rank must be an int in"):
-        search_ratio_factors(b, 15)
-    with pytest.raises(ValueError, match="margin"):
-        search_ratio_factors(b, 5, margin=0)
-    with pytest.raises(ValueError, match="start must be"):
-        search_ratio_factors(b, 5, start=np.ones((3, 4)))
-    with pytest.raises(ValueError, match="denominator"):
-        rationalise(np.ones((2, 2)), 0)
-    with pytest.raises(ValueError, match="finite"):
-        rationalise(np.array([[np.nan]]), 4)
     with pytest.raises(ValueError, match="s must be"):
         spread_factors(b, s=14)
     with pytest.raises(ValueError, match="fill"):
@@ -251,13 +174,3 @@ def test_bad_input(single):
     assert isinstance(build_exact_head(single, Q, K), ExactHead)
 
 
-def test_warm_start_from_an_admissible_matrix(single):
-    """A start that is already admissible at the target rank is kept (one round, restart 0)."""
-    pytest.importorskip("torch")  # the search runs in torch
-    b = ratio_bounds(single)
-    res = _low_rank_admissible(b, 9)
-    X = res.query_factor @ res.key_factor.T
-    M = X / np.diag(X)[:, None]
-    warm = search_ratio_factors(b, 9, seed=5, restarts=1, rounds=1, start=M)
-    assert warm.query_factor is not None and warm.restart == 0
-    assert exact_head_from_search(single, warm).rank == 9

@@ -21,7 +21,6 @@ from companion.transcript.bound import (
     count_transcripts,
     enumerate_answer_vectors,
     find_collision,
-    satisfies_rank_inequality,
     sketch_bits,
     smallest_feature_rank,
     verify_exhaustively,
@@ -305,8 +304,8 @@ def test_verify_exhaustively_catches_a_wrong_model():
        st.integers(1, 10**4), st.integers(1, 1000))
 def test_smallest_feature_rank_is_least_satisfying(L, H, d, b, q, s):
     r = smallest_feature_rank(L, H, d, b, q, s)
-    assert satisfies_rank_inequality(L, H, r, d, b, q, s)
-    assert r == 1 or not satisfies_rank_inequality(L, H, r - 1, d, b, q, s)
+    assert sketch_bits(L, H, r, d, b) >= bits_needed(q, s)
+    assert r == 1 or sketch_bits(L, H, r - 1, d, b) < bits_needed(q, s)
     assert 2 ** (L * H * r * (d + 1) * b) >= (s + 1) ** q
 
 

@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from companion.transcript.bound import (
     BlockConstruction,
@@ -18,6 +20,7 @@ from companion.transcript.sketch import (
     S_RANGE,
     CountingSketchModel,
     QuantisedSketchModel,
+    dequantise,
     quantise,
 )
 
@@ -119,3 +122,21 @@ def test_bad_input():
         CountingSketchModel((2, 2))
     with pytest.raises(ValueError, match="max_vectors"):
         find_forced_error(CountingSketchModel(BlockConstruction(21, 1)))
+
+
+@given(st.lists(st.floats(-10, 10), min_size=1, max_size=20), st.integers(1, 30))
+def test_quantise_codes_lie_in_range_and_round_to_the_nearest_level(values, bits):
+    codes = quantise(values, -10, 10, bits)
+    assert codes.min() >= 0 and codes.max() <= 2**bits - 1
+    step = 20 / (2**bits - 1)
+    assert np.all(np.abs(dequantise(codes, -10, 10, bits) - np.asarray(values)) <= step / 2 + 1e-9)
+
+
+def test_quantise_refuses_nan_and_dequantise_codes_out_of_range():
+    with pytest.raises(ValueError, match="values"):
+        quantise([0.5, float("nan")], 0, 1, 8)
+    for codes in ([256], [-1]):
+        with pytest.raises(ValueError, match="codes"):
+            dequantise(codes, 0, 1, 8)
+    with pytest.raises(TypeError, match="codes"):
+        dequantise([0.5], 0, 1, 8)

@@ -28,7 +28,7 @@ import numpy as np
 from companion.bounds.amplification import best_chain_factor, log2_rho_table
 from companion.bounds.code_search import search_code
 from companion.bounds.codes import check_code, paley_hadamard_code
-from companion.checks import check_instance, check_int, check_int_sequence
+from companion.checks import check_instance, check_int, check_int_sequence, checked_comb
 
 #: Largest token width the asymptotic curves accept (m_max, widths, m): their cost is linear
 #: in m (knapsack, convolutions, factorial tables) and the book goes to m = 1000.
@@ -344,7 +344,7 @@ def code_size_lower_bound(m: int, w: int) -> int:
     """ceil(C(m, w)/m) <= A(m, w): the largest of the m Graham-Sloane classes has this many."""
     m = check_int(m, "m (token width)", 2)
     w = check_int(w, "w (weight)", 1, m - 1)
-    return -(-math.comb(m, w) // m)
+    return -(-checked_comb(m, w, f"m={m}, w={w}") // m)
 
 
 def code_size_upper_bound(m: int, w: int) -> int:
@@ -352,7 +352,7 @@ def code_size_upper_bound(m: int, w: int) -> int:
     words sharing w-1 ones have gap 1) and each codeword contains w of them."""
     m = check_int(m, "m (token width)", 2)
     w = check_int(w, "w (weight)", 1, m - 1)
-    return math.comb(m, w - 1) // w
+    return checked_comb(m, w - 1, f"m={m}, w={w}") // w
 
 
 #: Largest width of :func:`large_context_limit_bounds`: it takes two binomials per weight
@@ -382,7 +382,7 @@ def max_code_size_gap_two(m: int, w: int) -> int:
     words (C(m, w) <= MAX_EXACT_WORDS): the largest set with every pairwise overlap <= w - 2."""
     m = check_int(m, "m (token width)", 2)
     w = check_int(w, "w (weight)", 1, m - 1)
-    if math.comb(m, w) > MAX_EXACT_WORDS:
+    if checked_comb(m, w, f"m={m}, w={w}") > MAX_EXACT_WORDS:
         raise ValueError(f"C(m, w) = {math.comb(m, w)} words exceeds MAX_EXACT_WORDS = "
                          f"{MAX_EXACT_WORDS} for the exhaustive search; choose smaller m or w")
     words = [sum(1 << i for i in c) for c in itertools.combinations(range(m), w)]

@@ -37,14 +37,8 @@ class CodeSearchResult:
     greedy_size: int  # size before expurgation
 
 
-def random_weight_w_words(m: int, w: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` uniformly random weight-w words of {0,1}^m (with possible repeats).
-    Limits: m <= 64, count <= 10**5 (:data:`MAX_CANDIDATES`)."""
-    m = check_int(m, "m", 1, MAX_SEARCH_WIDTH)
-    w = check_int(w, "w (weight)", 0, m)
-    count = check_int(count, "count", 0, MAX_CANDIDATES)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+def _random_weight_w_words(m: int, w: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` uniformly random weight-w words of {0,1}^m (with possible repeats)."""
     keys = rng.random((count, m))
     idx = np.argsort(keys, axis=1)[:, :w]
     words = np.zeros((count, m), dtype=np.int64)
@@ -63,7 +57,7 @@ def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4
     candidates = check_int(candidates, "candidates", 1, MAX_CANDIDATES)
     max_size = check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
     rng = np.random.default_rng(check_int(seed, "seed", 0))
-    words = random_weight_w_words(m, w, candidates, rng)
+    words = _random_weight_w_words(m, w, candidates, rng)
     kept = np.zeros((max_size, m), dtype=np.int64)
     size = 0
     limit = w - min_gap

@@ -39,15 +39,6 @@ def gap_matrix(S) -> np.ndarray:
     return w - arr @ arr.T
 
 
-def overlap_spectrum(S) -> dict[int, int]:
-    """{overlap j: number of unordered pairs x != y of S with <x,y> = j}."""
-    arr, _ = check_code(S)
-    gram = arr @ arr.T
-    iu = np.triu_indices(len(arr), k=1)
-    values, counts = np.unique(gram[iu], return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
-
-
 def _is_prime(q: int) -> bool:
     return q >= 2 and all(q % d for d in range(2, int(q**0.5) + 1))
 

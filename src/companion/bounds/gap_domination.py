@@ -105,9 +105,8 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1) -> float:
 # --------------------------------------------------------------------------- sequences
 
 
-def key_positions(n: int, convention: str = "bidirectional") -> list[int]:
-    """The n-1 key positions (0-based): every position but the query's. Limit: n <= 10**6."""
-    n = check_int(n, "n", 2, 10**6)
+def _key_positions(n: int, convention: str) -> list[int]:
+    """The n-1 key positions (0-based): every position but the query's."""
     q = query_index(n, convention)
     return [p for p in range(n) if p != q]
 
@@ -148,7 +147,7 @@ def mixed_sequences(x, z, z_prime, k: int, l: int,
     n = 1 + k + l
     keys = np.where(places[:, :, None], z[None, None, :], z_prime[None, None, :])
     seqs = np.empty((len(places), n, x.shape[0]), dtype=np.int64)
-    seqs[:, key_positions(n, convention), :] = keys
+    seqs[:, _key_positions(n, convention), :] = keys
     seqs[:, query_index(n, convention), :] = x
     return seqs
 

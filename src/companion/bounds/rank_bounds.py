@@ -50,10 +50,10 @@ def trace_rank_bound(M):
     float for float entries."""
     arr = _square_matrix(M)
     exact = arr.dtype == object or np.issubdtype(arr.dtype, np.integer)
-    if exact:
-        entries = [Fraction(v) for v in arr.ravel()]
-        trace = sum((Fraction(v) for v in np.diagonal(arr)), Fraction(0))
-        frob = sum((v * v for v in entries), Fraction(0))
+    if exact:  # tolist(): Python ints and Fractions, never an int64 product
+        rows = [[Fraction(v) for v in row] for row in arr.tolist()]
+        trace = sum((row[i] for i, row in enumerate(rows)), Fraction(0))
+        frob = sum((v * v for row in rows for v in row), Fraction(0))
     else:
         trace, frob = float(np.trace(arr)), float(np.sum(arr.astype(np.float64) ** 2))
     if frob == 0:

@@ -32,10 +32,10 @@ from companion.checks import (
     check_instance,
     check_int,
     check_length,
-    check_token,
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
+from companion.core.exact import exact_max_error
 from companion.core.task import check_convention, query_index, query_target
 
 Token = tuple[int, ...]
@@ -114,13 +114,11 @@ class WitnessFamily:
         return len(self.sequences)
 
 
-def chain_key(x: np.ndarray, level: int) -> np.ndarray:
-    """The key with overlap `level` with x: the complement of x plus x's first `level` ones."""
-    x = check_token(x, "x")
+def _chain_key(x: np.ndarray, level: int) -> np.ndarray:
+    """The key with overlap `level` (<= |x|) with x: the complement of x plus x's first
+    `level` ones."""
     z = 1 - x
-    ones = np.flatnonzero(x)
-    level = check_int(level, "level", 0, len(ones))  # at most |x| = the ones of x
-    z[ones[:level]] = 1
+    z[np.flatnonzero(x)[:level]] = 1
     return z
 
 
@@ -154,7 +152,7 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             levels = np.cumsum((0,) + chain_gaps).tolist()
             for lv in levels[1:-1]:
                 if lv not in level_keys:
-                    level_keys[lv] = tuple(chain_key(x, lv).tolist())
+                    level_keys[lv] = tuple(_chain_key(x, lv).tolist())
             tokens = [level_keys[lv] for lv in levels[:-1]] + [comp[j]]
             chains[(i, j)] = tuple(tokens)
             gaps[(i, j)] = chain_gaps
@@ -360,7 +358,7 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
     """max over the family of |y(X) - t(X)|, computed exactly (Fractions)."""
     check_instance(family, "family", WitnessFamily)
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    return max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets, strict=True))
+    return exact_max_error(y, family.targets)
 
 
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):

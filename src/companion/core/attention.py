@@ -262,6 +262,21 @@ def kernel_attention_torch(query_features, key_features, values, readout_weights
                     ("readout_bias", readout_bias)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    alpha = torch.einsum("...r,...nr->...n", query_features, key_features)
-    scores = torch.einsum("...nd,...d->...n", values, readout_weights)
-    return (alpha * scores).sum(-1) / alpha.sum(-1) + readout_bias
+        if t.dtype == torch.bool or t.is_complex() or not torch.isfinite(t).all():
+            raise ValueError(f"{name} must be a finite real tensor")
+    for name, t in (("query_features", query_features), ("key_features", key_features)):
+        if (t < 0).any():
+            raise ValueError(f"{name} must be >= 0 (nonnegative kernel attention)")
+    try:
+        alpha = torch.einsum("...r,...nr->...n", query_features, key_features)
+        scores = torch.einsum("...nd,...d->...n", values, readout_weights)
+        total = alpha.sum(-1)
+        out = (alpha * scores).sum(-1) / total + readout_bias
+    except RuntimeError as exc:  # shapes that do not fit together
+        raise ValueError(f"query_features, key_features, values, readout_weights and "
+                         f"readout_bias do not fit together: {exc}") from exc
+    if (total == 0).any():
+        raise ValueError("query_features: the attention weights sum to 0 on some input (a "
+                         "query feature vector orthogonal to every key, e.g. all zero): the "
+                         "head is undefined there")
+    return out

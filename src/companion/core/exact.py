@@ -13,12 +13,18 @@ arithmetic, never in floats.
 
   Nothing is rounded: a head reported as solving a family has exact max error < 1/2 there. A
   vanishing denominator (possible only for signed features) is refused: the head then defines
-  no output on that input, so it cannot count as a solution."""
+  no output on that input, so it cannot count as a solution.
+* One exact linear algebra for every chapter: :func:`exact_rank`, :func:`rank_factorisation`
+  and :func:`solve` share one fraction-free Gauss-Jordan elimination over Python integers
+  (every division exact, entries stay minors of the integer matrix), and
+  :func:`exact_max_error` is the one exact max |y - t| over Fractions."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
+from numbers import Rational
 
 import numpy as np
 
@@ -27,7 +33,8 @@ from companion.core.attention import KernelAttentionHead, kernel_attention_integ
 from companion.core.task import check_convention, iter_sequences, query_target
 
 __all__ = ["ExhaustiveCheck", "exhaustive_check", "HeadTables", "exact_table_outputs",
-           "exact_table_max_error"]
+           "exact_table_max_error", "exact_rank", "rank_factorisation", "solve",
+           "exact_max_error"]
 
 
 #: Largest exhaustive check (number of sequences) the functions here accept: 2**22 (~7 s on
@@ -219,4 +226,173 @@ def exact_table_max_error(tables: HeadTables, token_ids, targets) -> Fraction:
         raise ValueError(f"targets must be ints of shape ({len(ids)},), got {targets.shape} "
                          f"{targets.dtype}")
     outputs, _ = exact_table_outputs(tables, ids)
-    return max(abs(y - int(t)) for y, t in zip(outputs, targets.tolist()))
+    return exact_max_error(outputs, targets)
+
+
+# --------------------------------------------------------------------------- linear algebra
+
+#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (the book's
+#: largest is the 46 x 130 kernel table of the |S| = 46 head: 275,080).
+MAX_EXACT_WORK = 2**22
+#: Most cost units of one elimination: step j makes (rows - j)(cols - j) entries, minors of
+#: ~j * b bits (b: the largest integer entry's bits after clearing each row's denominators,
+#: plus log2 of the size), and a product and exact division of B-bit numbers costs about
+#: 1 + (B/64)^2 units (CPython divides in quadratic time). So big rationals are limited by
+#: their bit size, not only by the shape. ~30-50 million units a second on one core; the
+#: book's largest (46 x 130, 162-bit entries) costs 2.6e8.
+MAX_EXACT_COST = 3 * 10**8
+
+
+def _bit_cap(rows: int, cols: int) -> int:
+    """The largest entry bit size b whose elimination cost stays within MAX_EXACT_COST."""
+    k = min(rows, cols)
+
+    def cost(bits: int) -> float:
+        b = bits + k.bit_length()
+        return sum((rows - j) * (cols - j) * (1 + (j * b / 64) ** 2) for j in range(1, k + 1))
+
+    lo, hi = 0, 2**24
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if cost(mid) <= MAX_EXACT_COST else (lo, mid - 1)
+    return lo
+
+
+def _exact(v, name: str):
+    """v as an int or Fraction (finite floats read exactly; numpy ints through int(): never an
+    int64 on the way)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must hold ints or Fractions (exact), got bool")
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, Rational):
+        return Fraction(int(v.numerator), int(v.denominator))
+    if isinstance(v, (float, np.floating)):
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must hold finite numbers, got {v}")
+        return Fraction(float(v))
+    raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
+
+
+def _integer_rows(M, name: str) -> list[list[int]]:
+    """M (ints / Fractions / finite floats, list of rows or array) as integer rows: each row
+    times the lcm of its denominators (the same row space), within the work limits."""
+    if isinstance(M, (str, bytes, dict)) or M is None or not hasattr(M, "__len__"):
+        raise TypeError(f"{name} must be a 2-d matrix of ints or Fractions, got "
+                        f"{type(M).__name__}")
+    try:
+        arr = np.asarray(M, dtype=object)
+    except ValueError as exc:  # ragged
+        raise TypeError(f"{name} must be a rectangular matrix ({exc})") from exc
+    if arr.ndim == 1 and len(arr) and all(isinstance(r, (list, tuple)) for r in arr):
+        raise TypeError(f"{name} must be a rectangular matrix (rows of unequal length)")
+    if arr.ndim != 2 or 0 in arr.shape:
+        raise ValueError(f"{name} must be a non-empty 2-d matrix, got shape {arr.shape}")
+    rows, cols = arr.shape
+    k = min(rows, cols)
+    work = rows * cols * k
+    if work > MAX_EXACT_WORK:
+        raise ValueError(f"{name} has shape {arr.shape}: rows x columns x min(rows, columns) "
+                         f"= {work} exceeds MAX_EXACT_WORK = {MAX_EXACT_WORK}")
+    cap = _bit_cap(rows, cols)
+    out = []
+    for i, row in enumerate(arr.tolist()):
+        row = [_exact(v, name) for v in row]
+        den, d_bits = 1, 0
+        for v in row:  # stop early on lower bounds of the cleared entries' size
+            if isinstance(v, Fraction):
+                den = math.lcm(den, v.denominator)
+                d_bits = max(d_bits, v.denominator.bit_length())
+                if (abs(v.numerator).bit_length() > cap + 1
+                        or den.bit_length() - d_bits - 1 > cap):
+                    break
+            elif abs(v).bit_length() > cap:
+                break
+        else:
+            ints = [int(v * den) for v in row]
+            if max(abs(v) for v in ints).bit_length() <= cap:
+                out.append(ints)
+                continue
+        raise ValueError(f"{name}: row {i} has entries of more than {cap} bits after clearing "
+                         f"its denominators, the most a {rows} x {cols} matrix may have "
+                         f"(MAX_EXACT_COST = {MAX_EXACT_COST}); limit the entries' bit size")
+    return out
+
+
+def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
+            ) -> tuple[list[list[int]], list[int], int]:
+    """Fraction-free Gauss-Jordan on the first ``ncols`` columns (in place): returns (mat,
+    pivot columns, d) with the pivot rows first; each pivot entry equals d and the other
+    entries of a pivot column are 0, so mat[i] / d is the reduced row echelon form. Every
+    division by the previous pivot is exact (the entries are minors of the input). With
+    ``jordan=False`` only the rows below a pivot are cleared (Bareiss: enough for the rank,
+    about half the work)."""
+    prev, rank = 1, 0
+    pivots = []
+    for c in range(ncols):
+        i = next((i for i in range(rank, len(mat)) if mat[i][c] != 0), None)
+        if i is None:
+            continue
+        mat[rank], mat[i] = mat[i], mat[rank]
+        prow = mat[rank]
+        p = prow[c]
+        for i in range(0 if jordan else rank + 1, len(mat)):
+            row = mat[i]
+            if i == rank:
+                continue
+            a = row[c]
+            mat[i] = [(p * u - a * v) // prev for u, v in zip(row, prow)]
+        prev = p
+        pivots.append(c)
+        rank += 1
+    return mat, pivots, prev
+
+
+def exact_rank(M) -> int:
+    """Rank over Q of a matrix of ints / Fractions (finite floats read exactly), by
+    fraction-free elimination. Limits: shape work (MAX_EXACT_WORK) and minor bit size
+    (MAX_MINOR_BITS, MAX_EXACT_BIT_WORK)."""
+    rows = _integer_rows(M, "M")
+    return len(_reduce(rows, len(rows[0]), jordan=False)[1])
+
+
+def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
+    """Exact M = U V^T with U (rows, rank) = M's pivot columns and V (cols, rank) = the
+    reduced row echelon form's nonzero rows, transposed (object arrays of Fractions)."""
+    rows = _integer_rows(M, "M")
+    original = np.asarray(M, dtype=object)
+    red, pivots, d = _reduce([list(r) for r in rows], len(rows[0]))
+    U = np.array([[_as_fraction(original[i, c]) for c in pivots]
+                  for i in range(len(rows))], dtype=object).reshape(len(rows), len(pivots))
+    V = np.array([[Fraction(v, d) for v in red[k]] for k in range(len(pivots))],
+                 dtype=object).reshape(len(pivots), len(rows[0])).T
+    return U, V
+
+
+def _as_fraction(v) -> Fraction:
+    v = _exact(v, "M")
+    return v if isinstance(v, Fraction) else Fraction(v)
+
+
+def solve(A, b) -> list[Fraction] | None:
+    """The solution of the square system A x = b (Fractions), None if A is singular.
+    Unchecked: an exact kernel of the constructions (A, b of ints / Fractions)."""
+    n = len(A)
+    rows = []
+    for row, v in zip(A, b, strict=True):
+        row = [Fraction(u) for u in row] + [Fraction(v)]
+        den = math.lcm(*(u.denominator for u in row))
+        rows.append([int(u * den) for u in row])
+    red, pivots, d = _reduce(rows, n)
+    if len(pivots) < n:
+        return None
+    return [Fraction(red[i][n], d) for i in range(n)]
+
+
+def exact_max_error(outputs, targets) -> Fraction:
+    """max_i |y_i - t_i| over paired outputs (ints / Fractions) and integer targets, exactly
+    (every target through int(): never an int64 subtraction)."""
+    return max(abs(_as_fraction(y) - int(t))
+               for y, t in zip(np.ravel(np.asarray(outputs, dtype=object)).tolist(),
+                               np.ravel(np.asarray(targets, dtype=object)).tolist(),
+                               strict=True))

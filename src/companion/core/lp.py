@@ -32,6 +32,13 @@ class FarkasCertificate:
 
 #: Most entries of A (dense Fraction tableau): the chapter's largest LP has ~6,000.
 MAX_LP_ENTRIES = 2**16
+#: Most cells of the tableau (rows x (2 cols + rows)): the slack columns make it quadratic in
+#: the number of rows.
+MAX_TABLEAU = 2**18
+#: Most simplex work (each pivot: rows x the pivot row's nonzero entries, each weighted by its
+#: size in 64-bit words), a few seconds; the chapter's LPs use a small fraction of it. Past
+#: it the LP is refused (a bound on time, whatever the input's bit sizes or pivot count).
+MAX_LP_WORK = 5 * 10**7
 
 
 def _matrix(A, b):
@@ -43,6 +50,9 @@ def _matrix(A, b):
         raise ValueError("A must be a non-empty list of rows with one b entry per row")
     if len({len(r) for r in A}) != 1 or not len(A[0]) or len(A) * len(A[0]) > MAX_LP_ENTRIES:
         raise ValueError(f"A must be rectangular with 1 to {MAX_LP_ENTRIES} entries")
+    if len(A) * (2 * len(A[0]) + len(A)) > MAX_TABLEAU:
+        raise ValueError(f"A has {len(A)} rows and {len(A[0])} columns: its simplex tableau "
+                         f"would exceed MAX_TABLEAU = {MAX_TABLEAU} cells")
     A = [[check_fraction(v, "A[i][j]") for v in row] for row in A]
     b = [check_fraction(v, "b[i]") for v in b]
     return A, b
@@ -107,7 +117,7 @@ def _phase_one(M: list[list[Fraction]], rhs: list[Fraction], unit_columns=None):
             obj[j] -= T[r][j]
     for idx in range(len(artificial)):
         obj[cols + idx] = Fraction(0)
-    degenerate = 0
+    degenerate = work = 0
     while True:
         candidates = [j for j in range(width) if obj[j] < 0]
         if not candidates:
@@ -125,6 +135,12 @@ def _phase_one(M: list[list[Fraction]], rhs: list[Fraction], unit_columns=None):
         piv = T[leave][enter]
         pivot_row = [v / piv for v in T[leave]]
         nz = [j for j, v in enumerate(pivot_row) if v != 0]
+        work += rows * sum((1 + (pivot_row[j].numerator.bit_length()
+                                 + pivot_row[j].denominator.bit_length()) / 64) ** 2 for j in nz)
+        if work > MAX_LP_WORK:
+            raise ValueError(f"A, b: the simplex passed MAX_LP_WORK = {MAX_LP_WORK} (entry "
+                             "updates times their size in 64-bit words): a system this large "
+                             "or with entries this long is beyond the exact LP")
         T[leave] = pivot_row
         for r in range(rows):
             f = T[r][enter]

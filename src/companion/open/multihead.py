@@ -33,8 +33,9 @@ import numpy as np
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_bool, check_fraction, check_instance, check_int, check_tokens
 from companion.core.attention import KernelAttentionHead, kernel_attention
+from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
-from companion.core.task import all_sequences, check_convention, query_target
+from companion.core.task import check_convention, query_target
 
 __all__ = [
     "multihead_attention",
@@ -87,7 +88,7 @@ def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> F
         raise ValueError("sequences must hold at least one sequence")
     y = multihead_attention(heads, sequences, convention, exact=True)
     t = query_target(sequences, convention)
-    return max(abs(Fraction(v) - int(tt)) for v, tt in zip(np.ravel(y), np.ravel(t)))
+    return exact_max_error(y, t)
 
 
 # --------------------------------------------------------------- two heads on a witness
@@ -229,7 +230,8 @@ def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fr
         t = list(shifts[:H])
         # Psi[s][h] = 1 / (s + 2 t_h); solve C Psi^T = I, i.e. C = (Psi^T)^-1
         psi = [[1 / (s + 2 * th) for th in t] for s in sums]
-        inv = _inverse([[psi[s][h] for s in range(H)] for h in range(H)])  # (Psi^T)^-1
+        # row s0 of (Psi^T)^-1 solves Psi c = e_s0
+        inv = [solve(psi, [Fraction(int(s == s0)) for s in sums]) for s0 in sums]
         # delta_{s0}(s) = sum_h C[s0][h] psi_h(s) with C = inv (rows s0)
         P = [[Fraction(0)] * (w + 1) for _ in range(len(shifts))]
         for s0 in sums:
@@ -239,24 +241,6 @@ def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fr
                     P[h][a] += inv[s0][h] * g
         out[w] = P
     return out
-
-
-def _inverse(A: list[list[Fraction]]) -> list[list[Fraction]]:
-    """Exact inverse by Gauss-Jordan elimination."""
-    n = len(A)
-    M = [list(row) + [Fraction(int(i == j)) for j in range(n)] for i, row in enumerate(A)]
-    for c in range(n):
-        piv = next((r for r in range(c, n) if M[r][c] != 0), None)
-        if piv is None:
-            raise ValueError("matrix is singular")
-        M[c], M[piv] = M[piv], M[c]
-        inv_p = 1 / M[c][c]
-        M[c] = [v * inv_p for v in M[c]]
-        for r in range(n):
-            if r != c and M[r][c] != 0:
-                f = M[r][c]
-                M[r] = [vr - f * vc for vr, vc in zip(M[r], M[c])]
-    return [row[n:] for row in M]
 
 
 def _overlap_heads(m: int, P: dict, shifts) -> tuple[KernelAttentionHead, ...]:
@@ -383,12 +367,6 @@ def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
     m = _check_m(m, upper=8)
     shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
     return overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
-
-
-def exhaustive_max_error(heads, m: int) -> Fraction:
-    """Exact max error over all 2^(3m) length-3 inputs in {0,1}^m (bidirectional)."""
-    m = _check_m(m, upper=5)
-    return multihead_max_error_exact(heads, all_sequences(3, m))
 
 
 # ------------------------------------------------------------ transcript comparison

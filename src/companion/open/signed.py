@@ -22,7 +22,8 @@ What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check ea
   and Lemma B fails: :func:`signed_link_counterexample` is a rank-1 head with error 2/5 on a
   gap-4 link whose weight ratio is 1 (Lemma B demands 4). No bound is known: open.
 
-Also here: exact rank and rank factorisation of rational matrices, and the exact rank of a
+Also here (with :func:`companion.core.exact.exact_rank` and
+:func:`companion.core.exact.rank_factorisation`, re-exported for chapter 8): the exact rank of a
 kernel that is a function of the overlap (the sum of C(m, j) over the nonzero forward
 differences Delta^j P(0)), used to show signed *features* with a nonnegative kernel
 (``prf:prop-overlap-rank``).
@@ -49,6 +50,7 @@ from companion.checks import (
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead
+from companion.core.exact import exact_max_error, exact_rank, rank_factorisation  # noqa: F401
 from companion.core.task import check_convention, query_index
 
 __all__ = [
@@ -58,8 +60,6 @@ __all__ = [
     "signed_rank_lower_bound",
     "signed_mediant",
     "signed_link_counterexample",
-    "exact_rank",
-    "rank_factorisation",
     "newton_coefficients",
     "overlap_kernel_rank",
     "overlap_kernel_head",
@@ -71,8 +71,6 @@ SIGNED_SETTINGS = ("nka", "positive", "shared_keys", "position_dependent")
 #: Most sequences one evaluation accepts (float / exact: Python Fractions, ~0.5 ms each).
 MAX_SIGNED_SEQUENCES = 2**20
 MAX_EXACT_SEQUENCES = 2**12
-#: Most entries of a matrix :func:`exact_rank` accepts (Gauss-Jordan over Fractions).
-MAX_EXACT_ENTRIES = 2**14
 
 
 def _check_head(head) -> KernelAttentionHead:
@@ -166,7 +164,7 @@ def signed_max_error_exact(head, sequences, targets, convention="bidirectional",
         raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
     if t.shape != np.shape(y) or not np.issubdtype(t.dtype, np.integer):
         raise ValueError(f"targets must have shape {np.shape(y)}, got {t.shape}")
-    return max(abs(Fraction(v) - int(tt)) for v, tt in zip(np.ravel(y), np.ravel(t)))
+    return exact_max_error(y, t)
 
 
 def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
@@ -265,63 +263,6 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
     return head, x, z, zp
 
 
-# ------------------------------------------------------------------ exact linear algebra
-
-
-def _fraction_matrix(M) -> list[list[Fraction]]:
-    if isinstance(M, (str, bytes)) or M is None:
-        raise TypeError(f"M must be a 2-d array of ints or Fractions, got {type(M).__name__}")
-    try:
-        arr = np.asarray(M, dtype=object)
-    except ValueError as exc:
-        raise TypeError(f"M must be a rectangular array ({exc})") from exc
-    if arr.ndim != 2 or 0 in arr.shape or arr.size > MAX_EXACT_ENTRIES:
-        raise ValueError(f"M must be a non-empty 2-d array of at most {MAX_EXACT_ENTRIES} "
-                         f"entries, got shape {arr.shape}")
-    if np.issubdtype(np.asarray(M).dtype, np.complexfloating):
-        raise TypeError("M must be real")
-    try:
-        return [[check_fraction(v, "M[i, j]") for v in row] for row in arr.tolist()]
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"M must hold finite ints, Fractions or floats: {exc}") from exc
-
-
-def _row_echelon(rows: list[list[Fraction]]) -> tuple[list[list[Fraction]], list[int]]:
-    rows = [list(r) for r in rows]
-    pivots, rank = [], 0
-    ncols = len(rows[0])
-    for c in range(ncols):
-        piv = next((i for i in range(rank, len(rows)) if rows[i][c] != 0), None)
-        if piv is None:
-            continue
-        rows[rank], rows[piv] = rows[piv], rows[rank]
-        inv = 1 / rows[rank][c]
-        rows[rank] = [v * inv for v in rows[rank]]
-        for i in range(len(rows)):
-            if i != rank and rows[i][c] != 0:
-                f = rows[i][c]
-                rows[i] = [vi - f * vr for vi, vr in zip(rows[i], rows[rank])]
-        pivots.append(c)
-        rank += 1
-    return rows[:rank], pivots
-
-
-def exact_rank(M) -> int:
-    """Rank of a matrix of ints / Fractions, exactly (Gauss-Jordan over the rationals)."""
-    _, pivots = _row_echelon(_fraction_matrix(M))
-    return len(pivots)
-
-
-def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
-    """Exact M = U V^T with U (rows, rank) = M's pivot columns and V (cols, rank) = the
-    reduced row echelon form's nonzero rows, transposed (object arrays of Fractions)."""
-    rows = _fraction_matrix(M)
-    rref, pivots = _row_echelon(rows)
-    U = np.array([[row[c] for c in pivots] for row in rows], dtype=object)
-    V = np.array(rref, dtype=object).T
-    return U, V
-
-
 # ----------------------------------------------------- kernels that depend on the overlap
 
 
@@ -357,19 +298,6 @@ def overlap_kernel_rank(values, m: int) -> int:
     if len(vals) != m + 1:
         raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
     return sum(math.comb(m, j) for j, c in enumerate(newton_coefficients(vals)) if c != 0)
-
-
-def overlap_kernel_matrix(values, m: int) -> np.ndarray:
-    """The matrix [P(<x,z>)] over all x, z in {0,1}^m (object array), for checks."""
-    m = check_int(m, "m", 1, 10)
-    vals = _values(values, 11)
-    if len(vals) != m + 1:
-        raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
-    toks = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
-    ov = toks @ toks.T
-    out = np.empty(ov.shape, dtype=object)
-    out.reshape(-1)[:] = [vals[int(v)] for v in ov.ravel()]
-    return out
 
 
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):

@@ -25,6 +25,7 @@ from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import check_instance, check_int
 from companion.core.attention import kernel_attention, kernel_weights
+from companion.core.exact import exact_max_error
 from companion.sandwich.heads import ExactHead, tables_to_kernel_head
 from companion.sandwich.matrix import exact_rank
 
@@ -32,6 +33,13 @@ FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
 #: Longest rational string read (Python refuses ints of more than 4300 digits by default).
 MAX_RATIONAL_CHARS = 4000
+#: Largest head file read (the book's largest is 105 KB).
+MAX_FILE_BYTES = 4 * 2**20
+#: Most verification work: inputs x rank x (1 + bits / 64)^2, bits the longest rational's
+#: numerator plus denominator bits (exact arithmetic costs about the square of the size).
+#: The book's largest head costs 1.1e6 (a few seconds); a file of very long rationals is
+#: refused before the evaluation instead of running for hours.
+MAX_VERIFY_COST = 2 * 10**6
 #: Largest feature rank a head file may claim (the tables are |S| x rank; the book's
 #: largest rank is 45).
 MAX_FILE_RANK = 4096
@@ -44,14 +52,17 @@ def _check_path(path) -> Path:
 
 
 def _read_json(path: Path):
-    if not path.is_file():
-        raise ValueError(f"path must be an existing head file, got {str(path)!r}")
     try:
+        if not path.is_file():
+            raise ValueError(f"path must be an existing head file, got {str(path)!r}")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"path {str(path)!r} has {path.stat().st_size} bytes, above "
+                             f"MAX_FILE_BYTES = {MAX_FILE_BYTES}")
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"path {str(path)!r} is not valid JSON: {exc}") from exc
     except OSError as exc:
-        raise ValueError(f"path {str(path)!r} cannot be read: {exc}") from exc
+        raise ValueError(f"path {str(path)!r:.200} cannot be read: {exc.strerror}") from exc
 
 
 def _rational_str(v: Fraction) -> str:
@@ -64,7 +75,8 @@ def parse_rational(text, name: str) -> Fraction:
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str (the field's name), got {name!r:.60}")
     if not isinstance(text, str) or len(text) > MAX_RATIONAL_CHARS or not _RATIONAL.match(text):
-        raise ValueError(f"{name} must be an exact rational string 'p' or 'p/q', got {text!r}")
+        raise ValueError(f"{name} must be an exact rational string 'p' or 'p/q' of at most "
+                         f"{MAX_RATIONAL_CHARS} characters, got {text!r:.80}")
     return Fraction(text)
 
 
@@ -278,6 +290,14 @@ def verify_head_file(path) -> HeadReport:
     """
     data, family, (Q, key_features, self_f, scale, bias) = load_head_file(path)
     r = data["rank"]
+    values = [*Q.ravel(), *self_f.ravel(), *scale, *bias,
+              *(v for t in key_features.values() for v in t)]
+    bits = max(abs(v.numerator).bit_length() + v.denominator.bit_length() for v in values)
+    cost = len(family) * r * (1 + bits / 64) ** 2
+    if cost > MAX_VERIFY_COST:
+        raise ValueError(f"path {str(path)!r}: rationals of up to {bits} bits on {len(family)} "
+                         f"inputs at rank {r} cost {cost:.3g} to verify, above MAX_VERIFY_COST "
+                         f"= {MAX_VERIFY_COST}")
     problems = []
     q = family.query_position
     key_ids = set(np.delete(family.token_ids, q, axis=1).ravel().tolist())
@@ -307,8 +327,7 @@ def verify_head_file(path) -> HeadReport:
         problems.append("an attention denominator is 0")
         return report
     y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    report.max_error = max(abs(Fraction(v) - int(t)) for v, t in zip(y, family.targets,
-                                                                      strict=True))
+    report.max_error = exact_max_error(y, family.targets)
     if not report.max_error < Fraction(1, 2):
         problems.append(f"max error {float(report.max_error):.6f} >= 1/2")
     claimed = parse_rational(data["max_error"], "max_error")
@@ -355,7 +374,7 @@ def main(argv=None) -> int:
     for p in paths:
         try:
             report = verify_head_file(p)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, OSError) as exc:
             print(f"{p}: not a valid head file: {exc}", file=sys.stderr)
             ok = False
             continue

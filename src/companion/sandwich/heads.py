@@ -19,6 +19,7 @@ from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_fraction, check_instance
 from companion.core.attention import KernelAttentionHead
+from companion.core.exact import solve
 from companion.sandwich.matrix import (
     RatioBounds,
     admissibility_violations,
@@ -194,7 +195,7 @@ def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dic
                 nodes, leaves = trees[x]
                 m = _max_leaf_below(nodes, leaves, z)
                 t.append((m + f * (1 - m)) / nodes[z][1])
-            lam = _solve(A, t)
+            lam = solve(A, t)
             if lam is not None and (not nonnegative or all(v >= 0 for v in lam)):
                 # simpler weights: moving each lambda by < delta moves every t_x by
                 # < |X| delta (entries of M_XX are <= 1), half the distance to its window
@@ -221,22 +222,6 @@ def _ancestors(nodes, z):
 def _max_leaf_below(nodes, leaves, z) -> Fraction:
     return max(v for t, vals in leaves.items() if t == z or z in _ancestors(nodes, t)
                for v in vals)
-
-
-def _solve(A, b):
-    """Exact solution of the square system A lam = b (Fractions), None if singular."""
-    n = len(A)
-    rows = [list(map(Fraction, r)) + [Fraction(v)] for r, v in zip(A, b, strict=True)]
-    for c in range(n):
-        p = next((r for r in range(c, n) if rows[r][c] != 0), None)
-        if p is None:
-            return None
-        rows[c], rows[p] = rows[p], rows[c]
-        for r in range(n):
-            if r != c and rows[r][c] != 0:
-                f = rows[r][c] / rows[c][c]
-                rows[r] = [u - f * v for u, v in zip(rows[r], rows[c], strict=True)]
-    return [rows[i][n] / rows[i][i] for i in range(n)]
 
 
 def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:

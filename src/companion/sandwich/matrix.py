@@ -19,7 +19,6 @@ factors in :mod:`companion.sandwich.search`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -27,14 +26,11 @@ import numpy as np
 
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_fraction
+from companion.core.exact import MAX_EXACT_WORK, exact_rank  # noqa: F401 (the sandwich's rank)
 
 #: Most entries of one exact factor (|S| x r Fractions; the book's largest, |S| = 46 at
 #: r = 46, has 2116).
 MAX_FACTOR_ENTRIES = 2**16
-#: Most Fraction products |S|**2 * r of :func:`ratio_matrix_of_factors` and of
-#: :func:`exact_rank` (rows x columns x min(rows, columns)); the book's largest is
-#: 46 * 130 * 46 = 275080 (the kernel table of the |S| = 46 head).
-MAX_EXACT_WORK = 2**22
 
 # --------------------------------------------------------------------------- the bounds
 
@@ -163,55 +159,6 @@ def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
             problems.append(f"row {x} has zeros at gaps {sorted(zero_gaps)}: the query's own "
                             "score can match only one")
     return problems
-
-
-def exact_rank(rows) -> int:
-    """Rank over Q of a matrix of ints/Fractions (Bareiss fraction-free elimination: every
-    division is exact and entries stay minors of the integer matrix). Limit: rows x columns
-    x min(rows, columns) <= MAX_EXACT_WORK = 2**22."""
-    if not isinstance(rows, (list, tuple, np.ndarray)):
-        raise TypeError(f"rows must be a matrix (list of rows or array), got "
-                        f"{type(rows).__name__}")
-    try:
-        arr = np.asarray(rows, dtype=object)
-    except ValueError as exc:
-        raise ValueError(f"rows must be a rectangular matrix ({exc})") from exc
-    if arr.size == 0:
-        return 0
-    if arr.ndim != 2:
-        raise ValueError(f"rows must be a 2-d matrix, got shape {arr.shape}")
-    if arr.shape[0] * arr.shape[1] * min(arr.shape) > MAX_EXACT_WORK:
-        raise ValueError(f"rows has shape {arr.shape}: rows x columns x min(rows, columns) "
-                         f"exceeds MAX_EXACT_WORK = {MAX_EXACT_WORK}")
-    mat = []
-    for row in arr:
-        if not all(isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
-                   for v in row):
-            raise TypeError("rows must hold ints or Fractions (exact)")
-        row = [Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v) for v in row]
-        den = math.lcm(*(v.denominator for v in row)) if row else 1
-        mat.append([int(v * den) for v in row])
-    if not mat or not mat[0]:
-        return 0
-    n_rows, n_cols = len(mat), len(mat[0])
-    prev, rank = 1, 0
-    for _ in range(min(n_rows, n_cols)):
-        pivot = next(((i, j) for i in range(rank, n_rows) for j in range(rank, n_cols)
-                      if mat[i][j] != 0), None)
-        if pivot is None:
-            break
-        i, j = pivot
-        mat[rank], mat[i] = mat[i], mat[rank]
-        for row in mat:
-            row[rank], row[j] = row[j], row[rank]
-        p = mat[rank][rank]
-        for i in range(rank + 1, n_rows):
-            a = mat[i][rank]
-            mat[i] = [0] * (rank + 1) + [(mat[i][c] * p - a * mat[rank][c]) // prev
-                                         for c in range(rank + 1, n_cols)]
-        prev = p
-        rank += 1
-    return rank
 
 
 def exact_factor(F, name: str, N: int | None) -> np.ndarray:

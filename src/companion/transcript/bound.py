@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion.checks import (
-    check_array,
     check_instance,
     check_int,
     check_positive_int,
@@ -247,9 +246,9 @@ def count_transcripts(model: TranscriptModel, key_tokens) -> int:
     return len({model.transcript(row) for row in z})
 
 
-def rounded_answers(outputs) -> np.ndarray:
+def _rounded_answers(outputs: np.ndarray) -> np.ndarray:
     """Integer answers read off real outputs by rounding (exact means error < 1/2)."""
-    return np.floor(check_array(outputs, "outputs").astype(np.float64) + 0.5).astype(np.int64)
+    return np.floor(np.asarray(outputs, dtype=np.float64) + 0.5).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -313,7 +312,7 @@ def _reevaluate(model: TranscriptModel, counts_a, counts_b) -> Collision:
         raise RuntimeError("the colliding inputs have the same answers")
     errors = tuple(float(np.max(np.abs(outputs[0] - np.array(a)))) for a in answers)
     return Collision(key_tokens=z, transcript=transcripts[0], answers=tuple(answers),
-                     outputs=outputs[0], predicted=tuple(rounded_answers(outputs[0]).tolist()),
+                     outputs=outputs[0], predicted=tuple(_rounded_answers(outputs[0]).tolist()),
                      errors=errors)
 
 
@@ -386,11 +385,6 @@ def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
     for name, v in (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)):
         check_positive_int(v, name)
     return L * H * r * (d + 1) * b
-
-
-def satisfies_rank_inequality(L: int, H: int, r: int, d: int, b: int, q: int, s: int) -> bool:
-    """L*H*r*(d+1)*b >= q*log2(s+1), decided exactly as 2**(L H r (d+1) b) >= (s+1)**q."""
-    return sketch_bits(L, H, r, d, b) >= bits_needed(q, s)
 
 
 def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int:

@@ -44,6 +44,8 @@ def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
         raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
     steps = 2**bits - 1
     values = check_array(values, "values").astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values must be finite (NaN or infinity has no code)")
     codes = np.rint((values - lo) / (hi - lo) * steps)
     return np.clip(codes, 0, steps).astype(np.int64)
 
@@ -52,7 +54,14 @@ def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
     """The levels lo + code*(hi - lo)/(2**bits - 1) of the given codes."""
     bits = check_positive_int(bits, "bits", upper=MAX_BITS)
     lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
-    return lo + check_array(codes, "codes").astype(np.float64) * ((hi - lo) / (2**bits - 1))
+    if not lo < hi:
+        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
+    codes = check_array(codes, "codes")
+    if codes.dtype == np.bool_ or not np.issubdtype(codes.dtype, np.integer):
+        raise TypeError(f"codes must be an int array, got dtype {codes.dtype}")
+    if codes.size and (codes.min() < 0 or codes.max() > 2**bits - 1):
+        raise ValueError(f"codes must lie in 0..2**bits - 1 = {2**bits - 1}")
+    return lo + codes.astype(np.float64) * ((hi - lo) / (2**bits - 1))
 
 
 S_RANGE = (-math.e, math.e)

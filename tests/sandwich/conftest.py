@@ -1,0 +1,20 @@
+"""Small witness families shared by the sandwich tests: Paley q = 11 (12-bit, 14 queries,
+single links of gaps 3 and 6) and q = 19 (20-bit, 16 queries, complement pairs on two-step
+ladders 5 + 5)."""
+
+from fractions import Fraction
+
+import pytest
+
+from companion.bounds.codes import paley_subset
+from companion.bounds.witness import witness_family
+
+
+@pytest.fixture(scope="module")
+def single():
+    return witness_family(paley_subset(11, 3, 11), 3, Fraction(1, 2))
+
+
+@pytest.fixture(scope="module")
+def ladders():
+    return witness_family(paley_subset(8, 8, 19), 3, Fraction(1, 2))
