@@ -48,6 +48,8 @@ SKIP = {
     "companion.bounds.code_search:CodeSearchResult": _REC + " (search_code)",
     "companion.bounds.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
     "companion.bounds.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
+    "companion.bounds.rank_bounds:SharpRankBound": _REC + " (sharp_rank_bound)",
+    "companion.sandwich.certificates:CertificateReport": _REC + " (verify_certificate_file)",
     "companion.bounds.gap_domination:LinkCheck": _REC + " (link_check)",
     "companion.bounds.random_heads:MediantCase": _REC + " (mediant_survey)",
     "companion.core.exact:ExhaustiveCheck": _REC + " (exhaustive_check)",
@@ -189,6 +191,8 @@ SPEC = {"code": "paley_subset", "a": 11, "b": 3, "q": 11, "n": 3, "eps": "1/2",
         "convention": "bidirectional"}
 HEAD_FILE = _arr("companion.sandwich.head_files:write_head_file", "/tmp/companion-fuzz/head.json",
                  EXACT, SPEC, "signed", "query indicators")
+CERT_FILE = _arr("companion.sandwich.certificates:write_certificate_file",
+                 "/tmp/companion-fuzz/cert.json", SPEC)
 SEARCH = Lazy("companion.sandwich.search:search_ratio_factors", (BOUNDS, 14, 0, True),
               cache=True)
 
@@ -406,6 +410,9 @@ OVERRIDES = {
                                                       "construction": "query indicators",
                                                       "path": "/tmp/companion-fuzz/head.json"},
     "companion.sandwich.head_files:load_head_file": {"path": HEAD_FILE},
+    "companion.sandwich.certificates:write_certificate_file": {
+        "path": "/tmp/companion-fuzz/cert.json"},
+    "companion.sandwich.certificates:verify_certificate_file": {"path": CERT_FILE},
     "companion.sandwich.head_files:verify_head_file": {"path": HEAD_FILE},
     "companion.sandwich.head_files:read_head_claims": {"path": HEAD_FILE},
     "companion.sandwich.matrix:admissibility_violations": {"M": _arr(

@@ -57,10 +57,10 @@ def _path(path) -> Path:
     return Path(path)
 
 
-def certificate_to_dict(family_spec: dict) -> dict:
-    """The certificate file of the family `family_spec` defines: its own ladders, the best
+def certificate_to_dict(spec: dict) -> dict:
+    """The certificate file of the family `spec` defines: its own ladders, the best
     shift c of the sharper lemma, the value and rank it proves."""
-    family = family_from_spec(family_spec)
+    family = family_from_spec(spec)
     cert, N = family.certificate, len(family.S)
     keys: dict[str, int] = {}
     ladders = []
@@ -69,7 +69,7 @@ def certificate_to_dict(family_spec: dict) -> dict:
     bound = sharp_rank_bound(N, dict(Counter(1 / r for r in cert.rho.values())))
     return {
         "format": FORMAT,
-        "family": family_spec,
+        "family": spec,
         "claim": (f"every head (kernel >= 0, any real features) with max error < "
                   f"{family.eps} on this family has feature rank >= {bound.rank}"),
         "c": _rational_str(bound.c),
@@ -87,10 +87,10 @@ def certificate_to_dict(family_spec: dict) -> dict:
     }
 
 
-def write_certificate_file(path, family_spec: dict) -> Path:
+def write_certificate_file(path, spec: dict) -> Path:
     """Write :func:`certificate_to_dict` as compact JSON (one ladder per line)."""
     path = _path(path)
-    data = certificate_to_dict(family_spec)
+    data = certificate_to_dict(spec)
     lines = ["{"]
     for k, v in data.items():
         if k not in ("keys", "ladders"):
