@@ -278,6 +278,8 @@ _CH8 = {
     "companion.open.signed:signed_rank_lower_bound": {"bound": RANK_BOUND,
                                                        "setting": "positive"},
     "companion.open.signed:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
+    "companion.open.signed:one_sign_rank_lower_bound": {
+        "sharp": Lazy("companion.bounds.rank_bounds:sharp_rank_bound", (3, {H: 6}))},
 }
 _PS = "companion.experiments.e2.pools"
 _SP = "companion.experiments.e2.splits"
