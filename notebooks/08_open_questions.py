@@ -27,11 +27,13 @@
 # ```{admonition} Key result
 # :class: tip
 # *Several heads escape the certificate completely*: two nonnegative heads of rank 1 are exact
-# (error 0) on E1's witness family, whose single-head certificate is rank 20, and $2m+1$
+# (error 0) on E1's witness family, where one head needs exactly rank 22, and $2m+1$
 # heads of rank $m+1$ are exact on every length-3 input — polynomial total rank where one head
-# needs $2^{\Omega(m)}$. *Signed kernels do not escape in the cases we can prove*: with
-# denominators of one sign per query the certificate loses one feature (19), with shared keys
-# it keeps its trace form minus one (13). Signed heads with position-dependent keys and
+# needs $2^{\Omega(m)}$. These constructions pay in value width: $d = 28$ per head on E1's
+# family, $d = 2^m$ on all inputs, where the single-head bound holds for every $d$.
+# *Signed kernels do not escape in the cases we can prove*: with denominators of one sign per
+# query the certificate loses one feature (21 of 22), with shared keys it keeps its trace
+# form minus one (13). Signed heads with position-dependent keys and
 # sign-changing denominators break the proof on a single link; whether they beat the wall is
 # open, and no trained signed head solved below rank 28, even at E1's full training budget.
 # ```
@@ -52,7 +54,9 @@ except ModuleNotFoundError:
     # %pip install --quiet "companion @ git+https://github.com/three-tokens/companion@main"
 
 # %% tags=["hide-input"]
+import dataclasses
 import json
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
@@ -61,6 +65,7 @@ import numpy as np
 from IPython.display import display
 
 from companion.book import Table, seed_everything, use_book_style
+from companion.bounds.rank_bounds import sharp_rank_bound
 from companion.experiments.e1 import experiment_witness_24
 
 rng = seed_everything(0)  # seeds python, numpy and torch
@@ -74,9 +79,11 @@ probes_quick_budget = json.loads((RESULTS / "probes_full_e1quick.json").read_tex
 e1_quick = json.loads((RESULTS / "e1_quick.json").read_text())
 exact_tables = json.loads((RESULTS / "probes_exact.json").read_text())
 family = experiment_witness_24()  # E1's witness family F(S): |S| = 28, 2,356 sequences
-bound = family.certificate.bound
+bound = family.certificate.bound  # Theorem E and Lemma D' (Chapter 3's first form)
+sharp = sharp_rank_bound(len(family.S),  # the sharper lemma, strict bounds
+                         dict(Counter(1 / r for r in family.certificate.rho.values())))
 print(f"E1 witness: |S| = {len(family.S)}, {len(family.targets)} sequences, "
-      f"certified single-head rank >= {bound.rank}")
+      f"certified single-head rank >= {sharp.rank} (first form: {bound.rank})")
 
 # %% [markdown]
 # ## 1. Signed kernels
@@ -198,11 +205,11 @@ for seq, target in zip(ids, family.targets, strict=True):
     worst = max(worst, abs(y - int(target)))
 display(Table([{"feature rank": r, "negative feature entries": int(negative),
                 "exact max error on F(S)": str(worst), "solves": worst < Fraction(1, 2),
-                "certified bound": bound.rank}],
+                "certified bound": sharp.rank}],
               caption="signed features, nonnegative kernel: an NKA head"))
 
 # %% [markdown]
-# It solves $F(S)$ with rank 28, above the certified 20, as {prf:ref}`thm-exponential-rank`
+# It solves $F(S)$ with rank 28, above the certified 22, as {prf:ref}`thm-exponential-rank`
 # demands: signed *features* alone are no loophole. The question is about signed *kernels*,
 # whose values $\alpha_p(x, z)$ are themselves negative on inputs of the family.
 #
@@ -211,17 +218,17 @@ display(Table([{"feature rank": r, "negative feature entries": int(negative),
 # The certificate of Chapter 3 passes through three steps: gap domination on each chain link
 # ({prf:ref}`lem-gap-domination`), multiplication along chains
 # ({prf:ref}`lem-amplification`), and rank lower bounds for the matrix of weight ratios
-# ({prf:ref}`lem-trace-rank`, {prf:ref}`lem-nonneg-sharpening`). Write $B$ for the
-# certified bound of a witness family (the larger of the two lemmas' values) and $T$ for
-# the trace value alone.
+# ({prf:ref}`lem-trace-rank`, {prf:ref}`lem-shifted-trace`). Write $B$ for the value of the
+# sharper lemma on a witness family (so NKA heads need $\lfloor B\rfloor + 1$,
+# {prf:ref}`cor-strict-sandwich`) and $T$ for the trace value alone.
 #
 # ```{prf:proposition} The certificate for signed heads
 # :label: prop-signed-certificate
 #
 # Let a signed head of feature rank $r$ solve a witness family $F(S)$ (length $n \geq 3$).
 #
-# (a) If on $F(S)$ the denominators of each query share one sign, then $r \geq \lceil B
-# \rceil - 1$.
+# (a) If on $F(S)$ the denominators of each query share one sign, then
+# $r \geq \lfloor B \rfloor$.
 #
 # (b) If the key maps do not depend on the position, then $r \geq \lceil T \rceil - 1$.
 # ```
@@ -235,9 +242,10 @@ display(Table([{"feature rank": r, "negative feature entries": int(negative),
 # verbatim, with the total weight $D(x; z) = \alpha_q(x, x) + \langle \phi_Q(x), \sum_{p \neq
 # q} \phi_K^{(p)}(z)\rangle$. That is a rank-$\leq r$ matrix plus a rank-one matrix (the
 # self-weight), so the ratio matrix $M[x, y] = D(x; \bar y) / D(x; \bar x)$ has rank at most
-# $r + 1$, unit diagonal and entries in $(0, 1/\rho_{xy}]$; both rank lemmas apply, and
-# $r + 1 \geq B$. (For an NKA head the self-weight is $\geq 0$ and can be dropped, which is
-# why the NKA bound does not lose the one.)
+# $r + 1$, unit diagonal and entries in $(0, 1/R_{xy}] \subset (0, 1/\rho_{xy})$ (the head's
+# error is below $1/2$, so $R_{xy} > \rho_{xy}$); {prf:ref}`cor-strict-sandwich` applies, and
+# $r + 1 \geq \lfloor B \rfloor + 1$. (For an NKA head the self-weight is $\geq 0$ and can
+# be dropped, which is why the NKA bound does not lose the one.)
 #
 # (b) With shared keys, the arrangements of a mixed sequence are the same multiset of
 # weighted scores, so for $n = 3$ the mixed sequence is exactly the mediant of the two pure
@@ -249,19 +257,24 @@ display(Table([{"feature rank": r, "negative feature entries": int(negative),
 # $|D_z| \geq c_{3,\varepsilon}(g)\,|D_{z'}|$, and with $k, l$ copies the same computation gives
 # $c_{n,\varepsilon}(g)$. Absolute values multiply along chains, so $|M[x, y]| \leq
 # 1/\rho_{xy}$ with unit diagonal and rank $\leq r + 1$. {prf:ref}`lem-trace-rank` holds for
-# every real matrix; {prf:ref}`lem-nonneg-sharpening` needs $M \geq 0$ and is lost.
+# every real matrix; the shift of {prf:ref}`lem-shifted-trace` needs entries of one sign to
+# help and is lost.
 # ```
 
 # %%
-from companion.open.signed import signed_rank_lower_bound
+from companion.open.signed import one_sign_rank_lower_bound, signed_rank_lower_bound
 
-settings = [("nka", "NKA head (Theorem E)"),
+needed = {"nka": sharp.rank, "positive": one_sign_rank_lower_bound(sharp),
+          "shared_keys": signed_rank_lower_bound(bound, "shared_keys"),
+          "position_dependent": "open"}
+settings = [("nka", "NKA head (Theorem E, sharper lemma)"),
             ("positive", "signed, one sign per query: (a)"),
             ("shared_keys", "signed, shared keys: (b)"),
             ("position_dependent", "signed, position-dependent keys, any signs")]
-Table([{"head class": text, "rank needed on F(S)": signed_rank_lower_bound(bound, s)
+Table([{"head class": text, "rank needed on F(S)": needed[s],
+        "first form (Lemma D')": signed_rank_lower_bound(bound, s)
         if s != "position_dependent" else "open"} for s, text in settings],
-      caption=f"E1's witness: B = {bound.sharpened_bound}, T = {bound.trace_bound} "
+      caption=f"E1's witness: B = {sharp.value}, T = {bound.trace_bound} "
               f"≈ {float(bound.trace_bound):.2f}")
 
 # %% [markdown]
@@ -474,7 +487,7 @@ heads = two_head_witness_heads(family)  # raises if some query's links are not a
 print(f"two rank-1 heads on E1's witness: exact max error "
       f"{multihead_max_error_exact(heads, family.sequences)} on all "
       f"{len(family.targets)} sequences; total feature rank 2 against the certified "
-      f"{bound.rank}")
+      f"{sharp.rank}")
 
 # %% [markdown]
 # Several heads break the single-head certificate completely on $F(S)$. The price is in the
@@ -604,7 +617,7 @@ Table(smallest, caption="smallest total rank H r that solves on at least one see
 # solve at total rank 4 on every seed (at the quick budget the smallest was 8), while four
 # and eight heads already solved at the smallest total rank of their grids (4 and 8). For one
 # head and for signed heads the smallest solving rank stays 28 (a minority of seeds there,
-# all seeds at 32): below the certified bound 20 the longer budget rescued no single-head
+# all seeds at 32): below the certified bound 22 the longer budget rescued no single-head
 # model, signed or not. What it moved is the several-heads row, where
 # {prf:ref}`prop-two-heads` already allows solutions far below the certificate. Training does not
 # find the rank-1 pair of
@@ -619,7 +632,9 @@ from companion.experiments.probes import probe_figure
 
 fig, ax = plt.subplots(figsize=(7.2, 5.4))
 one_head = [r for r in e1_probe_rows(e1_full) if r["total_rank"] <= 64]
-probe_figure(one_head + rows, bound, ax=ax)
+# the figure marks bound.rank (NKA) and bound.rank - 1 (signed, (a)): give it the sharper
+# integer bound, so that it draws 22 and 21
+probe_figure(one_head + rows, dataclasses.replace(bound, sharpened_rank=sharp.rank), ax=ax)
 ax.plot([2], [1e-5], marker="*", ms=12, color="tab:blue", ls="none",
         label="2 heads of rank 1 (Prop.)")
 ax.plot([28], [0.45], marker="*", ms=12, color="tab:red", ls="none",
@@ -634,8 +649,8 @@ plt.show()
 # scales; E1's full budget, median over seeds 0–4, bars from the best to the worst seed; all
 # read from the committed runs). Below the dotted line at $1/2$ a head solves the family. The grey
 # region
-# starts at the NKA certificate $r \geq 20$; the thin red lines mark the signed bounds 19
-# (one sign per query) and 13 (shared keys). Stars are exact constructions, placed at their
+# starts at the NKA certificate $r \geq 22$ (the exact minimum for one head here); the thin
+# red lines mark the signed bounds 21 (one sign per query) and 13 (shared keys). Stars are exact constructions, placed at their
 # exact errors (error 0 drawn at the axis floor).
 #
 # ## 4. A live re-run
@@ -671,10 +686,10 @@ assert check.passed, check.failure_message()
 # - **Proved.** Normalisation is necessary ({prf:ref}`prop-normalisation-needed`); signed
 #   *features* with a nonnegative kernel are NKA heads and obey the bound (a rank-28 example
 #   on $F(S)$); a signed head whose denominators keep one sign per query needs
-#   $\lceil B\rceil - 1$ features (19 on E1's witness) and one with shared keys
-#   $\lceil T\rceil - 1$ (13) ({prf:ref}`prop-signed-certificate`).
+#   $\lfloor B\rfloor$ features (21 on E1's witness, where one NKA head needs exactly 22) and
+#   one with shared keys $\lceil T\rceil - 1$ (13) ({prf:ref}`prop-signed-certificate`).
 # - **Proved.** Several heads escape: two rank-1 heads are exact on E1's witness (total rank
-#   2 against 20), and $2m+1$ heads of rank $m+1$ are exact on all length-3 inputs
+#   2 against 22), and $2m+1$ heads of rank $m+1$ are exact on all length-3 inputs
 #   ({prf:ref}`prop-two-heads`, {prf:ref}`prop-cauchy-heads`), paying in value width.
 # - **Measured.** Exact LPs: single level heads need kernel degree 1 up to $m = 5$ and 2 for
 #   $m = 6, 7, 8$, signed (one sign) or not; two or three overlap heads reach error $< 1/2$

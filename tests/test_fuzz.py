@@ -48,6 +48,8 @@ SKIP = {
     "companion.bounds.code_search:CodeSearchResult": _REC + " (search_code)",
     "companion.bounds.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
     "companion.bounds.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
+    "companion.bounds.rank_bounds:SharpRankBound": _REC + " (sharp_rank_bound)",
+    "companion.sandwich.certificates:CertificateReport": _REC + " (verify_certificate_file)",
     "companion.bounds.gap_domination:LinkCheck": _REC + " (link_check)",
     "companion.bounds.random_heads:MediantCase": _REC + " (mediant_survey)",
     "companion.core.exact:ExhaustiveCheck": _REC + " (exhaustive_check)",
@@ -214,6 +216,8 @@ SPEC = {"code": "paley_subset", "a": 11, "b": 3, "q": 11, "n": 3, "eps": "1/2",
         "convention": "bidirectional"}
 HEAD_FILE = _arr("companion.sandwich.head_files:write_head_file", "/tmp/companion-fuzz/head.json",
                  EXACT, SPEC, "signed", "query indicators")
+CERT_FILE = _arr("companion.sandwich.certificates:write_certificate_file",
+                 "/tmp/companion-fuzz/cert.json", SPEC)
 SEARCH = Lazy("companion.sandwich.search:search_ratio_factors", (BOUNDS, 14, 0, True),
               cache=True)
 
@@ -300,6 +304,8 @@ _CH8 = {
     "companion.open.signed:signed_rank_lower_bound": {"bound": RANK_BOUND,
                                                        "setting": "positive"},
     "companion.open.signed:overlap_kernel_head": {"kernel": _ref("builtins:abs")},
+    "companion.open.signed:one_sign_rank_lower_bound": {
+        "sharp": Lazy("companion.bounds.rank_bounds:sharp_rank_bound", (3, {H: 6}))},
 }
 _PS = "companion.experiments.e2.data"
 _TR = "companion.experiments.e2.rule"
@@ -424,6 +430,9 @@ OVERRIDES = {
                                                       "construction": "query indicators",
                                                       "path": "/tmp/companion-fuzz/head.json"},
     "companion.sandwich.head_files:load_head_file": {"path": HEAD_FILE},
+    "companion.sandwich.certificates:write_certificate_file": {
+        "path": "/tmp/companion-fuzz/cert.json"},
+    "companion.sandwich.certificates:verify_certificate_file": {"path": CERT_FILE},
     "companion.sandwich.head_files:verify_head_file": {"path": HEAD_FILE},
     "companion.sandwich.head_files:read_head_claims": {"path": HEAD_FILE},
     "companion.sandwich.matrix:admissibility_violations": {"M": _arr(

@@ -26,8 +26,9 @@ instead (results/probes_exact.json; no training, always in this process).
     python -m companion verify-head FILE [FILE ...]
 
 re-verifies head files (``results/heads/*.json``) in exact arithmetic on every input of their
-witness family and prints each head's rank and exact max error; exit status 2 (one line per
-failing file) if any fails.
+witness family and prints each head's rank and exact max error, and re-checks lower-bound
+certificates (``results/heads/*_lower_bound.json``) from their ladders; exit status 2 (one
+line per failing file) if any fails.
 
 Serves chapters 6, 7 and 8 (the full-size runs behind their committed results) and chapter 3
 (the sandwich's exact heads).
@@ -104,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument(
             "--no-progress", dest="progress", action="store_false", help="no progress bar"
         )
-    v = sub.add_parser("verify-head", help="re-verify exact head files (results/heads/*.json)")
-    v.add_argument("files", nargs="+", metavar="FILE", help="head file(s) to verify")
+    v = sub.add_parser("verify-head", help="re-verify exact head files and lower-bound "
+                       "certificates (results/heads/*.json)")
+    v.add_argument("files", nargs="+", metavar="FILE", help="head or certificate file(s)")
     return p
 
 
@@ -145,7 +147,7 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     if args.experiment == "verify-head":
-        from companion.sandwich.head_files import main as verify_heads
+        from companion.sandwich.certificates import main as verify_heads
 
         return verify_heads(args.files)
     from companion.book import seed_everything

@@ -1,6 +1,7 @@
-"""The n -> oo limit of Theorem E: the bound of a code tends to its size, so the best bound
-tends to L(m) = max_w A(m, w); ceil(C(m, m//2)/m) <= L(m) <= max_w floor(C(m, w-1)/w)."""
+"""Lemmas D, D' and Theorem E (bounds/rank_bounds.py): the trace bound, its nonnegative and
+shifted sharpenings, the certified rank bound of a code, exact on big integers."""
 
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -12,18 +13,21 @@ from companion.bounds.amplification import best_chain_factor
 from companion.bounds.asymptotics import (
     random_code_log2_estimate,
 )
-from companion.bounds.codes import paley_hadamard_code
+from companion.bounds.codes import paley_hadamard_code, paley_subset
 from companion.bounds.gap_domination import total_weights
 from companion.bounds.rank_bounds import (
     approximate_identity_bound,
     certified_rank_bound,
     nonnegative_rank_bound,
+    sharp_rank_bound,
     sharpened_value,
+    shifted_trace_bound,
     trace_rank_bound,
 )
 from companion.bounds.witness import witness_family
 from companion.core.attention import KernelAttentionHead
 from companion.experiments.e1 import experiment_witness_24
+from companion.sandwich.matrix import exact_rank
 
 
 # ----
@@ -250,3 +254,109 @@ def test_trace_bound_big_entries_of_the_boundary_issue():
 @given(st.integers(1, 10**6), st.fractions(min_value=Fraction(1, 10**9), max_value=10**9))
 def test_approximate_identity_bound_is_exact(N, R):
     assert approximate_identity_bound(N, R) == Fraction(N) / (1 + Fraction(N - 1) / (R * R))
+
+
+# --------------------------------------------------------------------------- the sharper lemma
+# rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal M, c in [0, 1) (Chapter 3,
+# lem-shifted-trace), and its box form sharp_rank_bound.
+
+
+def _unit_diagonal(A, B):
+    """M = diag(<A_x, B_x>)^-1 A B^T exactly (None if a diagonal entry is 0): rank <= k."""
+    G = [[sum((Fraction(int(a)) * int(b) for a, b in zip(r, s, strict=True)), Fraction(0))
+          for s in B] for r in A]
+    if any(G[i][i] == 0 for i in range(len(G))):
+        return None
+    return [[v / G[i][i] for v in row] for i, row in enumerate(G)]
+
+
+def test_sharper_lemma_never_exceeds_the_exact_rank():
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(200):
+        N, k = int(rng.integers(2, 14)), int(rng.integers(1, 8))
+        lo = 0 if rng.random() < 0.5 else -3
+        A, B = rng.integers(lo, 4, (N, k)), rng.integers(lo, 4, (N, k))
+        M = _unit_diagonal(A, B)
+        if M is None:
+            continue
+        rank = exact_rank(M)
+        best, c = shifted_trace_bound(M)
+        assert best <= rank
+        for t in (Fraction(0), Fraction(1, 3), Fraction(9, 10), c):  # the best c is the best
+            assert shifted_trace_bound(M, t)[0] <= best
+        checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("k, b", [(1, 5), (3, 4), (6, 2)])
+def test_sharper_lemma_is_tight_on_blocks_of_ones(k, b):
+    # k diagonal blocks J_b: rank k, and the bound at c = 0 is exactly k
+    N = k * b
+    M = [[Fraction(int(i // b == j // b)) for j in range(N)] for i in range(N)]
+    assert exact_rank(M) == k and shifted_trace_bound(M) == (k, 0)
+
+
+def test_sharper_lemma_refuses_a_non_unit_diagonal():
+    with pytest.raises(ValueError, match="unit diagonal"):
+        shifted_trace_bound([[2, 0], [0, 1]])
+    with pytest.raises(ValueError, match="c"):
+        shifted_trace_bound(np.eye(2), Fraction(1))
+
+
+@pytest.mark.parametrize("a, b, value, rank", [
+    (23, 5, Fraction(21), 22), (23, 0, Fraction(1863, 103), 19), (23, 23, Fraction(207, 7), 30),
+])
+def test_sharp_bound_on_the_three_families(a, b, value, rank):
+    fam = witness_family(paley_subset(a, b, 23), 3)
+    N = len(fam.S)
+    counts = dict(Counter(1 / r for r in fam.certificate.rho.values()))
+    bound = sharp_rank_bound(N, counts)
+    assert (bound.value, bound.c, bound.rank) == (value, Fraction(1, 10), rank)
+    # Lemma D' without its "- 1", at the same c
+    assert bound.value == nonnegative_rank_bound(N, counts)[0] + 1
+    # no rational c on a fine grid does better: the optimum is exact
+    for i in range(200):
+        c = Fraction(i, 200)
+        assert N * N * (1 - c) ** 2 / (N * (1 - c) ** 2 + sum(
+            k * max(c, u - c) ** 2 for u, k in counts.items())) <= bound.value
+
+
+def test_sharp_bound_is_the_optimum_over_random_boxes():
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        N = int(rng.integers(2, 9))
+        U = [[Fraction(int(rng.integers(0, 9)), int(rng.integers(1, 9))) for _ in range(N)]
+             for _ in range(N)]
+        bound = sharp_rank_bound(N, U)
+        off = [U[i][j] for i in range(N) for j in range(N) if i != j]
+        for i in range(100):
+            c = Fraction(i, 100)
+            assert N * N * (1 - c) ** 2 / (N * (1 - c) ** 2 + sum(
+                max(c, u - c) ** 2 for u in off)) <= bound.value
+        # every matrix of the box, its corners included, has rank >= the value at c
+        corner = [[Fraction(1) if i == j else U[i][j] * int(rng.integers(0, 2))
+                   for j in range(N)] for i in range(N)]
+        assert shifted_trace_bound(corner, bound.c)[0] >= bound.value
+        assert exact_rank(corner) >= bound.closed_rank
+
+
+def test_strict_entries_beat_the_value():
+    # inside the open box (M_xy < u_xy) the value is exceeded unless M = I: on E1's bounds
+    # (value 21 at c = 1/10) every such matrix has ||M - J/10||^2 < 30.24, bound > 21
+    fam = witness_family(paley_subset(23, 5, 23), 3)
+    N, rho = len(fam.S), fam.certificate.rho
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        M = [[Fraction(1) if i == j else (1 / rho[(i, j)]) * Fraction(
+            int(rng.integers(0, 1000)), 1000) for j in range(N)] for i in range(N)]
+        assert shifted_trace_bound(M, Fraction(1, 10))[0] > 21
+
+
+def test_sharp_bound_arguments():
+    with pytest.raises(ValueError, match="N\\(N-1\\)"):
+        sharp_rank_bound(3, {Fraction(1, 2): 5})
+    with pytest.raises(ValueError, match="off_diagonal_bounds"):
+        sharp_rank_bound(3, [[0, -1, 0], [0, 0, 0], [0, 0, 0]])
+    assert sharp_rank_bound(1, {}).rank == 1
+    assert sharp_rank_bound(2, {Fraction(0): 2}).value == 2  # entries pinned to 0: M = I

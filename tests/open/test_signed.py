@@ -221,3 +221,22 @@ def test_signed_features_with_a_nonnegative_kernel_obey_the_bound():
     assert r >= fam.certificate.bound.rank  # ... so Theorem E applies to its rank
     with pytest.raises(ValueError, match="nonnegative"):
         overlap_kernel_head(fam, lambda t: 6 - t)
+
+
+def test_one_sign_bound_with_the_sharper_lemma():
+    # E1: the sharper lemma's value is 21 (strict bounds: NKA heads need 22), so a signed
+    # head with one denominator sign per query needs 21 (the ratio matrix has rank <= r + 1)
+    from collections import Counter
+
+    from companion.bounds.rank_bounds import sharp_rank_bound
+    from companion.open.signed import one_sign_rank_lower_bound
+
+    fam = witness_family(paley_subset(23, 5))
+    sharp = sharp_rank_bound(len(fam.S), dict(Counter(1 / r for r in
+                                                     fam.certificate.rho.values())))
+    assert (sharp.value, sharp.rank) == (21, 22)
+    assert one_sign_rank_lower_bound(sharp) == 21
+    assert one_sign_rank_lower_bound(sharp) > signed_rank_lower_bound(fam.certificate.bound,
+                                                                       "positive")
+    with pytest.raises(TypeError, match="sharp"):
+        one_sign_rank_lower_bound(fam.certificate.bound)

@@ -269,3 +269,107 @@ def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
     values, counts = np.unique(off, return_counts=True)
     gap_counts = dict(zip(values.tolist(), counts.tolist(), strict=True))
     return rank_bound_from_gap_counts(len(arr), gap_counts, n, eps)
+
+
+# --------------------------------------------------------------------------- the sharper lemma
+
+
+def _exact_square(M, name: str) -> list[list[Fraction]]:
+    """M as rows of Fractions (ints, Fractions and floats are all converted exactly)."""
+    arr = _square_matrix(M, name)
+    return [[Fraction(v) if isinstance(v, (Rational, float)) else Fraction(float(v))
+             for v in row] for row in arr.tolist()]
+
+
+def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
+    """The sharper lemma on one matrix: rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal
+    M and c in [0, 1). Returns (bound, c) exactly; with c None, the best c, which is 0 or the
+    one stationary point c* = (s - f)/(N^2 - s) (s the sum of the entries, f = ||M||_F^2)."""
+    rows = _exact_square(M, "M")
+    N = len(rows)
+    if any(rows[i][i] != 1 for i in range(N)):
+        raise ValueError("M must have unit diagonal (M[x,x] = 1) for the sharper lemma")
+    s = sum((v for row in rows for v in row), Fraction(0))
+    f = sum((v * v for row in rows for v in row), Fraction(0))
+
+    def value(t: Fraction) -> Fraction:  # ||M - tJ||^2 = f - 2 t s + N^2 t^2 > 0 for M != J
+        q = f - 2 * t * s + N * N * t * t
+        return Fraction(N * N) * (1 - t) ** 2 / q if q else Fraction(1)
+
+    if c is not None:
+        c = check_fraction(c, "c", 0, 1, high_open=True)
+        return value(c), c
+    candidates = [Fraction(0)]
+    if N * N != s:
+        c_star = (s - f) / (N * N - s)
+        if 0 < c_star < 1:
+            candidates.append(c_star)
+    best = max(candidates, key=value)
+    return value(best), best
+
+
+@dataclass(frozen=True)
+class SharpRankBound:
+    """The sharper lemma over the box {M: unit diagonal, 0 <= M_xy <= u_xy}.
+
+    value = max_{c in [0,1)} N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2),
+    reached at c. closed_rank = ceil(value) bounds the rank of every M in the box; rank
+    bounds it for every M with M_xy < u_xy strictly (a head's ratio matrix): value is then
+    exceeded unless M = I, so rank = floor(value) + 1 (N when value = N).
+    """
+
+    size: int
+    value: Fraction
+    c: Fraction
+    closed_rank: int
+    rank: int
+
+
+def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
+    """The sharper lemma maximised exactly over c for entry bounds 0 <= M_xy <= u_xy.
+
+    `off_diagonal_bounds`: {u: number of ordered pairs x != y bounded by u} covering all
+    N(N-1) pairs, or an N x N array of bounds (diagonal ignored). With t = c/(1-c) the
+    denominator over (1-c)^2 is Phi(t) = N + sum_u k_u max(t, u - (1-u) t)^2, convex and
+    piecewise quadratic in t >= 0 with kinks t = u/(2-u) (c = u/2); its minimum is a kink or
+    the one stationary point of a piece, t* = sum_A k u (1-u) / (sum_A k (1-u)^2 + sum_B k)
+    (A: pairs whose upper branch is active, B: the rest), and value = N^2 / min Phi.
+    """
+    N = check_int(N, "N (matrix size)", 1)
+    if isinstance(off_diagonal_bounds, dict):
+        counts: Counter = Counter()
+        for u, k in off_diagonal_bounds.items():
+            counts[check_fraction(u, "off_diagonal_bounds key", 0)] += check_int(
+                k, "off_diagonal_bounds count", 0)
+    else:
+        rows = _exact_square(off_diagonal_bounds, "off_diagonal_bounds")
+        if len(rows) != N:
+            raise ValueError(f"off_diagonal_bounds must be N x N = {N} x {N}, got "
+                             f"{len(rows)} x {len(rows)}")
+        counts = Counter(v for i, row in enumerate(rows) for j, v in enumerate(row) if i != j)
+        if any(u < 0 for u in counts):
+            raise ValueError("off_diagonal_bounds must be >= 0 (entries lie in [0, u])")
+    if sum(counts.values()) != N * (N - 1):
+        raise ValueError(f"off_diagonal_bounds must count all N(N-1) = {N * (N - 1)} ordered "
+                         f"pairs, got {sum(counts.values())}")
+    counts = {u: k for u, k in counts.items() if k}
+    kink = {u: u / (2 - u) for u in counts if u < 2}  # u >= 2: the upper branch always wins
+
+    def phi(t: Fraction) -> Fraction:
+        return N + sum((k * max(t, u - (1 - u) * t) ** 2 for u, k in counts.items()),
+                       Fraction(0))
+
+    points = sorted({Fraction(0)} | set(kink.values()))
+    candidates = set(points)
+    for lo, hi in zip(points, points[1:] + [None], strict=True):
+        mid = lo + 1 if hi is None else (lo + hi) / 2
+        upper = [u for u in counts if u not in kink or kink[u] > mid]
+        num = sum((counts[u] * u * (1 - u) for u in upper), Fraction(0))
+        den = sum((counts[u] * (1 - u) ** 2 for u in upper), Fraction(0)) + sum(
+            (k for u, k in counts.items() if u not in upper), 0)
+        if den > 0 and lo < num / den and (hi is None or num / den < hi):
+            candidates.add(num / den)
+    t = min(sorted(candidates), key=phi)
+    value = Fraction(N * N) / phi(t)
+    rank = N if value == N else math.floor(value) + 1
+    return SharpRankBound(N, value, t / (1 + t), math.ceil(value), rank)

@@ -38,7 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.bounds.rank_bounds import RankLowerBound
+from companion.bounds.rank_bounds import RankLowerBound, SharpRankBound
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
     check_bool,
@@ -58,6 +58,7 @@ __all__ = [
     "signed_attention",
     "signed_max_error_exact",
     "signed_rank_lower_bound",
+    "one_sign_rank_lower_bound",
     "signed_mediant",
     "signed_link_counterexample",
     "newton_coefficients",
@@ -351,3 +352,11 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
         readout_bias=lambda x: np.full(np.shape(x)[:-1], -shift, dtype=object),
     )
     return head, r
+
+
+def one_sign_rank_lower_bound(sharp: SharpRankBound) -> int:
+    """Part (a) with the sharper lemma: a signed head whose denominators keep one sign per
+    query has a ratio matrix of rank <= r + 1 with entries strictly inside (0, 1/rho), so
+    r + 1 >= floor(B) + 1, i.e. r >= sharp.rank - 1 (B the sharper lemma's value)."""
+    check_instance(sharp, "sharp", SharpRankBound)
+    return max(sharp.rank - 1, 1)

@@ -1,0 +1,303 @@
+"""Lower ends of the sandwich as files: the quantities the sharper lemma uses, re-checkable
+in exact arithmetic (Chapter 3, {prf:ref}`lem-shifted-trace` and
+{prf:ref}`cor-strict-sandwich`).
+
+A certificate file names its family by definition (as a head file does) and lists, for
+every ordered pair of queries (x, y), the ladder of keys from complement(x) to
+complement(y), together with a shift c and the claimed value and rank.
+:func:`verify_certificate_file` rebuilds the family and recomputes everything from the raw
+tokens: the overlaps along each ladder, each link's factor
+c(g) = (n - 2)(g - 2 eps)/(2 eps), rho_xy as their product, the presence of each link's pure
+sequences and of every arrangement of its mixed sequence, then
+value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2)
+and rank = floor(value) + 1: a head with max error < eps has M_xy < 1/rho_xy strictly, so its
+ratio matrix beats the value unless it is the identity.
+
+    python -m companion verify-head results/heads/*.json   (head files and certificates)
+
+Also here: the Kneser matrix that reaches the value on E1's closed box
+(:func:`kneser_box_matrix`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from companion.bounds.rank_bounds import sharp_rank_bound
+from companion.checks import check_fraction
+from companion.sandwich.head_files import family_from_spec, parse_rational
+from companion.sandwich.head_files import main as verify_head_files
+from companion.sandwich.matrix import RatioBounds
+
+FORMAT = "companion/rank-lower-bound/v1"
+#: Most ordered pairs a certificate file may list (the book's largest, |S| = 46, has 2070).
+MAX_PAIRS = 2**16
+
+
+def _bits(token) -> str:
+    return "".join(str(int(b)) for b in token)
+
+
+def _rational_str(v: Fraction) -> str:
+    return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+
+
+def _path(path) -> Path:
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    return Path(path)
+
+
+def certificate_to_dict(spec: dict) -> dict:
+    """The certificate file of the family `spec` defines: its own ladders, the best
+    shift c of the sharper lemma, the value and rank it proves."""
+    family = family_from_spec(spec)
+    cert, N = family.certificate, len(family.S)
+    keys: dict[str, int] = {}
+    ladders = []
+    for (i, j), chain in sorted(cert.chains.items()):
+        ladders.append([i, j, [keys.setdefault(_bits(t), len(keys)) for t in chain]])
+    bound = sharp_rank_bound(N, dict(Counter(1 / r for r in cert.rho.values())))
+    return {
+        "format": FORMAT,
+        "family": spec,
+        "claim": (f"every head (kernel >= 0, any real features) with max error < "
+                  f"{family.eps} on this family has feature rank >= {bound.rank}"),
+        "c": _rational_str(bound.c),
+        "value": _rational_str(bound.value),
+        "rank": bound.rank,
+        "argument": ("ladder (x, y): keys z_0 = complement(x), ..., z_k = complement(y) with "
+                     "overlaps with x rising by g_i; the family holds their pure sequences and "
+                     "every arrangement of each link's mixed sequence, so a head with error < "
+                     "eps has M_xy = K(x, ybar)/K(x, xbar) <= 1/R < 1/rho_xy, rho_xy = prod "
+                     "(n-2)(g_i - 2 eps)/(2 eps); M has unit diagonal and rank <= r, so r >= "
+                     "N^2 (1-c)^2 / ||M - cJ||_F^2 > value unless M = I"),
+        "queries": [_bits(x) for x in family.S],
+        "keys": list(keys),
+        "ladders": ladders,
+    }
+
+
+def write_certificate_file(path, spec: dict) -> Path:
+    """Write :func:`certificate_to_dict` as compact JSON (one ladder per line)."""
+    path = _path(path)
+    data = certificate_to_dict(spec)
+    lines = ["{"]
+    for k, v in data.items():
+        if k not in ("keys", "ladders"):
+            lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
+    lines.append(f'  "keys": {json.dumps(data["keys"])},')
+    lines.append('  "ladders": [')
+    lines.append(",\n".join(f"    {json.dumps(e, separators=(',', ':'))}"
+                            for e in data["ladders"]))
+    lines.append("  ]")
+    lines.append("}")
+    if str(path) in ("", ".") or path.is_dir():
+        raise ValueError(f"path must name a file, got the folder {str(path)!r}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r}: cannot write there ({exc.strerror or exc})") \
+            from exc
+    return path
+
+
+@dataclass
+class CertificateReport:
+    """What :func:`verify_certificate_file` found; passed: every check held. optimal: the
+    file's c reaches the exact maximum of the sharper lemma over c."""
+
+    path: str
+    size: int
+    pairs: int
+    value: Fraction | None
+    rank: int | None
+    optimal: bool | None
+    passed: bool
+    problems: list = field(default_factory=list)
+
+    def summary(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL: " + "; ".join(self.problems[:3])
+        return (f"{self.path}: lower-bound certificate, |S| = {self.size}, {self.pairs} "
+                f"ladders, value {self.value} -> feature rank >= {self.rank} -> {verdict}")
+
+
+def _token(text, name: str, m: int) -> np.ndarray:
+    if not isinstance(text, str) or len(text) != m or set(text) - {"0", "1"}:
+        raise ValueError(f"{name} must be a string of {m} characters 0/1, got {text!r:.60}")
+    return np.array([int(ch) for ch in text], dtype=np.int64)
+
+
+def verify_certificate_file(path) -> CertificateReport:
+    """Rebuild the family and re-check the certificate from scratch (exact); malformed files
+    raise ValueError, wrong claims give passed False with the reasons."""
+    path = _path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be an existing certificate file, got {str(path)!r}")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path {str(path)!r} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
+    for key in ("family", "c", "value", "rank", "queries", "keys", "ladders"):
+        if key not in data:
+            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    family = family_from_spec(data["family"])
+    S, n, eps, q = family.S, family.n, family.eps, family.query_position
+    N, m = S.shape
+    c = parse_rational(data["c"], "c")
+    claimed_value = parse_rational(data["value"], "value")
+    claimed_rank = data["rank"]
+    if isinstance(claimed_rank, bool) or not isinstance(claimed_rank, int):
+        raise ValueError(f"rank must be an int, got {claimed_rank!r:.40}")
+    queries, keys, ladders = data["queries"], data["keys"], data["ladders"]
+    if not isinstance(queries, list) or len(queries) != N:
+        raise ValueError(f"queries must list the family's {N} queries")
+    Q = [_token(t, f"queries[{i}]", m) for i, t in enumerate(queries)]
+    if sorted(_bits(x) for x in Q) != sorted(_bits(x) for x in S) or len(set(queries)) != N:
+        raise ValueError("queries must be the family's queries, each once")
+    if not isinstance(keys, list) or not isinstance(ladders, list) or len(ladders) > MAX_PAIRS:
+        raise ValueError(f"keys and ladders must be lists (at most {MAX_PAIRS} ladders)")
+    Z = [_token(t, f"keys[{i}]", m) for i, t in enumerate(keys)]
+    present = {seq.tobytes() for seq in np.asarray(family.sequences, dtype=np.int64)}
+
+    def has(x, keys_):
+        seq = list(keys_)
+        seq.insert(q, x)
+        return np.asarray(seq, dtype=np.int64).tobytes() in present
+
+    problems, rho, seen = [], {}, set()
+    for k, entry in enumerate(ladders):
+        if (not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[2], list)
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in
+                           entry[:2] + entry[2])):
+            raise ValueError(f"ladders[{k}] must be [x, y, [key indices]] of ints")
+        i, j, chain = entry
+        if not (0 <= i < N and 0 <= j < N and i != j) or (i, j) in seen:
+            raise ValueError(f"ladders[{k}]: ({i}, {j}) must be a new ordered pair of queries")
+        if len(chain) < 2 or not all(0 <= t < len(Z) for t in chain):
+            raise ValueError(f"ladders[{k}] needs >= 2 key indices into keys")
+        seen.add((i, j))
+        x, zs = Q[i], [Z[t] for t in chain]
+        pair = f"ladder ({i}, {j})"
+        if not (np.array_equal(zs[0], 1 - x) and np.array_equal(zs[-1], 1 - Q[j])):
+            problems.append(f"{pair} must run from complement(x) to complement(y)")
+            continue
+        levels = [int(z @ x) for z in zs]
+        value = Fraction(1)
+        for a, b, lo, hi in zip(zs, zs[1:], levels, levels[1:], strict=False):
+            factor = Fraction(n - 2) * (hi - lo - 2 * eps) / (2 * eps)
+            if not factor > 0:
+                problems.append(f"{pair}: a link of gap {hi - lo} proves nothing")
+                break
+            value *= factor
+            arrangements = [[b] * p + [a] + [b] * (n - 2 - p) for p in range(n - 1)]
+            if not (has(x, [a] * (n - 1)) and has(x, [b] * (n - 1))
+                    and all(has(x, keys_) for keys_ in arrangements)):
+                problems.append(f"{pair}: the family lacks a pure or mixed sequence of a link")
+                break
+        else:
+            if value < 1:
+                problems.append(f"{pair}: rho = {value} < 1 proves no ratio")
+            rho[(i, j)] = value
+    missing = N * (N - 1) - len(seen)
+    if missing:
+        problems.append(f"{missing} ordered pairs have no ladder")
+    report = CertificateReport(str(path), N, len(seen), None, None, None, False, problems)
+    if problems:
+        return report
+    if not 0 <= c < 1:
+        problems.append(f"c = {c} must lie in [0, 1)")
+        return report
+    upper = [1 / r for r in rho.values()]
+    report.value = Fraction(N * N) * (1 - c) ** 2 / (
+        N * (1 - c) ** 2 + sum((max(c, u - c) ** 2 for u in upper), Fraction(0)))
+    report.rank = N if report.value == N else math.floor(report.value) + 1
+    report.optimal = report.value == sharp_rank_bound(N, dict(Counter(upper))).value
+    if report.value != claimed_value:
+        problems.append(f"claimed value {claimed_value} != recomputed {report.value}")
+    if report.rank != claimed_rank:
+        problems.append(f"claimed rank {claimed_rank} != recomputed {report.rank}")
+    report.passed = not problems
+    return report
+
+
+def main(argv=None) -> int:
+    """`verify-head`: each file is checked as a head file or, by its format, as a lower-bound
+    certificate; one line per file, exit status 0 if all pass and 2 otherwise."""
+    if argv is not None and (not isinstance(argv, (list, tuple))
+                             or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be a list of str (file paths), got {argv!r:.60}")
+    paths = sys.argv[1:] if argv is None else list(argv)
+    if not paths:
+        print("usage: python -m companion verify-head FILE [FILE ...]", file=sys.stderr)
+        return 2
+    ok = True
+    for p in paths:
+        try:
+            is_cert = json.loads(Path(p).read_text()).get("format") == FORMAT
+        except (OSError, ValueError, AttributeError):
+            is_cert = False  # not a readable JSON object: the head verifier says why
+        if not is_cert:
+            ok = verify_head_files([p]) == 0 and ok
+            continue
+        try:
+            report = verify_certificate_file(p)
+        except (ValueError, TypeError) as exc:
+            print(f"{p}: not a valid certificate file: {exc}", file=sys.stderr)
+            ok = False
+            continue
+        print(report.summary(), file=sys.stdout if report.passed else sys.stderr)
+        ok = ok and report.passed
+    return 0 if ok else 2
+
+
+# --------------------------------------------------------------------------- the closed box
+
+
+def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
+    """I + value * A(K(n, 2)) with the C(n, 2) queries placed on the 2-subsets of {0..n-1}
+    so that every pair whose bound is below `value` sits on two intersecting subsets (no
+    edge, entry 0); those pairs must be disjoint, at most n - 2 of them.
+
+    For E1 (n = 8, value 1/5) it lies in the closed box 0 <= M_xy <= 1/rho_xy and has rank 21
+    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there.
+    """
+    if not isinstance(bounds, RatioBounds):
+        raise TypeError(f"bounds must be RatioBounds, got {type(bounds).__name__}")
+    value = check_fraction(value, "value", 0, low_open=True)
+    N = bounds.size
+    n = round((1 + math.isqrt(1 + 8 * N)) / 2)
+    if n * (n - 1) // 2 != N:
+        raise ValueError(f"bounds: |S| = {N} is not a binomial C(n, 2)")
+    low = sorted({tuple(sorted((x, y))) for x in range(N) for y in range(N)
+                  if x != y and bounds.upper[x, y] < value})
+    if len({v for p in low for v in p}) != 2 * len(low) or len(low) > n - 2:
+        raise ValueError(f"bounds: the {len(low)} pairs below value must be disjoint and at "
+                         f"most n - 2 = {n - 2}")
+    # low pair k -> {k, n-1} and {k, n-2} (they share k); the rest fill the other subsets
+    subsets = list(itertools.combinations(range(n), 2))
+    place = {}
+    for k, (x, y) in enumerate(low):
+        place[x], place[y] = (k, n - 1), (k, n - 2)
+    free = iter(s for s in subsets if s not in place.values())
+    for x in range(N):
+        if x not in place:
+            place[x] = next(free)
+    M = np.empty((N, N), dtype=object)
+    for x in range(N):
+        for y in range(N):
+            M[x, y] = (Fraction(1) if x == y else value if not set(place[x]) & set(place[y])
+                       else Fraction(0))
+    return M
