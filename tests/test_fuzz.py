@@ -355,6 +355,7 @@ OVERRIDES = {
     "companion.experiments.e1:E1Config": {},
     "companion.experiments.e1:select_paley_witness": {"q": 11, "min_sequences": 10,
                                                                  "max_sequences": 500},
+    "companion.experiments.e1:build_unit": {"group": (1,)},
     "companion.experiments.e1:train_e1_unit": {"group": (1,)},
     "companion.experiments.e1:run_e1_sweep": {"family": FAMILY},
     "companion.experiments.e1:summarise_e1": {"results": E1_RESULTS},

@@ -201,9 +201,20 @@ def _family_tensors(family, device):
     return ids, y
 
 
-def _build(cfg: E1Config, family, group, seeds, only_rank):
-    """The stacked models of one unit (a rank group x seeds, or the dense heads for group
-    None) and their labels; ``only_rank``: just that rank, padded to the group's largest."""
+def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
+               seeds: Sequence[int] | None = None, only_rank: int | None = None):
+    """The stacked models of one unit (a rank group x seeds, default the configuration's, or
+    the dense heads for group None) and their labels. ``only_rank``: just that rank of the
+    group, still padded to the group's largest rank (same maths as inside the unit; floats
+    agree only to rounding, see :mod:`companion.experiments.engine`)."""
+    cfg = check_instance(cfg, "cfg", E1Config)
+    family = check_instance(family, "family", WitnessFamily)
+    if group is not None:
+        group = check_int_sequence(group, "group", 1)
+    if seeds is not None:
+        seeds = check_int_sequence(seeds, "seeds", 0)
+        if group is not None:
+            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
     qpos = int(family.query_position)
     if group is None:
@@ -213,7 +224,11 @@ def _build(cfg: E1Config, family, group, seeds, only_rank):
         return model, [("dense", 0, s) for s in seeds]
     seeds = list(cfg.seeds if seeds is None else seeds)
     pad = max(group)
-    group = group if only_rank is None else [only_rank]
+    if only_rank is not None:
+        if check_int(only_rank, "only_rank", 1) not in group:
+            raise ValueError(
+                f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
+        group = [only_rank]
     ranks = [r for r in group for _ in seeds]
     ss = [s for _ in group for s in seeds]
     model = TableKernelHeads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
@@ -225,24 +240,10 @@ def _build(cfg: E1Config, family, group, seeds, only_rank):
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
                   seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
                   only_rank: int | None = None):
-    """Train one unit: a rank group x ``seeds`` (default the configuration's), or the dense
-    heads (``group`` None); with ``only_rank``, one rank of the group, still padded to its
-    largest rank (same maths as inside the unit; floats agree only to rounding, see
-    :mod:`companion.experiments.engine`). Returns (per-model records, TrainResult)."""
-    cfg = check_instance(cfg, "cfg", E1Config)
-    family = check_instance(family, "family", WitnessFamily)
+    """Train one unit of :func:`build_unit` (or, with ``only_rank``, one rank of it); returns
+    (per-model records, TrainResult)."""
     check_device(device)
-    if group is not None:
-        group = check_int_sequence(group, "group", 1)
-    if seeds is not None:
-        seeds = check_int_sequence(seeds, "seeds", 0)
-        if group is not None:
-            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
-    if only_rank is not None and (group is None or check_int(only_rank, "only_rank", 1)
-                                  not in group):
-        raise ValueError(f"only_rank must be one of the group's ranks "
-                         f"{None if group is None else list(group)}, got {only_rank!r:.40}")
-    model, labels = _build(cfg, family, group, seeds, only_rank)
+    model, labels = build_unit(cfg, family, group, seeds, only_rank)
     ids, y = _family_tensors(family, device)
     res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
                         final_lr_fraction=cfg.final_lr_fraction,

@@ -166,6 +166,8 @@ def _writable_target(path, name: str) -> Path:
     path = Path(path)
     if str(path) in ("", ".") or path.is_dir():
         raise _unwritable(name, path, "it is a folder, not a file")
+    if path.exists() and not path.is_file():  # replacing /dev/null would break the machine
+        raise _unwritable(name, path, "it is a device, pipe or socket, not a regular file")
     return path
 
 
@@ -564,17 +566,20 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
                              key=f"companion-{store.hash}-{unit.key}"): unit for unit in todo}
     failed = []
     for future in as_completed(futures):
+        unit = futures.pop(future)
         if future.status == "error":  # keep collecting: every other unit is stored
-            failed.append((futures[future], future.exception()))
-            continue
-        store.put(futures[future].key, future.result())
-        if bar is not None:
-            bar.update(1)
-    for unit, exc in failed:
-        if isinstance(exc, KilledWorker):
-            raise UnitFailedError(
-                f"unit {unit.key!r} killed every Dask worker that ran it (KilledWorker; out "
-                f"of memory?); {len(store.units)} units are stored") from exc
+            failed.append((unit, future.exception()))
+        else:
+            store.put(unit.key, future.result())
+            if bar is not None:
+                bar.update(1)
+        future.release()  # stored: a worker that dies later need not recompute it
+    killers = [(unit, exc) for unit, exc in failed if isinstance(exc, KilledWorker)]
+    if killers:
+        raise UnitFailedError(
+            f"unit {', '.join(repr(u.key) for u, _ in killers)} killed every Dask worker that "
+            f"ran it (KilledWorker; out of memory?); {len(store.units)} units are stored"
+        ) from killers[0][1]
     if failed:
         raise failed[0][1]
 
