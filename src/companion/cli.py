@@ -14,7 +14,8 @@ and judges them by the pre-registered rule into ``results/e2_summary.json``; ``-
 file. ``--scheduler`` sends the units as tasks to a Dask cluster
 (``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
-Shows a tqdm progress bar on stderr.
+Shows a tqdm progress bar on stderr. While a run writes ``--out`` it holds ``<out>.lock``
+(a second run on it exits 2 naming the first); Ctrl-C stops it with one line (exit 130).
 
     python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
                                [--scheduler local:N|tcp://HOST:PORT]
@@ -50,64 +51,35 @@ def _parser() -> argparse.ArgumentParser:
                        ("probes", "chapter 8: signed heads and several heads on F(S)")):
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
-        mode.add_argument(
-            "--full",
-            dest="mode",
-            action="store_const",
-            const="full",
-            help="full-size sweep (default)",
-        )
-        mode.add_argument(
-            "--quick",
-            dest="mode",
-            action="store_const",
-            const="quick",
-            help="the book's quick mode",
-        )
-        mode.add_argument(
-            "--smoke",
-            dest="mode",
-            action="store_const",
-            const="smoke",
-            help="a tiny configuration (seconds): checks an installation or a cluster",
-        )
-        s.set_defaults(mode="full")
+        modes = [("full", "full-size sweep (default)"), ("quick", "the book's quick mode"),
+                 ("smoke", "a tiny configuration (seconds): checks an installation or a "
+                  "cluster")]
         if name == "probes":
-            mode.add_argument(
-                "--exact", dest="mode", action="store_const", const="exact",
-                help="the exact LP tables (level heads, overlap heads; no training, always "
-                "in this process)")
+            modes.append(("exact", "the exact LP tables (level heads, overlap heads; no "
+                          "training, always in this process)"))
+        for const, text in modes:
+            mode.add_argument(f"--{const}", dest="mode", action="store_const", const=const,
+                              help=text)
+        s.set_defaults(mode="full")
         if name == "e2":
             s.add_argument(
                 "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
                 help="chapter 7's readings in which rank can bind (default with --full: "
                 "all; --out is then a folder, default results)")
-        s.add_argument(
-            "--scheduler",
-            default=None,
-            metavar="local:N|ADDRESS",
-            help="run the units as Dask tasks: local:N starts N worker processes here, "
-            "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
-        )
-        s.add_argument(
-            "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
-        )
+        s.add_argument("--scheduler", default=None, metavar="local:N|ADDRESS",
+                       help="run the units as Dask tasks: local:N starts N worker processes "
+                       "here, tcp://HOST:PORT connects to a running dask scheduler (default: "
+                       "here)")
+        s.add_argument("--out", default=None,
+                       help=f"output JSON (default results/{name}_<mode>.json)")
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
-        s.add_argument(
-            "--threads",
-            type=int,
-            default=1,
-            help="torch CPU threads (default 1: results then do not depend on the "
-            "core count, so committed results can be re-checked bit for bit)",
-        )
-        s.add_argument(
-            "--restart",
-            action="store_true",
-            help="discard an existing output file instead of resuming it",
-        )
-        s.add_argument(
-            "--no-progress", dest="progress", action="store_false", help="no progress bar"
-        )
+        s.add_argument("--threads", type=int, default=1,
+                       help="torch CPU threads (default 1: results then do not depend on the "
+                       "core count, so committed results can be re-checked bit for bit)")
+        s.add_argument("--restart", action="store_true",
+                       help="discard an existing output file instead of resuming it")
+        s.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="no progress bar")
     v = sub.add_parser("verify-head", help="re-verify exact head files (results/heads/*.json)")
     v.add_argument("files", nargs="+", metavar="FILE", help="head file(s) to verify")
     return p
