@@ -55,7 +55,7 @@
 # **Code for this chapter:** `companion.experiments.e1` (the E1 family, the
 # configuration `E1Config`, the sweep, summaries and the live Lemma B check),
 # `companion.experiments.table_heads` (the stacked table heads), `companion.experiments.engine`
-# (batched training), `companion.experiments.store` (result files),
+# (batched training), `companion.experiments.sweep` (result files),
 # `companion.experiments.reference` (live re-runs against committed results); from the theory,
 # `companion.bounds.witness` (the family and certificate of {prf:ref}`thm-exponential-rank`),
 # `companion.core.constructions` (exact heads), `companion.bounds.gap_domination`
@@ -104,7 +104,7 @@ from companion.experiments.e1 import (
     train_e1_unit,
 )
 from companion.experiments.reference import check_against_reference
-from companion.experiments.store import config_hash
+from companion.experiments.sweep import config_hash
 from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.head_files import family_from_spec, read_head_claims
 

@@ -637,7 +637,7 @@ from companion.experiments.e2.protocols import (
 )
 from companion.experiments.e2.rule import curve_rule
 from companion.experiments.reference import check_against_reference
-from companion.experiments.store import config_hash
+from companion.experiments.sweep import config_hash
 
 result = load_e2_result(RESULTS / "e2_quick.json")
 assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"

@@ -27,7 +27,7 @@ from companion.core.task import token_pool
 from companion.experiments.e1 import find_trained_model
 from companion.experiments.e2.data import pool_inputs
 from companion.experiments.engine import lr_at, max_errors
-from companion.experiments.store import (
+from companion.experiments.sweep import (
     ResultFileError,
     UnwritablePathError,
     atomic_write_json,

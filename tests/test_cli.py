@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from companion.cli import main
-from companion.experiments.store import (
+from companion.experiments.sweep import (
     ResultFileError,
     ResultStore,
     UnwritablePathError,
@@ -26,7 +26,7 @@ import companion.experiments.e1 as e1  # noqa: E402
 from companion.book import seed_everything  # noqa: E402
 from companion.bounds.codes import paley_subset  # noqa: E402
 from companion.bounds.witness import witness_family  # noqa: E402
-from companion.experiments.store import atomic_write_json, config_hash  # noqa: E402
+from companion.experiments.sweep import atomic_write_json, config_hash, environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ROOT / "results" / "e1_full.json"
@@ -269,17 +269,16 @@ def test_committed_full_e1_results_reproduce_on_a_random_subset():
     data = json.loads(FULL.read_text())
     cfg = e1.E1_FULL
     assert data["config_hash"] == config_hash(cfg), "committed results are for another config"
-    assert sorted(data["units"]) == sorted(
-        [e1.unit_key(g) for g in cfg.rank_groups] + ["dense"]
-    ), "the committed sweep is incomplete"
+    keys = ["nka_r" + "-".join(map(str, g)) for g in cfg.rank_groups] + ["dense"]
+    assert sorted(data["units"]) == sorted(keys), "the committed sweep is incomplete"
     family = e1.e1_family(cfg)
     groups = list(cfg.rank_groups) + [None]
-    group = groups[int(np.random.default_rng().integers(len(groups)))]  # differs every run
-    unit = data["units"][e1.unit_key(group)]
+    pick = int(np.random.default_rng().integers(len(groups)))  # differs every run
+    group, unit = groups[pick], data["units"][keys[pick]]
     records, _ = e1.train_e1_unit(cfg, family, group)
-    same_env = unit["environment"] == e1.environment("cpu")
+    same_env = unit["environment"] == environment("cpu")
     for got, stored in zip(records, unit["models"], strict=True):
-        where = (e1.unit_key(group), got["rank"], got["seed"])
+        where = (keys[pick], got["rank"], got["seed"])
         assert (got["rank"], got["seed"]) == (stored["rank"], stored["seed"]), where
         if same_env:
             for field in ("best_max_error", "fraction_within_half", "final_max_error"):
@@ -448,14 +447,15 @@ def test_bad_scheduler_syntax(tmp_path, capsys, scheduler):
     assert_one_line(code, lines, "--scheduler")
 
 
-def test_unreachable_scheduler(tmp_path, capsys):
+def test_unreachable_scheduler(tmp_path, capsys, monkeypatch):
     needs_torch()
-    dask = pytest.importorskip("dask")
     pytest.importorskip("dask.distributed")
+    from companion.experiments import sweep
+
+    monkeypatch.setattr(sweep, "CONNECT_TIMEOUT_S", 1)
     out = tmp_path / "e1.json"
-    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        code, lines = run_main(["e1", "--smoke", "--scheduler", "tcp://127.0.0.1:9",
-                                "--out", str(out), "--no-progress"], capsys)
+    code, lines = run_main(["e1", "--smoke", "--scheduler", "tcp://127.0.0.1:9",
+                            "--out", str(out), "--no-progress"], capsys)
     assert_one_line(code, lines, "tcp://127.0.0.1:9", "dask scheduler")
     # the store was created (nothing computed): the file holds no unit
     assert not out.exists() or json.loads(out.read_text())["units"] == {}

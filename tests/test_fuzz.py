@@ -61,9 +61,11 @@ SKIP = {
     "companion.experiments.e2.data:Split": _REC + " (reading_data)",
     "companion.experiments.e2.data:PoolBits": _REC + " (pool_inputs)",
     "companion.experiments.pair_readout:PairPlan": _REC + " (make_pair_plan)",
-    "companion.experiments.scheduler:Unit": _REC + " (e1_units, e2_units)",
-    "companion.experiments.scheduler:DaskMissingError": "an exception class",
-    "companion.experiments.store:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
+    "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, e2_units)",
+    **{f"companion.experiments.sweep:{c}": "an exception class" for c in (
+        "DaskMissingError", "SchedulerUnreachableError", "ResultFileError",
+        "UnwritablePathError", "OutputInUseError", "UnitFailedError", "SweepInterrupted")},
+    "companion.experiments.sweep:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
     "companion.transcript.bound:TranscriptModel": "an abstract base (the encoders are fuzzed)",
     "companion.core.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
     "constructions.lookup_head and random_heads.random_kernel_head",
@@ -96,8 +98,14 @@ SKIP = {
        "HeadConfig is fuzzed" for f in ("make_pair_plan", "pair_values", "rank_blocks",
                                                    "ranked_pair_values", "pair_readout",
                                                    "shifted_exp")},
-    "companion.experiments.scheduler:run_units": "needs a store and units; fuzzed through "
-    "run_e1_sweep / run_e2_sweep and the CLI",
+    **{f"companion.experiments.sweep:{f}": "takes units (functions to run); fuzzed through "
+       "run_e1_sweep, run_probe_sweep, run_e2_sweep and the CLI" for f in ("run_units",
+                                                                          "run_sweep")},
+    "companion.experiments.sweep:seed_blocks": "an internal step of the sweeps, fed only "
+    "validated configuration fields (seeds, seed_block); fuzzed through run_e1_sweep and "
+    "run_probe_sweep",
+    "companion.experiments.sweep:out_lock": "a context manager that takes a lock file; "
+    "tested in tests/experiments/test_sweep.py (live, stale and concurrent holders)",
     "companion.experiments.e2.protocols:run_e2_protocol": "writes under results/; its "
     "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
     "companion.experiments.reference:ReferenceCheck": _REC + " (check_against_reference)",
@@ -105,9 +113,6 @@ SKIP = {
     "companion.sandwich.matrix:RatioBounds": _REC + " (ratio_bounds)",
     "companion.sandwich.heads:ExactHead": _REC + " (build_exact_head, exact_head_from_search)",
     "companion.sandwich.search:SearchResult": _REC + " (search_ratio_factors)",
-    "companion.experiments.scheduler:SchedulerUnreachableError": "an exception class",
-    "companion.experiments.store:ResultFileError": "an exception class",
-    "companion.experiments.store:UnwritablePathError": "an exception class",
     "companion.experiments.engine:MAX_PARAMETERS": "a constant (the cap check_model_size "
     "enforces; the model classes that hit it are fuzzed)",
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
@@ -146,8 +151,8 @@ SKIP = {
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
     "companion.experiments.e2.readings:config_dict": "store.config_dict re-exported "
-    "(fuzzed as companion.experiments.store:config_dict)",
-    "companion.experiments.store:check_writable": "raises OSError (with the path) by "
+    "(fuzzed as companion.experiments.sweep:config_dict)",
+    "companion.experiments.sweep:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",
 }
@@ -288,11 +293,6 @@ _CH8 = {
     "companion.experiments.heads:signed_heads": {"ranks": (1,)},
     "companion.experiments.probes:probe_unit_keys": {
         "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
-    "companion.experiments.probes:probe_unit_records": {
-        "config": _ref("companion.experiments.probes:PROBES_SMOKE"), "kind": "multi_H2",
-        "seeds": (0,)},
-    "companion.experiments.probes:probe_units": {
-        "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
     "companion.experiments.probes:signed_bound_violations": {"bound": RANK_BOUND},
     "companion.experiments.probes:denominator_structure": {"tables": TABLES},
     "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},
@@ -347,7 +347,7 @@ OVERRIDES = {
     "companion.transcript.bound:count_transcripts": {"key_tokens": np.array([[1, 0, 0, 0, 0, 0, 0],
                                                                     [0, 1, 1, 0, 0, 0, 0]])},
     "companion.experiments.e2.protocols:e2_result": {"store": Lazy(
-        "companion.experiments.store:ResultStore", (None, TINY_E2))},
+        "companion.experiments.sweep:ResultStore", (None, TINY_E2))},
     "companion.bounds.asymptotics:explicit_code_plan": {"bases": Lazy(
         "companion.bounds.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
     "companion.bounds.asymptotics:explicit_code_log2_bounds": {"bases": Lazy(
@@ -377,9 +377,6 @@ OVERRIDES = {
                                                                  "max_sequences": 500},
     "companion.experiments.e1:build_unit": {"group": (1,)},
     "companion.experiments.e1:train_e1_unit": {"group": (1,)},
-    "companion.experiments.e1:unit_records": {"group": (1,), "seeds": (0,)},
-    "companion.experiments.e1:e1_units": {},
-    "companion.experiments.e1:seed_blocks": {"seeds": (0, 1), "size": 1},
     "companion.experiments.e1:run_e1_sweep": {"family": FAMILY},
     "companion.experiments.e1:summarise_e1": {"results": E1_RESULTS},
     "companion.experiments.e1:find_trained_model": {"models": {}, "rank": 1},
@@ -387,10 +384,8 @@ OVERRIDES = {
     "companion.experiments.e1:dense_init_statistics": {"seeds": (0,)},
     "companion.experiments.e1:link_checks": {},
     "companion.experiments.e1:consistency_violations": {},
-    "companion.experiments.e1:all_records": {},
     "companion.experiments.e1:summary_table": {"rows": Lazy(
         f"{_WS}:summarise_e1", (E1_RESULTS,))},
-    "companion.experiments.e1:unit_key": {"group": (1, 2)},
     "companion.experiments.heads:HeadConfig": {"maps": "table", "attention": "kernel",
                                                "ranks": (1, 2), "seeds": (0, 1)},
     "companion.experiments.heads:StackedHeads": {"config": Lazy(
@@ -407,21 +402,20 @@ OVERRIDES = {
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),
         "targets": Lazy("torch:zeros", (4,)), "steps": 2, "lr": 0.1},
     "companion.experiments.engine:lr_at": {},
-    "companion.experiments.store:config_dict": {"config": {"a": 1}},
-    "companion.experiments.store:config_hash": {"config": {"a": 1}},
-    "companion.experiments.store:canonical_json": {},
-    "companion.experiments.store:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
-    "companion.experiments.store:ResultStore": {"path": None, "config": {"a": 1}},
-    "companion.experiments.scheduler:parse_scheduler": {"scheduler": "local:2"},
-    "companion.experiments.scheduler:run_unit": {"unit": Lazy(
-        "companion.experiments.scheduler:Unit", ("k", Lazy("builtins:dict", call=False)))},
-    "companion.experiments.scheduler:environment": {},
+    "companion.experiments.sweep:config_dict": {"config": {"a": 1}},
+    "companion.experiments.sweep:config_hash": {"config": {"a": 1}},
+    "companion.experiments.sweep:canonical_json": {},
+    "companion.experiments.sweep:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
+    "companion.experiments.sweep:ResultStore": {"path": None, "config": {"a": 1}},
+    "companion.experiments.sweep:parse_scheduler": {"scheduler": "local:2"},
+    "companion.experiments.sweep:environment": {},
+    "companion.experiments.sweep:sweep_records": {"results": E1_RESULTS},
     "companion.book:Table": {},
     "companion.book:seed_everything": {},
     "companion.checks:check_instance": {"cls": int},
     "companion.checks:check_tokens": {"name": "arg"},
     "companion.checks:check_path": {"path": "results/x.json", "name": "arg"},
-    "companion.experiments.store:read_json_file": {"path": "results/e2_quick.json"},
+    "companion.experiments.sweep:read_json_file": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
     "companion.sandwich.head_files:head_to_dict": {"head": EXACT,
@@ -455,7 +449,7 @@ OVERRIDES = {
     f"{_ER}:reading_unit": {"cfg": TINY_READING, "size": 0, "readout": "overlap",
                             "which": "heads"},
     f"{_ER}:reading_units": {"cfg": TINY_READING},
-    f"{_ER}:reading_result": {"store": Lazy("companion.experiments.store:ResultStore",
+    f"{_ER}:reading_result": {"store": Lazy("companion.experiments.sweep:ResultStore",
                                             (None, TINY_READING))},
     f"{_ER}:run_reading": {"config": TINY_READING},
     f"{_ER}:reading_path": {"out_dir": "results/x", "reading": "X"},

@@ -14,7 +14,8 @@ and judges them by the pre-registered rule into ``results/e2_summary.json``; ``-
 file. ``--scheduler`` sends the units as tasks to a Dask cluster
 (``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
 this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
-Shows a tqdm progress bar on stderr.
+Shows a tqdm progress bar on stderr. While a run writes ``--out`` it holds ``<out>.lock``
+(a second run on it exits 2 naming the first); Ctrl-C stops it with one line (exit 130).
 
     python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
                                [--scheduler local:N|tcp://HOST:PORT]
@@ -37,7 +38,11 @@ Serves chapters 6, 7 and 8 (the full-size runs behind their committed results) a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shlex
 import sys
+import time
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,64 +52,35 @@ def _parser() -> argparse.ArgumentParser:
                        ("probes", "chapter 8: signed heads and several heads on F(S)")):
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
-        mode.add_argument(
-            "--full",
-            dest="mode",
-            action="store_const",
-            const="full",
-            help="full-size sweep (default)",
-        )
-        mode.add_argument(
-            "--quick",
-            dest="mode",
-            action="store_const",
-            const="quick",
-            help="the book's quick mode",
-        )
-        mode.add_argument(
-            "--smoke",
-            dest="mode",
-            action="store_const",
-            const="smoke",
-            help="a tiny configuration (seconds): checks an installation or a cluster",
-        )
-        s.set_defaults(mode="full")
+        modes = [("full", "full-size sweep (default)"), ("quick", "the book's quick mode"),
+                 ("smoke", "a tiny configuration (seconds): checks an installation or a "
+                  "cluster")]
         if name == "probes":
-            mode.add_argument(
-                "--exact", dest="mode", action="store_const", const="exact",
-                help="the exact LP tables (level heads, overlap heads; no training, always "
-                "in this process)")
+            modes.append(("exact", "the exact LP tables (level heads, overlap heads; no "
+                          "training, always in this process)"))
+        for const, text in modes:
+            mode.add_argument(f"--{const}", dest="mode", action="store_const", const=const,
+                              help=text)
+        s.set_defaults(mode="full")
         if name == "e2":
             s.add_argument(
                 "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
                 help="chapter 7's readings in which rank can bind (default with --full: "
                 "all; --out is then a folder, default results)")
-        s.add_argument(
-            "--scheduler",
-            default=None,
-            metavar="local:N|ADDRESS",
-            help="run the units as Dask tasks: local:N starts N worker processes here, "
-            "tcp://HOST:PORT connects to a running dask scheduler (default: here)",
-        )
-        s.add_argument(
-            "--out", default=None, help=f"output JSON (default results/{name}_<mode>.json)"
-        )
+        s.add_argument("--scheduler", default=None, metavar="local:N|ADDRESS",
+                       help="run the units as Dask tasks: local:N starts N worker processes "
+                       "here, tcp://HOST:PORT connects to a running dask scheduler (default: "
+                       "here)")
+        s.add_argument("--out", default=None,
+                       help=f"output JSON (default results/{name}_<mode>.json)")
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
-        s.add_argument(
-            "--threads",
-            type=int,
-            default=1,
-            help="torch CPU threads (default 1: results then do not depend on the "
-            "core count, so committed results can be re-checked bit for bit)",
-        )
-        s.add_argument(
-            "--restart",
-            action="store_true",
-            help="discard an existing output file instead of resuming it",
-        )
-        s.add_argument(
-            "--no-progress", dest="progress", action="store_false", help="no progress bar"
-        )
+        s.add_argument("--threads", type=int, default=1,
+                       help="torch CPU threads (default 1: results then do not depend on the "
+                       "core count, so committed results can be re-checked bit for bit)")
+        s.add_argument("--restart", action="store_true",
+                       help="discard an existing output file instead of resuming it")
+        s.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="no progress bar")
     v = sub.add_parser("verify-head", help="re-verify exact head files and lower-bound "
                        "certificates (results/heads/*.json)")
     v.add_argument("files", nargs="+", metavar="FILE", help="head or certificate file(s)")
@@ -136,13 +112,21 @@ def _device(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    """Exit status 0 on success, 2 on a usage error (one line on stderr, files untouched)."""
+    """Exit status 0 on success, 2 on a usage error (one line on stderr, files untouched),
+    130 on Ctrl-C (one line: how many units are stored)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    args.command = "python -m companion " + shlex.join(argv)
     try:
         return _main(args)
     except _UsageError as exc:
         print(f"python -m companion: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        stored = getattr(exc, "stored", None)  # a SweepInterrupted says how many
+        print("python -m companion: interrupted; " + ("" if stored is None else
+              f"{stored} units stored; ") + "rerun to resume", file=sys.stderr)
+        return 130
 
 
 def _main(args) -> int:
@@ -151,12 +135,7 @@ def _main(args) -> int:
 
         return verify_heads(args.files)
     from companion.book import seed_everything
-    from companion.experiments.scheduler import (
-        DaskMissingError,
-        SchedulerUnreachableError,
-        parse_scheduler,
-    )
-    from companion.experiments.store import ResultFileError, check_writable
+    from companion.experiments.sweep import parse_scheduler
 
     if not 1 <= args.threads <= 1024:
         raise _UsageError(f"--threads must be an int in [1, 1024], got {args.threads}")
@@ -178,61 +157,102 @@ def _main(args) -> int:
             raise _UsageError(
                 "e2 is not available: companion.experiments.e2.protocols could not be imported "
                 f"({exc}); reinstall the package (bash scripts/setup_env.sh)") from exc
+    with _writing(out, args.command):
+        {"e1": _run_e1, "e2": _run_e2, "probes": _run_probes}[args.experiment](args, device, out)
+    print(f"results: {out}")
+    return 0
+
+
+@contextlib.contextmanager
+def _writing(path, command: str):
+    """Run the block with `path` checked writable and locked; every failure a user can fix
+    becomes a _UsageError (one line, exit 2)."""
+    from companion.experiments.sweep import (
+        DaskMissingError,
+        OutputInUseError,
+        ResultFileError,
+        SchedulerUnreachableError,
+        UnitFailedError,
+        check_writable,
+        out_lock,
+    )
+
     try:
-        check_writable(out)
+        check_writable(path)
     except OSError as exc:
-        raise _UsageError(f"--out {out}: cannot write a results file there "
+        raise _UsageError(f"--out {path}: cannot write a results file there "
                           f"({exc.strerror or exc}); choose another path") from exc
     try:
-        {"e1": _run_e1, "e2": _run_e2, "probes": _run_probes}[args.experiment](
-            args, device, out)
+        with out_lock(path, command):
+            yield
+    except OutputInUseError as exc:
+        raise _UsageError(f"--out {exc}") from exc
     except (DaskMissingError, SchedulerUnreachableError) as exc:
         raise _UsageError(str(exc)) from exc
+    except UnitFailedError as exc:
+        raise _UsageError(f"{exc} in {path}; resume with: {command}") from exc
     except ResultFileError as exc:
         raise _UsageError(f"--out: {exc}") from exc
     except OSError as exc:
         # a write that failed mid-sweep (disk full, folder removed): finished units are in
         # the file (each written atomically); rerunning resumes from them
-        raise _UsageError(f"writing {out} failed ({exc.strerror or exc}); free space or fix "
+        raise _UsageError(f"writing {path} failed ({exc.strerror or exc}); free space or fix "
                           "the folder, then rerun the same command to resume") from exc
-    print(f"results: {out}")
-    return 0
+
+
+def _sweep(args, device: str, out) -> dict:
+    """The keyword arguments every experiment's sweep driver takes from the command line."""
+    return {"device": device, "progress": args.progress, "out": out, "restart": args.restart,
+            "scheduler": args.scheduler, "threads": args.threads}
 
 
 def _run_e1(args, device: str, out: str) -> None:
-    from companion.experiments.e1 import (
-        E1_FULL,
-        E1_QUICK,
-        E1_SMOKE,
-        run_e1_sweep,
-        summarise_e1,
-    )
+    from companion.experiments import e1
 
-    config = {"full": E1_FULL, "quick": E1_QUICK, "smoke": E1_SMOKE}[args.mode]
-    res = run_e1_sweep(config, device=device, progress=args.progress, out=out,
-                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
-    for row in summarise_e1(res):
-        print(
-            f"r={row['r']}: max error median {row['median_max_error']:.3f} "
-            f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
-            f"solved {row['solved']}/{row['seeds']}"
-        )
+    config = getattr(e1, f"E1_{args.mode.upper()}")
+    for row in e1.summarise_e1(e1.run_e1_sweep(config, **_sweep(args, device, out))):
+        print(f"r={row['r']}: max error median {row['median_max_error']:.3f} "
+              f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
+              f"solved {row['solved']}/{row['seeds']}")
 
 
 def _run_e2(args, device: str, out: str) -> None:
-    from companion.experiments.e2.protocols import E2_FULL, E2_QUICK, E2_SMOKE, run_e2_sweep
+    from companion.experiments.e2 import protocols
 
-    config = {"full": E2_FULL, "quick": E2_QUICK, "smoke": E2_SMOKE}[args.mode]
-    res = run_e2_sweep(config, device=device, progress=args.progress, out=out,
-                       restart=args.restart, scheduler=args.scheduler, threads=args.threads)
-    for m, width in res["widths"].items():
+    config = getattr(protocols, f"E2_{args.mode.upper()}")
+    for m, width in protocols.run_e2_sweep(config, **_sweep(args, device, out))["widths"].items():
         print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
               f"{width['transition_r']}")
 
 
-def _run_readings(args, device: str) -> int:
-    import os
+def _run_probes(args, device: str, out: str) -> None:
+    if args.mode == "exact":
+        if args.scheduler is not None:
+            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
+                              "training units); drop it or use --full/--quick/--smoke")
+        from companion.experiments.sweep import atomic_write_json
+        from companion.open.level_heads import exact_probe_tables
 
+        start = time.perf_counter()
+        tables = exact_probe_tables(8)
+        tables["produced_by"] = "python -m companion probes --exact"
+        tables["wall_time"] = round(time.perf_counter() - start, 1)
+        atomic_write_json(out, tables)
+        for row in tables["level"]:
+            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+                  f"impossible {row['proved_impossible']}")
+        return
+    from companion.experiments import probes
+
+    config = getattr(probes, f"PROBES_{args.mode.upper()}")
+    for row in probes.summarise_probes(probes.run_probe_sweep(config,
+                                                              **_sweep(args, device, out))):
+        print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
+              f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
+              f"exactly verified {row['exact']}/{row['checked']}")
+
+
+def _run_readings(args, device: str) -> int:
     from companion.experiments.e2.protocols import load_e2_protocols
     from companion.experiments.e2.readings import (
         READING_QUICK,
@@ -243,8 +263,7 @@ def _run_readings(args, device: str) -> int:
         run_reading,
     )
     from companion.experiments.e2.verdicts import e2_summary
-    from companion.experiments.scheduler import DaskMissingError, SchedulerUnreachableError
-    from companion.experiments.store import ResultFileError, atomic_write_json, check_writable
+    from companion.experiments.sweep import atomic_write_json
 
     folder = args.out if args.out is not None else "results"
     if not folder.strip():
@@ -262,22 +281,10 @@ def _run_readings(args, device: str) -> int:
     else:
         configs = {n: (READINGS_FULL if args.mode == "full" else READINGS_SMOKE)[n]
                    for n in names}
-    done = {}
     for name, cfg in configs.items():
         path = reading_path(folder, name, args.mode)
-        try:
-            check_writable(path)
-            res = run_reading(cfg, out=path, device=device, progress=args.progress,
-                              restart=args.restart, scheduler=args.scheduler,
-                              threads=args.threads)
-        except (DaskMissingError, SchedulerUnreachableError) as exc:
-            raise _UsageError(str(exc)) from exc
-        except ResultFileError as exc:
-            raise _UsageError(f"--out: {exc}") from exc
-        except OSError as exc:
-            raise _UsageError(f"writing {path} failed ({exc.strerror or exc}); free space or "
-                              "fix the folder, then rerun the same command to resume") from exc
-        done[name] = res
+        with _writing(path, args.command):
+            run_reading(cfg, **_sweep(args, device, path))
         print(f"results: {path}")
     if args.mode == "full":  # judge every complete full reading in the folder
         readings = {}
@@ -297,43 +304,6 @@ def _run_readings(args, device: str) -> int:
                       f"({v['reason']})")
         print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
     return 0
-
-
-def _run_probes(args, device: str, out: str) -> None:
-    if args.mode == "exact":
-        import time
-
-        if args.scheduler is not None:
-            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
-                              "training units); drop it or use --full/--quick/--smoke")
-
-        from companion.experiments.store import atomic_write_json
-        from companion.open.level_heads import exact_probe_tables
-
-        start = time.perf_counter()
-        tables = exact_probe_tables(8)
-        tables["produced_by"] = "python -m companion probes --exact"
-        tables["wall_time"] = round(time.perf_counter() - start, 1)
-        atomic_write_json(out, tables)
-        for row in tables["level"]:
-            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
-                  f"impossible {row['proved_impossible']}")
-        return
-    from companion.experiments.probes import (
-        PROBES_FULL,
-        PROBES_QUICK,
-        PROBES_SMOKE,
-        run_probe_sweep,
-        summarise_probes,
-    )
-
-    config = {"full": PROBES_FULL, "quick": PROBES_QUICK, "smoke": PROBES_SMOKE}[args.mode]
-    res = run_probe_sweep(config, device=device, progress=args.progress, out=out,
-                          restart=args.restart, scheduler=args.scheduler, threads=args.threads)
-    for row in summarise_probes(res):
-        print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
-              f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
-              f"exactly verified {row['exact']}/{row['checked']}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from companion.book import seed_everything  # noqa: E402
+from companion.bounds.witness import without_rows  # noqa: E402
 from companion.core.exact import HeadTables  # noqa: E402
 from companion.experiments.e1 import E1_FULL, experiment_witness_24  # noqa: E402
 from companion.experiments.probes import (  # noqa: E402
@@ -18,13 +19,11 @@ from companion.experiments.probes import (  # noqa: E402
     PROBES_SMOKE,
     denominator_structure,
     probe_unit_keys,
-    probe_unit_records,
-    probe_units,
     run_probe_sweep,
     signed_bound_violations,
     summarise_probes,
 )
-from companion.experiments.store import config_hash  # noqa: E402
+from companion.experiments.sweep import config_hash  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +61,15 @@ def test_the_full_run_has_e1s_full_budget_and_seeds():
     assert PROBES_FULL.steps + PROBES_FULL.surrogate_steps == 5000
 
 
-def test_units_are_the_keys_and_check_their_arguments(family):
-    units = probe_units(PROBES_FULL, family)
-    assert [u.key for u in units] == probe_unit_keys(PROBES_FULL)
-    assert units[1].args[2:4] == ("signed_pos", (3, 4))
-    with pytest.raises(ValueError, match="kind"):
-        probe_unit_records(PROBES_SMOKE, family, "multi_H4", (0,))
-    with pytest.raises(ValueError, match="seeds"):
-        probe_unit_records(PROBES_SMOKE, family, "multi_H2", (7,))
+def test_the_sweep_checks_its_arguments(family):
     with pytest.raises(ValueError, match="scheduler"):
         run_probe_sweep(PROBES_SMOKE, keep_models=True, scheduler="local:2", family=family)
+    with pytest.raises(ValueError, match="family"):
+        run_probe_sweep(PROBES_SMOKE, family=without_rows(family, [0]))
+    with pytest.raises(ValueError, match="scheduler"):
+        run_probe_sweep(PROBES_SMOKE, scheduler="tcp://h", family=family)
+    with pytest.raises(TypeError, match="config"):
+        run_probe_sweep({"steps": 1})
 
 
 def test_tiny_sweep_runs_stores_and_resumes(tmp_path, family):

@@ -26,7 +26,7 @@ from companion.experiments.e2.protocols import (
     stored_config_hash,
 )
 from companion.experiments.reference import ReferenceCheck, check_against_reference
-from companion.experiments.store import config_hash
+from companion.experiments.sweep import config_hash
 
 STORED = {("nka", 16, 0): 1.40, ("nka", 32, 0): 0.20, ("nka", 28, 0): 0.55}
 

@@ -6,19 +6,18 @@ The family is :func:`experiment_witness_24`: the E1 choice of query set, a subse
 Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the distinct ranks
 grouped into padded rank groups (:func:`companion.experiments.heads.group_ranks`), each
 group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
-softmax baseline as more units; the units run here or on a Dask cluster
-(:mod:`companion.experiments.scheduler`). :func:`run_e1_sweep` stores each unit's
-per-model results as soon as it finishes (:class:`companion.experiments.store.ResultStore`),
-so an interrupted CLI run resumes where it stopped. Every model is initialised from its own
-seed and trained full-batch, so its result does not depend on which other models share its
-program (up to float rounding). The configuration is the frozen dataclass :class:`E1Config`.
+softmax baseline as more units; :func:`run_e1_sweep` runs them through the one sweep
+protocol (:mod:`companion.experiments.sweep`: here or on a Dask cluster, each unit stored as
+it finishes, so an interrupted run resumes where it stopped). Every model is initialised from
+its own seed and trained full-batch, so its result does not depend on which other models
+share its program (up to float rounding). The configuration is the frozen dataclass
+:class:`E1Config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from companion.book import Table
+from companion.book import MAX_THREADS, Table
 from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import LinkCheck, total_weights
 from companion.bounds.rank_bounds import RankLowerBound, certified_rank_bound
@@ -49,8 +48,16 @@ from companion.experiments.heads import (
     table_kernel_heads,
     table_softmax_heads,
 )
-from companion.experiments.scheduler import Unit, environment, run_units
-from companion.experiments.store import FrozenConfig, ResultStore, check_writable, read_json_file
+from companion.experiments.sweep import (
+    FrozenConfig,
+    Unit,
+    check_writable,
+    parse_scheduler,
+    read_json_file,
+    run_sweep,
+    seed_blocks,
+    sweep_records,
+)
 
 # --------------------------------------------------------------------------- the E1 family
 
@@ -187,13 +194,6 @@ def family_digest(family) -> str:
     return h.hexdigest()[:16]
 
 
-def unit_key(group: Sequence[int] | None) -> str:
-    """Store key of a unit: 'nka_r1-2-4' for a rank group, 'dense' for the baseline."""
-    if group is not None:
-        group = check_int_sequence(group, "group", 1)
-    return "dense" if group is None else "nka_r" + "-".join(str(r) for r in group)
-
-
 def _family_tensors(family, device):
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
@@ -203,10 +203,10 @@ def _family_tensors(family, device):
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                seeds: Sequence[int] | None = None, only_rank: int | None = None):
-    """The stacked models of one unit (a rank group × seeds, or the dense heads) and labels.
-    ``only_rank``: just that rank of the group, still padded to the group's largest rank
-    (same maths as inside the unit; floats agree only to rounding, see
-    :mod:`companion.experiments.engine`)."""
+    """The stacked models of one unit (a rank group x seeds, default the configuration's, or
+    the dense heads for group None) and their labels. ``only_rank``: just that rank of the
+    group, still padded to the group's largest rank (same maths as inside the unit; floats
+    agree only to rounding, see :mod:`companion.experiments.engine`)."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
@@ -240,7 +240,8 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
                   seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
                   only_rank: int | None = None):
-    """Train one unit (or, with ``only_rank``, one rank of it); returns (records, TrainResult)."""
+    """Train one unit of :func:`build_unit` (or, with ``only_rank``, one rank of it); returns
+    (per-model records, TrainResult)."""
     check_device(device)
     model, labels = build_unit(cfg, family, group, seeds, only_rank)
     ids, y = _family_tensors(family, device)
@@ -258,91 +259,51 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
     return records, res
 
 
-def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[int, ...]]:
-    """``seeds`` cut into consecutive blocks of ``size`` (None: one block)."""
-    seeds = check_int_sequence(seeds, "seeds", 0)
-    size = len(seeds) if size is None else check_int(size, "size", 1)
-    return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
+    """One unit of the sweep (a pure function of its arguments: every model is seeded by its
+    own seed, so it may run anywhere): ({"models": records}, trained module)."""
+    records, res = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
+    return {"models": records}, res.model
 
 
-def unit_records(cfg: E1Config, family, group: Sequence[int] | None, seeds: Sequence[int],
-                 device="cpu") -> dict:
-    """Train one unit; what the store keeps of it: ``{"models": [per-model records]}``. A pure
-    function of its arguments (every model is seeded by its own seed), so it may run anywhere."""
-    records, _ = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
-    return {"models": records}
-
-
-def e1_units(cfg: E1Config, family, device="cpu") -> list[Unit]:
-    """The sweep's independent units: every rank group x seed block, then the dense heads x
-    seed block. Keys: 'nka_r1-2-4' and 'dense' with one block, '..._s0-1' with several."""
-    check_instance(cfg, "cfg", E1Config)
-    check_instance(family, "family", WitnessFamily)
-    check_device(device)
-    units = []
-    plan = [(g, seed_blocks(cfg.seeds, cfg.seed_block)) for g in cfg.rank_groups]
+def _units(cfg: E1Config, family, device) -> list[Unit]:
+    """The sweep's units: every rank group x seed block, then the dense heads x seed block."""
+    plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
     if cfg.dense_seeds:
-        plan.append((None, seed_blocks(cfg.dense_seeds, cfg.seed_block)))
-    for group, blocks in plan:
-        for block in blocks:
-            key = unit_key(group) + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, block)))
-            units.append(Unit(key, unit_records, (cfg, family, group, block, str(device)),
-                              device=str(device)))
-    return units
+        plan.append(("dense", None, cfg.dense_seeds))
+    return [Unit(key + suffix, _unit, (cfg, family, group, block, str(device)), str(device))
+            for key, group, seeds in plan for suffix, block in seed_blocks(seeds, cfg.seed_block)]
 
 
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep. Returns ``{"config", "config_hash", "units", "models"}``
-    where units maps the unit key (:func:`e1_units`) to ``{"models": [records], "wall_time",
-    "environment"}`` (see :func:`environment`) and models (only with ``keep_models``, and only
-    for units trained in this call) maps the unit key to the trained stacked module. ``out``:
-    JSON path written atomically after every unit. ``scheduler``: where the units run (None:
-    here; 'local:N' or a Dask address: see :mod:`companion.experiments.scheduler`; not with
-    ``keep_models``); ``threads``: torch threads per unit."""
+    """Run (or resume) an E1 sweep (:func:`companion.experiments.sweep.run_sweep`; one unit
+    per rank group x seed block, keys 'nka_r1-2-4', then 'dense', with '_s0-1' appended when
+    the seeds are cut into several blocks): ``{"config", "config_hash", "units": {key:
+    {"models": [records], "wall_time", "environment"}}, "models"}``; models (``keep_models``:
+    units trained in this call, here) {key: stacked module}. ``out``: the JSON file, written
+    after every unit; ``scheduler``: None (here), 'local:N' or a Dask address; ``threads``:
+    torch threads per unit. A ``family`` other than the configuration's is named by its digest."""
     cfg = check_instance(config, "config", E1Config)
     check_device(device)
     if family is None:
         family = e1_family(cfg)
-    elif cfg.family in FAMILIES:  # family is checked by family_digest and e1_units
+    elif cfg.family in FAMILIES:
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
-    check_bool(keep_models, "keep_models")
-    if keep_models and scheduler is not None:
-        raise ValueError("keep_models needs the units to run here: pass scheduler=None")
-    store = ResultStore(None if out is None else check_writable(out, "out"), cfg,
-                        restart=restart)
-    units = e1_units(cfg, family, device)
-    models = {}
-    if keep_models:
-        for unit in units:
-            if not store.done(unit.key):
-                start = time.perf_counter()
-                records, res = train_e1_unit(cfg, family, *unit.args[2:4], device=device,
-                                             progress=progress)
-                store.put(unit.key, {"models": records, "environment": environment(device),
-                                     "wall_time": round(time.perf_counter() - start, 2)})
-                models[unit.key] = res.model
-    else:
-        run_units(units, store, scheduler=scheduler, threads=threads, progress=progress)
-    result = store.as_dict()
-    result["models"] = models
-    return result
-
-
-def all_records(results: dict) -> list[dict]:
-    """Every model record of an E1 sweep result ({"units": {key: {"models": [...]}}})."""
-    try:
-        return [rec for unit in results["units"].values() for rec in unit["models"]]
-    except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise ValueError(f"results must be an E1 sweep result {{'units': {{key: {{'models': "
-                         f"[...]}}}}}}, got {type(results).__name__} ({exc!r:.80})") from exc
+    parse_scheduler(scheduler)
+    return run_sweep(cfg, _units(cfg, family, device),
+                     out=None if out is None else check_writable(out, "out"),
+                     restart=check_bool(restart, "restart"), scheduler=scheduler,
+                     threads=check_int(threads, "threads", 1, MAX_THREADS),
+                     progress=check_bool(progress, "progress"),
+                     keep_models=check_bool(keep_models, "keep_models"))
 
 
 def summarise_e1(results: dict) -> list[dict]:
     """Per rank (then 'dense'): max error median / min / max over seeds, median fraction of
     inputs within 1/2, and solved seeds (max error < 1/2)."""
-    recs = all_records(results)
+    recs = sweep_records(results)
     keys = sorted({r["rank"] for r in recs if r["kind"] == "nka"}) + (
         ["dense"] if any(r["kind"] == "dense" for r in recs) else [])
     rows = []
@@ -375,7 +336,7 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
     """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
     says cannot exist. An empty list means the check passed."""
     r_star = check_int(r_star, "r_star", 0)
-    return [r for r in all_records(results)
+    return [r for r in sweep_records(results)
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
 
 
@@ -475,7 +436,7 @@ def model_values(records, quantity: str = "best_max_error") -> dict:
     """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
     if isinstance(records, dict):
         try:
-            records = all_records(records)
+            records = sweep_records(records)
         except ValueError as exc:
             raise ValueError(f"records: {exc}") from exc
     try:

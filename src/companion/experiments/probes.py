@@ -13,14 +13,13 @@ checkpoint, d = 16), the sweep trains
 
 One head (H = 1, NKA) is E1 itself; the chapter reads it from E1's committed results at the
 same schedule instead of retraining it. A unit is one of these model kinds x a block of seeds
-(:func:`probe_units`); the units run here or as tasks on a Dask cluster
-(:mod:`companion.experiments.scheduler`, CLI ``--scheduler``), and each is stored as soon as
-it finishes (:class:`companion.experiments.store.ResultStore`), so the CLI
-``python -m companion probes`` resumes an interrupted run. Every model that solves (max
-error < 1/2) with total rank below ``verify_below`` is re-verified in exact arithmetic
-(:func:`companion.core.exact.exact_table_max_error`); signed models also store the signs of
-their denominators (:func:`denominator_structure`), which decide which part of
-``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
+(:func:`probe_unit_keys`), run through the one sweep protocol
+(:mod:`companion.experiments.sweep`: here or on a Dask cluster, CLI ``--scheduler``; each unit
+stored as it finishes, so ``python -m companion probes`` resumes an interrupted run). Every
+model that solves (max error < 1/2) with total rank below ``verify_below`` is re-verified in
+exact arithmetic (:func:`companion.core.exact.exact_table_max_error`); signed models also
+store the signs of their denominators (:func:`denominator_structure`), which decide which part
+of ``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
 
 Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
 """
@@ -28,27 +27,39 @@ Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import torch
 
-from companion.book import Table, seed_everything
+from companion.book import MAX_THREADS, Table
 from companion.bounds.rank_bounds import RankLowerBound
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_bool, check_float, check_instance, check_int, check_int_sequence
+from companion.checks import (
+    check_bool,
+    check_device,
+    check_float,
+    check_instance,
+    check_int,
+    check_int_sequence,
+)
 from companion.core.exact import HeadTables, exact_table_max_error
-from companion.experiments.e1 import experiment_witness_24, family_digest, seed_blocks
+from companion.experiments.e1 import experiment_witness_24, family_digest
 from companion.experiments.engine import check_model_size, train_batched
 from companion.experiments.heads import multi_heads, signed_heads
-from companion.experiments.scheduler import Unit, environment, run_units
-from companion.experiments.store import FrozenConfig, ResultStore
+from companion.experiments.sweep import (
+    FrozenConfig,
+    Unit,
+    check_writable,
+    parse_scheduler,
+    run_sweep,
+    seed_blocks,
+    sweep_records,
+)
 from companion.open.signed import signed_rank_lower_bound
 
-__all__ = ["ProbeConfig", "probe_unit_keys", "probe_units", "probe_unit_records",
-           "run_probe_sweep", "summarise_probes", "probe_table",
+__all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
            "signed_bound_violations",
            "denominator_structure", "e1_probe_rows", "probe_figure"]
 
@@ -138,9 +149,8 @@ def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
                                ("signed_columns", cfg.columns_ranks)) if grid]
     kinds += [f"multi_H{h}" for h in cfg.multi_heads
               if any(t % h == 0 for t in cfg.multi_totals)]
-    blocks = seed_blocks(cfg.seeds, cfg.seed_block)
-    return [(kind + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, block))), kind, block)
-            for kind in kinds for block in blocks]
+    return [(kind + suffix, kind, block) for kind in kinds
+            for suffix, block in seed_blocks(cfg.seeds, cfg.seed_block)]
 
 
 def probe_unit_keys(config: ProbeConfig) -> list[str]:
@@ -212,8 +222,9 @@ def _verify(tables: HeadTables, family) -> dict:
     return {"exact_max_error": str(err), "exact_solved": bool(err < Fraction(1, 2))}
 
 
-def _train_unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], device: str,
-                progress: bool = False):
+def _unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], device: str):
+    """One unit (a model kind x a seed block; a pure function of its arguments: every model is
+    seeded by its own seed): ({"models": per-model records}, trained module)."""
     model, labels = _build(cfg, family, kind, seeds)
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
@@ -221,8 +232,7 @@ def _train_unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], dev
     res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
                         final_lr_fraction=cfg.final_lr_fraction,
                         surrogate_steps=cfg.surrogate_steps,
-                        surrogate_power=cfg.surrogate_power, seed=0, device=device,
-                        progress=progress)
+                        surrogate_power=cfg.surrogate_power, seed=0, device=device)
     records = []
     for i, (k, h, r, s) in enumerate(labels):
         rec = {"kind": k, "heads": h, "rank": r, "total_rank": h * r, "seed": s,
@@ -236,99 +246,34 @@ def _train_unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], dev
         if rec["best_max_error"] < 0.5 and h * r < cfg.verify_below:
             rec.update(_verify(tables, family))
         records.append(rec)
-    return records, res
-
-
-def _check_device(device) -> str:
-    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r:.60}")
-    return str(device)
-
-
-def _check_family(family) -> WitnessFamily:
-    if family_digest(check_instance(family, "family", WitnessFamily)) \
-            != EXPERIMENT_FAMILY_DIGEST:
-        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
-    return family
-
-
-def probe_unit_records(config: ProbeConfig, family: WitnessFamily, kind: str,
-                       seeds: tuple[int, ...], device: str = "cpu") -> dict:
-    """Train one unit (a model kind of :func:`probe_unit_keys`, without its seed suffix, x a
-    seed block); what the store keeps of it: ``{"models": [per-model records]}``. A pure
-    function of its arguments (every model is seeded by its own seed), so it may run on a
-    Dask worker."""
-    cfg = check_instance(config, "config", ProbeConfig)
-    kinds = {k for _, k, _ in _plan(cfg)}
-    if kind not in kinds:
-        raise ValueError(f"kind must be one of {sorted(kinds)} (this configuration's model "
-                         f"kinds), got {kind!r:.60}")
-    seeds = tuple(check_int_sequence(seeds, "seeds", 0, 2**32 - 1))
-    if not seeds or not set(seeds) <= set(cfg.seeds):
-        raise ValueError(f"seeds must be a non-empty subset of the configuration's seeds "
-                         f"{list(cfg.seeds)}, got {list(seeds)[:8]}")
-    records, _ = _train_unit(cfg, _check_family(family), kind, seeds, _check_device(device))
-    return {"models": records}
-
-
-def probe_units(config: ProbeConfig, family: WitnessFamily | None = None,
-                device: str = "cpu") -> list[Unit]:
-    """The sweep's independent units (:class:`~companion.experiments.scheduler.Unit`), keys
-    as :func:`probe_unit_keys`; each runs :func:`probe_unit_records`."""
-    cfg = check_instance(config, "config", ProbeConfig)
-    family = experiment_witness_24() if family is None else _check_family(family)
-    device = _check_device(device)
-    return [Unit(key, probe_unit_records, (cfg, family, kind, block, device), device=device)
-            for key, kind, block in _plan(cfg)]
+    return {"models": records}, res.model
 
 
 def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = False,
                     out=None, restart: bool = False, keep_models: bool = False,
                     family: WitnessFamily | None = None, scheduler: str | None = None,
                     threads: int = 1) -> dict:
-    """Run (or resume) a sweep. Returns {"config", "config_hash", "units", "models"}: units
-    maps a unit key (:func:`probe_unit_keys`) to {"models": [records], "wall_time",
-    "environment"}; models (with ``keep_models``) the stacked modules trained in this call.
-    ``family``: E1's witness family if the caller has built it already (checked by digest;
-    building it takes seconds). ``scheduler``: where the units run (None: here; 'local:N' or
-    a Dask address: see :mod:`companion.experiments.scheduler`; not with ``keep_models``);
-    ``threads``: torch threads per unit."""
+    """Run (or resume) a sweep (:func:`companion.experiments.sweep.run_sweep`, one unit per
+    key of :func:`probe_unit_keys`): {"config", "config_hash", "units": {key: {"models":
+    [records], "wall_time", "environment"}}, "models"}; models (``keep_models``) the stacked
+    modules trained in this call. ``family``: E1's witness family if the caller has built it
+    already (checked by digest; building it takes seconds). ``scheduler``: None (here),
+    'local:N' or a Dask address; ``threads``: torch threads per unit."""
     cfg = check_instance(config, "config", ProbeConfig)
-    check_bool(progress, "progress")
-    check_bool(restart, "restart")
-    check_bool(keep_models, "keep_models")
-    if keep_models and scheduler is not None:
-        raise ValueError("keep_models needs the units to run here: pass scheduler=None")
-    units = probe_units(cfg, family, device)
-    store = ResultStore(out, cfg, restart=restart)
-    models = {}
-    if keep_models:  # in this process, so that the trained modules can be returned
-        for unit in units:
-            if not store.done(unit.key):
-                seed_everything(0, threads=threads)  # as run_unit does on a worker
-                start = time.perf_counter()
-                records, res = _train_unit(cfg, *unit.args[1:], progress=progress)
-                store.put(unit.key, {"models": records, "environment": environment(device),
-                                     "wall_time": round(time.perf_counter() - start, 2)})
-                models[unit.key] = res.model
-    else:
-        run_units(units, store, scheduler=scheduler, threads=threads, progress=progress)
-    result = store.as_dict()
-    result["models"] = models
-    return result
-
-
-def _records(results, name: str = "results") -> list[dict]:
-    try:
-        if not isinstance(results, dict):
-            raise TypeError(type(results).__name__)
-        recs = [rec for unit in results["units"].values() for rec in unit["models"]]
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"{name} must be a sweep result {{'units': {{key: {{'models': "
-                         f"[...]}}}}}}, got {type(results).__name__}") from exc
-    if not all(isinstance(rec, dict) for rec in recs):
-        raise ValueError(f"{name}: every model record must be a dict")
-    return recs
+    device = str(check_device(device))
+    if family is None:
+        family = experiment_witness_24()
+    elif family_digest(check_instance(family, "family", WitnessFamily)) \
+            != EXPERIMENT_FAMILY_DIGEST:
+        raise ValueError("family must be experiment_witness_24() (the configuration's family)")
+    parse_scheduler(scheduler)
+    units = [Unit(key, _unit, (cfg, family, kind, block, device), device)
+             for key, kind, block in _plan(cfg)]
+    return run_sweep(cfg, units, out=None if out is None else check_writable(out, "out"),
+                     restart=check_bool(restart, "restart"), scheduler=scheduler,
+                     threads=check_int(threads, "threads", 1, MAX_THREADS),
+                     progress=check_bool(progress, "progress"),
+                     keep_models=check_bool(keep_models, "keep_models"))
 
 
 _ROW_KEYS = ("kind", "heads", "total_rank", "median_max_error", "min_max_error",
@@ -346,7 +291,7 @@ def summarise_probes(results: dict) -> list[dict]:
     """Per (kind, heads, total rank): best max error median / min / max over seeds, solved
     seeds (max error < 1/2) and, of those exactly re-verified, how many solve exactly."""
     groups: dict = {}
-    for rec in _records(results):
+    for rec in sweep_records(results):
         try:
             key = (str(rec["kind"]), int(rec["heads"]), int(rec["total_rank"]))
             float(rec["best_max_error"])
@@ -383,7 +328,7 @@ def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
     keys). Position-dependent keys with sign changes: no bound known, never listed."""
     check_instance(bound, "bound", RankLowerBound)
     bad = []
-    for rec in _records(results):
+    for rec in sweep_records(results):
         if not str(rec.get("kind", "")).startswith("signed") or not rec.get("exact_solved"):
             continue
         if rec.get("sign_consistent"):
@@ -403,9 +348,9 @@ def e1_probe_rows(e1_results: dict) -> list[dict]:
     """E1's committed NKA records as rows of :func:`summarise_probes` (kind 'nka', H = 1)."""
     try:
         recs = [{**r, "heads": 1, "total_rank": r["rank"]}
-                for r in _records(e1_results, "e1_results") if r.get("kind") == "nka"]
-    except KeyError as exc:
-        raise ValueError(f"e1_results: an NKA record lacks {exc}") from exc
+                for r in sweep_records(e1_results) if r.get("kind") == "nka"]
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"e1_results: {exc}") from exc
     return summarise_probes({"units": {"e1": {"models": recs}}})
 
 

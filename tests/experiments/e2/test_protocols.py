@@ -14,7 +14,7 @@ from companion.experiments.e2 import protocols as ood_scaling
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS
 from companion.experiments.e2.readings import E2Config
 from companion.experiments.e2.rule import curve_rule
-from companion.experiments.store import config_hash
+from companion.experiments.sweep import config_hash
 
 
 @pytest.fixture(autouse=True)

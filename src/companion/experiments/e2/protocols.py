@@ -29,8 +29,7 @@ from companion.checks import (
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS
 from companion.experiments.e2.readings import E2Config, e2_width_result
 from companion.experiments.e2.rule import curve_rule
-from companion.experiments.scheduler import Unit, run_units
-from companion.experiments.store import ResultStore, check_writable, read_json_file
+from companion.experiments.sweep import ResultStore, Unit, check_writable, read_json_file, run_units
 
 __all__ = ["E2_QUICK", "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "e2_units",
            "e2_result", "run_e2_sweep", "summarise_e2", "accuracy_table", "protocol_path",
@@ -95,7 +94,7 @@ def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, resta
     in ``out`` (a :class:`ResultStore` JSON file; None: in memory) as it finishes, and return
     ``{"config", "widths"}``: per width the test exact-sequence accuracies per distribution,
     train accuracies, the rule's transition ranks r* and dense accuracies per seed.
-    ``scheduler``: where the units run (see :mod:`companion.experiments.scheduler`);
+    ``scheduler``: where the units run (see :mod:`companion.experiments.sweep`);
     ``threads``: torch threads."""
     cfg = check_instance(config, "config", E2Config)
     check_device(device)

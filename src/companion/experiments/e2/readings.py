@@ -67,13 +67,14 @@ from companion.experiments.heads import (
     pool_kernel_heads,
     pool_softmax_heads,
 )
-from companion.experiments.scheduler import Unit, run_units
-from companion.experiments.store import (
+from companion.experiments.sweep import (
     FrozenConfig,
     ResultStore,
+    Unit,
     check_writable,
     config_dict,
     read_json_file,
+    run_units,
 )
 
 __all__ = ["READINGS", "ReadingConfig", "E2Config", "READINGS_FULL", "READINGS_SMOKE",
@@ -525,7 +526,7 @@ def run_reading(config: ReadingConfig, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
     """Run (or resume) one reading, every unit stored in ``out`` as it finishes (None: in
     memory); returns :func:`reading_result`. ``scheduler``: see
-    :mod:`companion.experiments.scheduler`."""
+    :mod:`companion.experiments.sweep`."""
     cfg = check_instance(config, "config", ReadingConfig)
     check_device(device)
     if out is not None:
