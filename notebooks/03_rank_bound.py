@@ -63,6 +63,7 @@ try:
     import companion  # noqa: F401
 except ModuleNotFoundError:
     # %pip install --quiet "companion @ git+https://github.com/three-tokens/companion@main"
+    import companion  # noqa: F401
 
 # %% tags=["hide-input"]
 import dataclasses
@@ -116,8 +117,8 @@ from companion.core.constructions import (
     spread_query_head,
 )
 from companion.experiments.e1 import experiment_witness_24
-from companion.sandwich.head_files import read_head_claims, verify_head_file
 from companion.sandwich.certificates import kneser_box_matrix, verify_certificate_file
+from companion.sandwich.head_files import read_head_claims, verify_head_file
 from companion.sandwich.matrix import (
     admissibility_violations,
     exact_rank,

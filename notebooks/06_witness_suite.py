@@ -67,6 +67,7 @@ try:
     import companion  # noqa: F401
 except ModuleNotFoundError:
     # %pip install --quiet "companion @ git+https://github.com/three-tokens/companion@main"
+    import companion  # noqa: F401
 
 # %% tags=["hide-input"]
 import json

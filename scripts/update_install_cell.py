@@ -25,6 +25,7 @@ try:
     import companion  # noqa: F401
 except ModuleNotFoundError:
     %pip install --quiet "companion @ git+{repo}@{branch}"
+    import companion  # noqa: F401
 '''
 
 

@@ -22,12 +22,13 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.py"))
 
 
 def run_cell(monkeypatch, importable: bool) -> list[str]:
-    """Execute the cell with `import companion` succeeding or not; the `%pip` lines run."""
+    """Execute the cell with `import companion` succeeding or not (until `%pip` installs it);
+    returns the `%pip` lines run."""
     magics = []
     real_import = builtins.__import__
 
     def fake_import(name, *args, **kwargs):
-        if name == "companion" and not importable:
+        if name == "companion" and not (importable or magics):
             raise ModuleNotFoundError("No module named 'companion'", name="companion")
         return real_import(name, *args, **kwargs)
 
