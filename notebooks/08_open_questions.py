@@ -631,7 +631,7 @@ Table(smallest, caption="smallest total rank H r that solves on at least one see
 # %% [markdown]
 # ## 3. The picture
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Best max error on E1's family against total feature rank: one head, several heads, signed features.", "name": "fig-open-probes"}, "image": {"alt": "Log-log plot of best maximum error on the E1 witness family against total feature rank H times r, for single nonnegative heads, two heads of rank one and signed features, with bars from best to worst seed, a dotted line at one half, a grey region from the certificate onwards and thin red lines at the signed bounds."}}
 from companion.experiments.probes import probe_figure
 
 fig, ax = plt.subplots(figsize=(7.2, 5.4))

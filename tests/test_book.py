@@ -17,6 +17,7 @@ from companion.book import (
     BOOK_STYLE,
     BOOK_WIDTH,
     MIN_FONT_SIZE,
+    TABLEAU_AS_OKABE_ITO,
     Table,
     seed_everything,
     use_book_style,
@@ -146,6 +147,12 @@ def test_the_palette_stays_distinct_for_colour_blind_readers(book_style, deficie
     assert _closest_pair_under(deficiency, cycle[:4]) > 0.15, deficiency
     if deficiency != "tritanopia":  # the rare one: blue and bluish green come closest
         assert _closest_pair_under(deficiency, cycle) > 0.15, deficiency
+
+
+def test_the_chapters_tableau_colours_are_redrawn_in_the_palette(book_style):
+    for name, colour in TABLEAU_AS_OKABE_ITO.items():
+        assert mpl.colors.to_hex(name) == colour.lower(), name
+    assert _closest_pair_under("deuteranopia", ["tab:red", "tab:green"]) > 0.15
 
 
 def test_matplotlibs_default_red_and_green_fail_the_colour_check():

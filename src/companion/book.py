@@ -187,6 +187,11 @@ MIN_FONT_SIZE = 9
 BOOK_COLORS = ("#0072B2", "#D55E00", "#CC79A7", "#56B4E9", "#009E73", "#E69F00")
 #: a marker and a line style per colour, so that series differ without colour too
 BOOK_MARKERS = ("o", "s", "^", "D", "v", "P")
+#: the Tableau names the chapters' figures use, drawn in their Okabe-Ito counterparts
+#: (matplotlib's own "tab:red" and "tab:green" merge under deuteranopia)
+TABLEAU_AS_OKABE_ITO = {"tab:blue": "#0072B2", "tab:orange": "#E69F00",
+                        "tab:green": "#009E73", "tab:red": "#D55E00",
+                        "tab:purple": "#CC79A7", "tab:cyan": "#56B4E9"}
 BOOK_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)))
 
 #: the rcParams `use_book_style` sets
@@ -214,10 +219,16 @@ def use_book_style() -> None:
     Figures default to the column's width; a figure with `figsize` at most `BOOK_WIDTH`
     wide is shown unshrunk, so every legend and tick label is at least `MIN_FONT_SIZE` pt
     on the page. Maths in labels is written `$...$` (mathtext in the text's font). Colours
-    cycle through `BOOK_COLORS`; in a notebook, inline figures are rendered at
-    `BOOK_PIXEL_DENSITY` times the layout's dpi and shown at the layout size.
+    cycle through `BOOK_COLORS`, and the Tableau names ("tab:red", ...) are redrawn as
+    `TABLEAU_AS_OKABE_ITO` for the rest of the session. In a notebook, inline figures are
+    rendered at `BOOK_PIXEL_DENSITY` times the layout's dpi and shown at the layout size.
     """
     mpl.rcParams.update(BOOK_STYLE)
+    # matplotlib resolves named colours through this mapping; item assignment clears its cache
+    names = getattr(mpl.colors, "_colors_full_map", None)
+    if names is not None:
+        for name, colour in TABLEAU_AS_OKABE_ITO.items():
+            names[name] = colour
     try:
         from IPython import get_ipython
     except ImportError:  # plain python: no inline backend to configure
