@@ -244,7 +244,8 @@ class Visit:
                     raw: raw,
                     images: [...document.images].map(i => ({
                         src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
-                    figures: [...main.querySelectorAll('img')].map(i => {
+                    figures: [...(main.querySelector('article') || main)
+                              .querySelectorAll('img')].map(i => {
                         const fig = i.closest('figure');
                         const cap = fig && fig.querySelector('figcaption');
                         return {src: i.getAttribute('src'), alt: i.getAttribute('alt') || '',
@@ -268,7 +269,7 @@ class Visit:
             }"""
         )
         shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot), full_page=True)
+        page.screenshot(path=str(shot), full_page=True, timeout=180_000)  # tall pages
 
     def close(self):
         self.context.close()
