@@ -302,11 +302,11 @@ def _record(opened: dict[str, Visit], width: int) -> None:
     """Page height, tables (all / outside folded sections), bytes and requests of a first
     load, per page, into test-artifacts/page_measures.json (one entry per width)."""
     data = json.loads(MEASURES.read_text()) if MEASURES.is_file() else {}
-    data[str(width)] = {
+    data.setdefault(str(width), {}).update({  # a run of some pages keeps the others'
         name: {key: v.facts[key] for key in ("height", "tables", "tablesMain", "bytes",
                                               "decodedBytes", "requests", "overflow")}
         for name, v in opened.items()
-    }
+    })
     MEASURES.parent.mkdir(parents=True, exist_ok=True)
     MEASURES.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
