@@ -28,7 +28,8 @@
 # ($m \le 10$). The same head fails at three tokens, with worst error exactly $m/3$
 # ({prf:ref}`prop-rank-one-length-three`), and there no normalised nonnegative head of any
 # rank can be exact ({prf:ref}`obs-no-zero-error`); from here on *solves* means error below
-# $1/2$.
+# $1/2$. Verdicts: {claim-verdict}`thm-a`, {claim-verdict}`thm-a-length-3`,
+# {claim-verdict}`obs-a-prime`.
 # ```
 #
 # Everything below is checked by exhaustive enumeration in exact integer or rational
@@ -239,7 +240,7 @@ print("exactly the three inputs of the proposition:",
 # A single feature is hopeless at length three; the rest of the book shows that *any*
 # nonnegative kernel head needs exponentially many features there.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "A rank-1 head at length three. Left: the share of length-3 inputs on which its error is at least $1/2$, per token width $m$. Right: its exact worst-case error against the threshold $1/2$, beside the same head at lengths 1 and 2.", "name": "fig-rank-one-failure"}, "image": {"alt": "Two panels against the token width m. Left: bars giving the share of length-three inputs on which the rank-one head errs by at least one half. Right: the exact maximum error of that head at length three, with a dashed line at one half, and the same head's maximum error at lengths one and two drawn with squares."}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.4))
 ms = [r.m for r in length_three]
 ax1.bar(ms, [1 - r.within_half / r.sequences for r in length_three], color="tab:red")
@@ -314,7 +315,7 @@ for beta in (0.0, 2.0, 4.0, 6.0):
     i = int(np.argmin(np.abs(betas - beta)))
     print(f"beta = {beta:3.1f}: max error {achieved[i]:.3e} >= forced {forced[i]:.3e}")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Observation A\u2032 on the family $\\{P, P', A, B\\}$ ($m = 3$, $g = 3$): against the temperature $\\beta$, the softmax head's maximum error (solid) and the lower bound its weights force (dashed), on a log scale; the error falls below $1/2$ but never reaches 0.", "name": "fig-rank-one-no-zero-error"}, "image": {"alt": "Error on a logarithmic scale against beta. A solid curve, the softmax head's maximum error on the four inputs, and a dashed curve, the lower bound forced by its weights, both fall as beta grows and cross the dotted line at one half, but neither reaches zero."}}
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 family_label = "$\\{P, P', A, B\\}$"
 ax.semilogy(betas, achieved, label=f"max error of the softmax head on {family_label}")

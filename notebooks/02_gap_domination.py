@@ -28,6 +28,8 @@
 # key of larger overlap ({prf:ref}`lem-gap-domination`); for error just below $1/2$ the
 # factor is $(n-2)(g-1)$, linear in the gap $g$. The bound is tight: a rank-1 head meets it
 # with equality, and a search among perturbed heads found no violation.
+# {claim-verdict}`lem-b-gap-domination` (the factor's form is ours);
+# {claim-verdict}`lem-b-mediant` for the mediant identity.
 # ```
 #
 # The statement below is the companion's own formalisation of the paper's Lemma B
@@ -267,7 +269,7 @@ print("\nn = 3, eps = 49/100 (just below 1/2): c(g) - (g - 1) =",
 print("n = 5, g = 4, eps = 1/2, every k:",
       {k: str(gap_domination_factor(4, 5, Fraction(1, 2), k)) for k in (1, 2, 3)})
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The forced weight ratio $c_{n,\\varepsilon}(g)$ of {prf:ref}`lem-gap-domination` ($k = 1$) against the gap $g$, for $n = 3, 4, 6$ and $\\varepsilon = 1/2$ (circles) or $1/4$ (squares): linear in $g$.", "name": "fig-gap-domination-factor"}, "image": {"alt": "Six lines of the gap domination factor against the gap g from 1 to 12, for three lengths n and two error levels; every line rises in a straight line with g, steeper for the smaller error, and a dotted line marks the ratio 1."}}
 fig, ax = plt.subplots(figsize=(7.2, 4.0))
 g_grid = np.arange(1, 13)
 for n, color in ((3, "tab:blue"), (4, "tab:orange"), (6, "tab:green")):
@@ -319,7 +321,7 @@ print("\nc_(3,1/2)(3) =", gap_domination_factor(3, 3, Fraction(1, 2)),
 # sit below that curve. The right panel puts perturbed heads (position-dependent random
 # kernels near this one and near the softmax kernel, see below) on the same axes.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: the balanced head's maximum error on the mixed sequences against its weight ratio $\\rho$, for three shifts; each crosses $1/2$ at the threshold the lemma gives (dotted). Bottom: the error floor $lg/(2(k\\rho + l))$ with perturbed heads, none of which lies below it.", "name": "fig-gap-domination-floor"}, "image": {"alt": "Two panels against the weight ratio rho on a log scale. Top: three falling curves of the maximum error on mixed sequences, one per shift, each crossing the dashed line at one half at its own dotted vertical threshold. Bottom, log-log: a black falling curve, the error floor, with a cloud of points for perturbed heads lying on or above it."}}
 rhos = np.geomspace(0.2, 40, 200)
 fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.2, 6.6))
 ratio_label = r"weight ratio $\rho = D(z)/D(z')$"

@@ -299,7 +299,7 @@ display(Table(rates, formats={"growth rate lambda": ".6f", "log2 lambda": ".6f"}
 print("rho(5k) == 4**k for k = 1..40:",
       all(best_chain_factor(5 * k) == 4**k for k in range(1, 41)))
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The best chain factor $\\rho_{n,1/2}(G)$ from the exact dynamic programme for $n = 3, 4, 6, 10$: left, $\\log_2 \\rho$ against the total gap $G$; right, the growth per unit of gap $\\rho(G)^{1/G}$, approaching $\\lambda$ (dotted).", "name": "fig-chain-factor"}, "image": {"alt": "Two panels against the total gap G, one curve per length n equal to 3, 4, 6 and 10. Left: log base 2 of the best chain factor grows roughly linearly in G up to 40. Right: the factor's G-th root settles towards a horizontal dotted line, the growth rate lambda, for each n."}}
 Gs = np.arange(1, 201)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.6))
 for n, color in zip((3, 4, 6, 10), ("C0", "C1", "C2", "C3"), strict=True):
@@ -391,7 +391,7 @@ print("Lemma D' above Lemma D on", int(np.sum(data[nn, 4] > data[nn, 2])),
 print("largest bound / rank ratio:", round(float(np.max(data[:, 2] / data[:, 1])), 4),
       "(Lemma D),", round(float(np.max(data[nn, 4] / data[nn, 1])), 4), "(Lemma D')")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Random unit-diagonal matrices: the certified lower bounds of Lemmas D and D\u2032 against the true rank; every point lies on or below the dashed line where the bound equals the rank.", "name": "fig-trace-bound-survey"}, "image": {"alt": "Scatter plot of certified lower bound against the true rank of random unit-diagonal matrices, for signed matrices and nonnegative ones under Lemma D and Lemma D prime; every point lies on or below a dashed diagonal line."}}
 fig, ax = plt.subplots(figsize=(6.2, 4.4))
 ax.scatter(data[~nn, 1], data[~nn, 2], s=9, alpha=0.6, label="signed: Lemma D")
 ax.scatter(data[nn, 1], data[nn, 2], s=9, alpha=0.6, label="nonnegative: Lemma D")
@@ -731,7 +731,7 @@ print(f"sandwich: {bound.rank} <= minimum feature rank for this family "
       f"<= {spread.rank}")
 
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "One ladder of the certificate on the 24-bit family.", "name": "fig-ladder"}, "image": {"alt": "A grid of 24-bit words drawn as rows of dark and light cells: the query on top, then the keys of one ladder, each labelled on the right with its overlap with the query and the weight ratio the steps force so far."}}
 # one ladder of the certificate, drawn: the query, then the keys whose overlaps climb
 weight = int(np.sum(cert.S[0]))
 pair = max(cert.chains, key=lambda p: (len(cert.chains[p]), p))  # the longest ladder
@@ -768,7 +768,7 @@ plt.show()
 # $\rho$ ({prf:ref}`lem-amplification`). This pair is a word and its complement, the largest
 # gap in the family ($G = w = 12$), so the ladder climbs from $\bar x$ all the way to $x$.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The exact head's weight-ratio matrix beside the certificate's ceiling on every entry.", "name": "fig-ratio-matrix"}, "image": {"alt": "Two heat maps of the 28 by 28 query-key matrix on a log 10 colour scale: left the weight ratios of an exact head, right the ceilings one over rho that the certificate proves; both have ones on the diagonal."}}
 # the matrix the proof works with, beside the bound the certificate puts on every entry
 log_ratio = np.full(M.shape, np.nan)
 positive = M > 0
@@ -1246,7 +1246,7 @@ Table([{"n": n,
       formats={"certified log2 / m at m = 1000": ".4f", "estimate log2 / m": ".4f",
                "rate from lambda (per unit of gap)": ".4f"})
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Certified feature-rank lower bounds at length three against the token width $m$, for $n = 3, 4, 6, 10$ (solid: certified for an explicit code; dashed: estimate for a random code), with the $n \\to \\infty$ limit and the ceiling $2^m$.", "name": "fig-rank-bounds-vs-width"}, "image": {"alt": "Log base 2 of the rank bound against the token width m up to 1000: for each of four lengths n a solid certified line and a dashed random-code estimate, all growing linearly in m below a dotted ceiling line 2 to the m, with a dash-dotted limit line for large n."}}
 fig, ax = plt.subplots(figsize=(7.2, 4.8))
 for n, color in zip((3, 4, 6, 10), ("C0", "C1", "C2", "C3"), strict=True):
     rows_n = curves[n]

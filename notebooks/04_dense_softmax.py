@@ -28,7 +28,8 @@
 # every token width at one constant temperature ({prf:ref}`prop-dense-softmax`): $\beta >
 # \ln 4$ suffices. The exact threshold is $\beta^* = \ln 6 / 2 \approx 0.896$ for every
 # $m \ge 2$ ({prf:ref}`thm-softmax-threshold`), proved in closed form and confirmed by
-# exhaustive search for $m \le 8$.
+# exhaustive search for $m \le 8$. {claim-verdict}`prop-f` (the constant is ours);
+# the exact threshold: {claim-verdict}`prop-f-threshold`.
 # ```
 #
 # Then we measure it: the head's exact worst-case error over **all** length-$n$ inputs for
@@ -222,7 +223,7 @@ for n in (4, 5):
     display(Table(rows, caption=f"n = {n}: exact max error over all inputs, by beta",
                   formats={lab: ".6f" for lab in labels}))
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Dense softmax's exact maximum error on all length-3 inputs against the temperature $\\beta$. Top: $n = 3$ for $m = 1, \\dots, 8$ with the bound $2e^{-\\beta}$ (dashed), the sufficient $\\ln 4$ (dotted) and the exact thresholds $\\beta^*$ (dots); the shaded region $\\beta < 1$ is not claimed. Bottom: $n = 3, 4, 5$ at $m = 4$ with their bounds.", "name": "fig-softmax-error"}, "image": {"alt": "Two panels of maximum error against beta from 0 to 4. Top: eight falling curves, one per token width m, below a dashed bound curve, crossing the line at one half before the dotted vertical line at ln 4. Bottom: curves for lengths 3, 4 and 5 at width 4 with their dashed bounds and dotted sufficient thresholds."}}
 grid = np.linspace(0.0, 4.0, 161)
 fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7.2, 7.0))
 colors = plt.cm.viridis(np.linspace(0, 0.9, 8))
@@ -418,7 +419,7 @@ for y in (Fraction(408249, 1000000), Fraction(408248, 1000000)):
 # %% [markdown]
 # The threshold against $n$, and the worst gap over the $(\beta, n)$ plane:
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Left: the exact threshold of {prf:ref}`thm-softmax-threshold` for $m = 1$ and for $m \\ge 2$, against the sufficient $\\ln(2(n-1))$ of {prf:ref}`prop-dense-softmax`. Right: the gap $d^*$ of the worst uniform profile at $m = 40$; right of the dashed line ($\\beta = 1$) and below the dotted one ($n \\le 15$) it is 1 or 2 ({prf:ref}`cor-softmax-small-gaps`).", "name": "fig-softmax-threshold"}, "image": {"alt": "Left: the exact temperature threshold against the sequence length n from 2 to 30, for m equal to 1 and for m at least 2, both below the sufficient curve ln of 2 times n minus 1. Right: a colour map of the worst gap over temperature beta and length n at width 40, small to the right of a dashed line at beta equal to 1 and below a dotted line at n equal to 15."}}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.4))
 ns_plot = np.arange(2, 31)
 ax1.plot(ns_plot, [threshold_closed_form(int(n), 1) for n in ns_plot], "o", ms=3,
@@ -443,13 +444,6 @@ ax2.set(xlabel=r"$\beta$", ylabel="$n$",
 fig.colorbar(image, ax=ax2, ticks=range(1, 7))
 fig.tight_layout()
 plt.show()
-
-# %% [markdown]
-# *Figure.* Left: the exact threshold of {prf:ref}`thm-softmax-threshold` for $m = 1$ and
-# for $m \ge 2$, against the sufficient $\ln(2(n-1))$ of {prf:ref}`prop-dense-softmax`.
-# Right: the gap $d^*$ of the worst uniform profile at $m = 40$; right of the dashed line
-# ($\beta = 1$) and below the dotted one ($n \le 15$) it is 1 or 2
-# ({prf:ref}`cor-softmax-small-gaps`).
 
 # %% [markdown]
 # ## Gap domination, met by an exponential

@@ -29,6 +29,7 @@
 # bits to be exact on the block construction ({prf:ref}`thm-transcript`), and a base-$(s+1)$
 # encoder shows the count is tight. It bounds precision times message count; it does not
 # extend the exponential feature-rank bound to signed kernels or to several heads.
+# {claim-verdict}`thm-g`.
 # ```
 #
 # As everywhere in this book, the precise formulation (the channel model, the placement of
@@ -415,7 +416,7 @@ Table([{"L": L, "H": H, "d": d, "b": b, "Q": Q, "s": s, "m": Q * s + s + 1,
 # logarithmically in the block size $s$. At a fixed token width $m$ the best choice is
 # $s = 1$, $Q = m - 2$: then $m - 2$ bits are needed, with sequences of length $m - 1$.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The bits the query side must receive, $\\lceil Q \\log_2(s+1) \\rceil$: linear in the number of blocks $Q$ (left) and logarithmic in the block size $s$ (right).", "name": "fig-transcript-bits"}, "image": {"alt": "Two panels of bits needed. Left: straight lines rising with the number of blocks Q, one per block size s. Right: curves against the block size s on a log scale, one per Q, rising only slowly."}}
 fig, (ax_Q, ax_s) = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=False)
 bits_label = r"bits needed $\lceil Q \log_2(s+1) \rceil$"
 Qs_range = np.arange(1, 65)

@@ -394,7 +394,7 @@ for j, rec in enumerate(live_records):
         worst_j, rank_j, _ = ratio_facts(live_model.to_kernel_head(j, family.tokens))
         assert worst_j <= 1 + 1e-9 and rank_j <= rec["rank"]
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Lemma B on every chain link of the E1 family, for trained heads.", "name": "fig-e1-lemma-b-links"}, "image": {"alt": "Three panels, one per trained head, of the ratio of total weights against the gap of each chain link, with the dashed line g minus 1; links where the head's error is below one half lie above the line, and links of the failing head marked with red crosses lie anywhere."}}
 fig, axes = plt.subplots(1, 3, figsize=(7.2, 3.2), sharey=True)
 gs = np.linspace(3.2, 6.5, 100)
 for ax, (label, (_rank, checks, err)) in zip(axes, examples.items()):
@@ -424,7 +424,7 @@ plt.show()
 # $1/2$ (red crosses), where nothing forces the ratio. The trained heads' numbers are this
 # machine's live run and may differ slightly on yours.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every model the chapter trains live, beside the committed values.", "name": "fig-e1-live-run"}, "image": {"alt": "Bar chart of best maximum error per model trained live in this chapter, with bars of the committed quick sweep beside the first two and a dotted line at error one half."}}
 live_points = [("E1 quick r = " + str(rec["rank"]), stored[key], live[key])
                for rec, key in zip(live_records, live, strict=True)]
 live_points += [(f"causal r = {rec['rank']}", None, rec["best_max_error"])
@@ -550,7 +550,7 @@ print(f"=> {lower.rank} <= r_min <= {upper} (any real features){closed}; "
       f"nonnegative features: {lower.rank} <= r_min <= {upper_nonneg}")
 assert bound.trace_rank <= bound.sharpened_rank <= lower.rank <= upper
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "E1: trained heads against the certified bounds and the exact constructions.", "name": "fig-e1-sandwich"}, "image": {"alt": "Maximum error on the witness family against feature rank: the median and range over five seeds of trained heads, dense softmax, a dotted line at one half, a shaded region of ranks certified impossible, bands where the smallest solving rank can lie, and markers for the trace bound and an exact construction."}}
 fig, ax = plt.subplots(figsize=(7.2, 3.8))
 nka_rows = [row for row in full_rows if row["r"] != "dense"]
 rs = [row["r"] for row in nka_rows]

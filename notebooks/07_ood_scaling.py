@@ -271,7 +271,7 @@ Table([
     {"": "verdict", "reported": "—", "ours": f"{head['verdict']} ({head['reason']})"},
 ], caption="headline: X, learned readout, uniform test triples")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Reading X: accuracy against feature rank under the pre-registered rule.", "name": "fig-e2-reading-x"}, "image": {"alt": "Four panels of median test exact-sequence accuracy over five seeds against feature rank from 1 to 128 on a log scale, one curve per token width with a min-max band, dashed dense-softmax levels, a dotted line at 0.9 and stars where the rule finds a transition."}}
 import matplotlib.pyplot as plt
 
 
@@ -394,7 +394,7 @@ display(curve_table(readings["S-code"], "learned", "uniform",
 curve_table(readings["S-random"], "overlap", "uniform",
             caption="S-random, overlap readout: held-out uniform triples")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The shared-pool readings S-code and S-random.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
 plot_reading(axes[0, 0], "S-code", "overlap", "witness", "S-code, overlap, witness")
 plot_reading(axes[0, 1], "S-code", "overlap", "uniform", "S-code, overlap, uniform")
@@ -723,7 +723,7 @@ Table([{"m": int(m), "uniform": ", ".join(f"{a:.3f}" for a in e["dense"]["unifor
         "near-tie": ", ".join(f"{a:.3f}" for a in e["dense"]["near_tie"])}
        for m, e in result["widths"].items()], caption="dense softmax test accuracy per seed")
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The committed quick sweep, with this machine's live re-run.", "name": "fig-e2-quick-sweep"}, "image": {"alt": "Two panels of test exact-sequence accuracy against feature rank, one curve per width with a min-max band and dashed dense levels, and red crosses for a live re-run of width 8."}}
 import matplotlib.pyplot as plt
 
 fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=True)
@@ -837,7 +837,7 @@ for name, res in stored.items():
                   formats={k: ".2f" for k in ("acc r=1", "acc r=128", "near-tie r=128",
                                               "train r=128", "dense min")}))
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The six earlier protocols of E2.", "name": "fig-e2-earlier-protocols"}, "image": {"alt": "Six small panels, one per earlier protocol, of median test accuracy against feature rank, one curve per width, with dashed dense-softmax levels; no panel shows a sharp jump at every width."}}
 fig, axes = plt.subplots(2, 3, figsize=(7.2, 5.6), sharex=True, sharey=True)
 for ax, (name, res) in zip(axes.flat, stored.items()):
     colors = plt.cm.viridis(np.linspace(0, 0.8, len(res["widths"])))

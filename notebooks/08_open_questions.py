@@ -252,8 +252,8 @@ display(Table([{"feature rank": r, "negative feature entries": int(negative),
 # weighted scores, so for $n = 3$ the mixed sequence is exactly the mediant of the two pure
 # ones: $y_{\text{mix}} = (1 - \mu) y_z + \mu y_{z'}$ with $\mu = D_{z'} / (D_z + D_{z'})$,
 # now any real number. With errors $e \in [-\varepsilon, \varepsilon]$ and gap $g$,
-# $e_{\text{mix}} - e_z = \mu (g + e_{z'} - e_z)$, and $g + e_{z'} - e_z \geq g - 2\varepsilon
-# > 0$. If $\mu \geq 0$ this is the convex case of gap domination; if $\mu < 0$ then
+# $e_{\text{mix}} - e_z = \mu (g + e_{z'} - e_z)$, and $g + e_{z'} - e_z \geq g - 2\varepsilon >
+# 0$. If $\mu \geq 0$ this is the convex case of gap domination; if $\mu < 0$ then
 # $D_z / D_{z'} = 1/\mu - 1 \leq -g / (2\varepsilon)$. Either way
 # $|D_z| \geq c_{3,\varepsilon}(g)\,|D_{z'}|$, and with $k, l$ copies the same computation gives
 # $c_{n,\varepsilon}(g)$. Absolute values multiply along chains, so $|M[x, y]| \leq
@@ -628,7 +628,7 @@ Table(smallest, caption="smallest total rank H r that solves on at least one see
 # %% [markdown]
 # ## 3. The picture
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Best max error on E1's family against total feature rank: one head, several heads, signed features.", "name": "fig-open-probes"}, "image": {"alt": "Log-log plot of best maximum error on the E1 witness family against total feature rank H times r, for single nonnegative heads, two heads of rank one and signed features, with bars from best to worst seed, a dotted line at one half, a grey region from the certificate onwards and thin red lines at the signed bounds."}}
 from companion.experiments.probes import probe_figure
 
 fig, ax = plt.subplots(figsize=(7.2, 5.4))

@@ -65,7 +65,7 @@ def main() -> None:
                                      color="#3a6ea5", lw=1.2, connectionstyle=connection))
     fig.tight_layout(pad=0.2)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, dpi=100, metadata={"Software": None})
+    fig.savefig(OUT, dpi=200, metadata={"Software": None})  # sharp on high-density screens
     print(f"wrote {OUT.relative_to(OUT.parents[2])}")
 
 

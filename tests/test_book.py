@@ -9,10 +9,15 @@ import pytest
 from matplotlib.font_manager import FontProperties
 
 from companion.book import (
+    BOOK_COLORS,
     BOOK_DPI,
+    BOOK_LINESTYLES,
+    BOOK_MARKERS,
+    BOOK_PIXEL_DENSITY,
     BOOK_STYLE,
     BOOK_WIDTH,
     MIN_FONT_SIZE,
+    TABLEAU_AS_OKABE_ITO,
     Table,
     seed_everything,
     use_book_style,
@@ -112,6 +117,53 @@ def test_the_style_changes_matplotlib_defaults(book_style):
 def test_a_small_legend_fails_the_check():
     with mpl.rc_context({"legend.fontsize": "small", "font.size": 10}):
         assert _points(mpl.rcParams["legend.fontsize"]) < MIN_FONT_SIZE
+
+
+# Colour-vision deficiencies, simulated with the matrices of Machado, Oliveira and Fernandes
+# (2009) at full severity, applied to linear RGB; the palette's colours must stay apart.
+_CVD = {
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                   [-0.003882, -0.048116, 1.051998]],
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                     [-0.011820, 0.042940, 0.968881]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                   [0.004733, 0.691367, 0.303900]],
+}
+
+
+def _closest_pair_under(deficiency: str, palette) -> float:
+    """The smallest distance (sRGB, 0..1 per channel) between two colours as seen with it."""
+    srgb = np.array([mpl.colors.to_rgb(c) for c in palette])
+    linear = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    seen = np.clip(linear @ np.array(_CVD[deficiency]).T, 0, 1)
+    seen = np.where(seen <= 0.0031308, 12.92 * seen, 1.055 * seen ** (1 / 2.4) - 0.055)
+    return min(np.linalg.norm(a - b) for i, a in enumerate(seen) for b in seen[i + 1:])
+
+
+@pytest.mark.parametrize("deficiency", sorted(_CVD))
+def test_the_palette_stays_distinct_for_colour_blind_readers(book_style, deficiency):
+    cycle = [c["color"] for c in book_style["axes.prop_cycle"]]
+    assert tuple(cycle) == BOOK_COLORS
+    assert _closest_pair_under(deficiency, cycle[:4]) > 0.15, deficiency
+    if deficiency != "tritanopia":  # the rare one: blue and bluish green come closest
+        assert _closest_pair_under(deficiency, cycle) > 0.15, deficiency
+
+
+def test_the_chapters_tableau_colours_are_redrawn_in_the_palette(book_style):
+    for name, colour in TABLEAU_AS_OKABE_ITO.items():
+        assert mpl.colors.to_hex(name) == colour.lower(), name
+    assert _closest_pair_under("deuteranopia", ["tab:red", "tab:green"]) > 0.15
+
+
+def test_matplotlibs_default_red_and_green_fail_the_colour_check():
+    # matplotlib's C2 (green) and C3 (red) are the pair issue 26 saw merge into one
+    assert _closest_pair_under("deuteranopia", ["#2ca02c", "#d62728"]) < 0.15
+
+
+def test_series_can_differ_without_colour_and_files_are_200_dpi(book_style):
+    assert len(set(BOOK_MARKERS)) == len(BOOK_MARKERS) >= len(BOOK_COLORS)
+    assert len({str(s) for s in BOOK_LINESTYLES}) == len(BOOK_LINESTYLES) >= len(BOOK_COLORS)
+    assert book_style["savefig.dpi"] == BOOK_DPI * BOOK_PIXEL_DENSITY >= 200
 
 
 # ----

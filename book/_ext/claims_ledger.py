@@ -23,9 +23,10 @@ import yaml
 
 DATA_FILE = "book/claims.yml"
 VERDICTS = ("reproduced", "reproduced with our constant", "reproduced with our sizes",
-            "differs", "pending", "open question — probed")
-NEEDS_OURS = ("reproduced with our constant", "reproduced with our sizes", "differs",
-              "open question — probed")
+            "shape reproduced on another family", "differs", "pending",
+            "open question — probed")
+NEEDS_OURS = ("reproduced with our constant", "reproduced with our sizes",
+              "shape reproduced on another family", "differs", "open question — probed")
 REQUIRED_KEYS = ("id", "claim", "paper", "verdict")
 OPTIONAL_KEYS = ("chapter", "tests", "ours", "note", "proof")
 
@@ -161,8 +162,13 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
     """The ledger as a MyST markdown table (chapters as ``{doc}`` links)."""
 
     def cell(text) -> str:
-        # one line, markdown punctuation escaped: the page shows the data's text verbatim
-        return re.sub(r"([\\`*_\[\]<>|$])", r"\\\1", " ".join(str(text).split()))
+        # one line of MyST: maths in $...$ typesets and roles work; outside maths the
+        # emphasis marks (β* is not italics), the table's separator and what would open raw
+        # HTML are escaped; maths writes \lvert, not |
+        parts = re.split(r"(\$[^$]+\$)", " ".join(str(text).split()))
+        return "".join(part.replace("|", "\\|") if i % 2 else
+                       re.sub(r"([*_|]|<(?=[A-Za-z/!]))", r"\\\1", part)
+                       for i, part in enumerate(parts))
 
     lines = [
         "| Claim | Verdict | The paper says (reported) | Chapter | Checked by |",

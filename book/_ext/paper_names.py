@@ -9,6 +9,8 @@ renames each box's caption and the text of every ``{prf:ref}`` link to it:
   (Lemma 3.2: the companion's second box in Chapter 3).
 
 So a letter always means the paper and a number always means this book (book/notation.md).
+The proof index page (``prf-prf``) lists the boxes by chapter under those names and their
+titles, in the order of the chapters, instead of sphinx-proof's bare labels.
 The boxes are read from the chapter sources (``notebooks/NN_topic.py``, jupytext percent
 format: a line ``# ```{prf:kind} title`` followed by ``# :label: name``).
 """
@@ -31,25 +33,48 @@ PAPER_NAMES = {
     "thm-transcript": "Theorem G",
 }
 
-_BOX = re.compile(r"^# ```\{prf:(\w+)\}.*\n# :label: ([\w-]+)\s*$", re.MULTILINE)
+_BOX = re.compile(r"^# ```\{prf:(\w+)\}(.*)\n# :label: ([\w-]+)\s*$", re.MULTILINE)
 _KINDS = "Theorem|Lemma|Proposition|Corollary|Observation|Definition|Remark|Conjecture|Example"
+
+
+def _boxes(root: Path) -> list[tuple[int, str, str, str]]:
+    """(chapter, label, displayed name, title) of every labelled box, in reading order."""
+    boxes = []
+    for source in sorted((Path(root) / "notebooks").glob("[0-9][0-9]_*.py")):
+        chapter = int(source.name[:2])
+        own = 0
+        for kind, title, label in _BOX.findall(source.read_text(encoding="utf-8")):
+            if kind == "proof":
+                continue
+            if label in PAPER_NAMES:
+                name = PAPER_NAMES[label]
+            else:
+                own += 1
+                name = f"{kind.capitalize()} {chapter}.{own}"
+            boxes.append((chapter, label, name, title.strip()))
+    return boxes
 
 
 def box_names(root: Path) -> dict[str, str]:
     """prf label -> displayed name, for every labelled box of every chapter source."""
-    names: dict[str, str] = {}
-    for source in sorted((Path(root) / "notebooks").glob("[0-9][0-9]_*.py")):
-        chapter = int(source.name[:2])
-        own = 0
-        for kind, label in _BOX.findall(source.read_text(encoding="utf-8")):
-            if kind == "proof":
-                continue
-            if label in PAPER_NAMES:
-                names[label] = PAPER_NAMES[label]
-            else:
-                own += 1
-                names[label] = f"{kind.capitalize()} {chapter}.{own}"
-    return names
+    return {label: name for _, label, name, _ in _boxes(root)}
+
+
+def proof_index(root: Path, entries) -> list[tuple[str, list[tuple]]]:
+    """The proof index's groups, one per chapter ("3": its boxes in reading order), each
+    entry named "Lemma 3.2: Trace bound"; ``entries`` are sphinx-proof's, whose anchor
+    (the label) and page are kept. A label the sources do not name keeps its entry."""
+    by_label = {entry[3]: entry for entry in entries}
+    groups: dict[str, list[tuple]] = {}
+    for chapter, label, name, title in _boxes(root):
+        entry = by_label.pop(label, None)
+        if entry is None:
+            continue
+        text = f"{name}: {title}" if title else name
+        groups.setdefault(str(chapter), []).append((text, 0, entry[2], label, "", "", ""))
+    if by_label:
+        groups["other"] = list(by_label.values())
+    return list(groups.items())
 
 
 def rename(html: str, names: dict[str, str]) -> str:
@@ -87,6 +112,10 @@ def setup(app):
     def on_page(app, pagename, templatename, context, doctree):
         if "body" in context:
             context["body"] = rename(context["body"], names())
+        if pagename == "prf-prf" and context.get("content"):
+            entries = [e for _, group in context["content"] for e in group]
+            context["content"] = proof_index(Path(app.srcdir), entries)
+            context["indextitle"] = "Proof index: every numbered statement, by chapter"
 
     app.connect("html-page-context", on_page)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,4 +1,4 @@
-"""Two fixes that keep the built pages free of browser console errors.
+"""Fixes that keep the built pages free of browser console errors, and the site lean.
 
 * sphinx-thebe (loaded by Jupyter Book 1.0.4) registers its configuration script twice, so
   every page declared ``const THEBE_JS_URL`` twice: "Identifier 'THEBE_JS_URL' has already
@@ -6,9 +6,16 @@
 * pydata-sphinx-theme reads the colour mode from ``html_context["default_mode"]``, which
   Jupyter Book leaves empty ("Got invalid theme mode: . Resetting to auto."). It is set in
   ``_config.yml`` (``sphinx.config.html_context``); tests/book/test_browser.py checks both.
+* The themes ship source maps (3.4 MB of ``*.map`` in ``_static``) that no reader needs:
+  they are deleted after the build, with the ``sourceMappingURL`` comments that name them.
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_MAP_COMMENT = re.compile(r"\n?/[/*]# sourceMappingURL=\S+?\.map(?: \*/)?[ \t]*(?=\n|$)")
 
 
 def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -28,7 +35,21 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
     scripts[:] = kept
 
 
+def drop_source_maps(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    for source_map in static.rglob("*.map"):
+        source_map.unlink()
+    for asset in [*static.rglob("*.js"), *static.rglob("*.css")]:
+        text = asset.read_text(encoding="utf-8", errors="surrogateescape")
+        stripped = _MAP_COMMENT.sub("", text)
+        if stripped != text:
+            asset.write_text(stripped, encoding="utf-8", errors="surrogateescape")
+
+
 def setup(app) -> dict:
     # before 600: a handler that returns a template name ends emit_firstresult early
     app.connect("html-page-context", drop_duplicate_scripts, priority=550)
+    app.connect("build-finished", drop_source_maps)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -26,7 +26,9 @@ fail. Run: `pytest -m browser tests/book/test_browser.py` after building the boo
 from __future__ import annotations
 
 import functools
+import gzip
 import http.server
+import json
 import os
 import re
 import sys
@@ -97,8 +99,28 @@ def _unavailable(reason: str):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site as GitHub Pages does: text compressed with gzip when the browser
+    accepts it, so a page's measured weight is what a reader's connection carries."""
+
+    COMPRESSED = {".html", ".js", ".css", ".svg", ".json", ".txt", ".inv"}
+
     def log_message(self, *args):
         pass
+
+    def do_GET(self):
+        path = Path(self.translate_path(self.path))
+        if path.is_dir():
+            path = path / "index.html"
+        if (path.suffix not in self.COMPRESSED or not path.is_file()
+                or "gzip" not in self.headers.get("Accept-Encoding", "")):
+            return super().do_GET()
+        body = gzip.compress(path.read_bytes(), mtime=0)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +156,13 @@ def browser():
 class Visit:
     """One page opened in chromium, with everything the tests look at."""
 
-    def __init__(self, browser, url: str, shot: Path, local_hosts=("127.0.0.1",)):
+    def __init__(self, browser, url: str, shot: Path, local_hosts=("127.0.0.1",),
+                 width: int = 1280):
         self.url = url
         self.errors: list[str] = []
         self.external: list[str] = []
         context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, accept_downloads=True
+            viewport={"width": width, "height": 900}, accept_downloads=True
         )
         self.context = context
         page = context.new_page()
@@ -201,8 +224,18 @@ class Visit:
                 }
                 const inline = text.match(/\$[^$\s][^$\n]*\$/);
                 if (inline) raw.push(inline[0]);
+                // any other dollar, a TeX command (\word) or a MyST role ({name}`...`, {name})
+                // left as text: the source was not parsed as maths or markup
+                const near = (i) => JSON.stringify(text.slice(Math.max(0, i - 30), i + 30));
+                for (const re of [/\$/g, /\\[A-Za-z]+/g, /\{[a-z][a-z-]*(:[a-z-]+)*\}/g]) {
+                    for (const m of text.matchAll(re)) raw.push(`${m[0]} in ${near(m.index)}`);
+                }
                 const attr = (sel, name) => [...document.querySelectorAll(sel)]
                     .map(e => e.getAttribute(name)).filter(v => v !== null);
+                const root = document.documentElement;
+                const folded = (e) => !!e.closest('details, .toggle-hidden, .tag_hide-output');
+                const resources = performance.getEntriesByType('navigation')
+                    .concat(performance.getEntriesByType('resource'));
                 return {
                     math: math.length,
                     untypeset: math.filter(e => !e.querySelector('mjx-container'))
@@ -211,6 +244,24 @@ class Visit:
                     raw: raw,
                     images: [...document.images].map(i => ({
                         src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+                    figures: [...(main.querySelector('article') || main)
+                              .querySelectorAll('img')].map(i => {
+                        const fig = i.closest('figure');
+                        const cap = fig && fig.querySelector('figcaption');
+                        return {src: i.getAttribute('src'), alt: i.getAttribute('alt') || '',
+                                caption: cap ? cap.innerText.trim() : '',
+                                number: cap && cap.querySelector('.caption-number')
+                                    ? cap.querySelector('.caption-number').innerText.trim() : '',
+                                id: fig ? fig.id : '',
+                                natural: i.naturalWidth, shown: i.getBoundingClientRect().width};
+                    }),
+                    height: root.scrollHeight,
+                    overflow: root.scrollWidth - root.clientWidth,
+                    tables: main.querySelectorAll('table').length,
+                    tablesMain: [...main.querySelectorAll('table')].filter(t => !folded(t)).length,
+                    bytes: resources.reduce((a, r) => a + (r.transferSize || 0), 0),
+                    decodedBytes: resources.reduce((a, r) => a + (r.decodedBodySize || 0), 0),
+                    requests: resources.length,
                     refs: [...attr('a[href]', 'href'), ...attr('link[href]', 'href'),
                            ...attr('script[src]', 'src'), ...attr('img[src]', 'src')],
                     title: document.title,
@@ -218,7 +269,7 @@ class Visit:
             }"""
         )
         shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot), full_page=True)
+        page.screenshot(path=str(shot), full_page=True, timeout=180_000)  # tall pages
 
     def close(self):
         self.context.close()
@@ -228,18 +279,52 @@ def _shot_name(docname: str) -> str:
     return docname.replace("/", "__") + ".png"
 
 
-@pytest.fixture(scope="module")
-def visits(browser, site_url):
+MEASURES = ROOT / "test-artifacts" / "page_measures.json"
+PHONE_WIDTH = 390
+
+
+def _visits(browser, site_url, width: int):
     opened: dict[str, Visit] = {}
+    suffix = "" if width == 1280 else f"@{width}"
 
     def visit(docname: str) -> Visit:
         if docname not in opened:
             opened[docname] = Visit(
-                browser, urljoin(site_url, f"{docname}.html"), SHOTS / _shot_name(docname)
+                browser, urljoin(site_url, f"{docname}.html"),
+                SHOTS / _shot_name(docname + suffix), width=width,
             )
         return opened[docname]
 
+    return opened, visit
+
+
+def _record(opened: dict[str, Visit], width: int) -> None:
+    """Page height, tables (all / outside folded sections), bytes and requests of a first
+    load, per page, into test-artifacts/page_measures.json (one entry per width)."""
+    data = json.loads(MEASURES.read_text()) if MEASURES.is_file() else {}
+    data.setdefault(str(width), {}).update({  # a run of some pages keeps the others'
+        name: {key: v.facts[key] for key in ("height", "tables", "tablesMain", "bytes",
+                                              "decodedBytes", "requests", "overflow")}
+        for name, v in opened.items()
+    })
+    MEASURES.parent.mkdir(parents=True, exist_ok=True)
+    MEASURES.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.fixture(scope="module")
+def visits(browser, site_url):
+    opened, visit = _visits(browser, site_url, 1280)
     yield visit
+    _record(opened, 1280)
+    for v in opened.values():
+        v.close()
+
+
+@pytest.fixture(scope="module")
+def phone_visits(browser, site_url):
+    opened, visit = _visits(browser, site_url, PHONE_WIDTH)
+    yield visit
+    _record(opened, PHONE_WIDTH)
     for v in opened.values():
         v.close()
 
@@ -287,7 +372,9 @@ def test_maths_is_typeset(visits, docname):
         assert v.mathjax_loaded, f"{docname}: {f['math']} maths elements but MathJax did not load"
     assert not f["untypeset"], f"{docname}: maths left untypeset: {f['untypeset']}"
     assert f["mathjaxErrors"] == 0, f"{docname}: MathJax reported errors"
-    assert not f["raw"], f"{docname}: raw TeX delimiters left in the text: {f['raw']}"
+    assert not f["raw"], (
+        f"{docname}: raw TeX or MyST left in the text (outside maths and code):\n"
+        + "\n".join(f["raw"]))
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -302,6 +389,86 @@ def test_every_chapter_shows_its_figures(visits, docname):
     a build whose kernels ran without the inline backend (e.g. MPLBACKEND=Agg) has none."""
     loaded = [i for i in visits(docname).facts["images"] if i["ok"] and "_images/" in i["src"]]
     assert loaded, f"{docname}: no executed figure on the page"
+
+
+@pytest.mark.parametrize("width", [1280, PHONE_WIDTH])
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_page_scrolls_sideways(visits, phone_visits, docname, width):
+    """At a 1280-px window and on a 390-px phone the page itself is never wider than the
+    window (a block may scroll inside its own box; the page may not)."""
+    v = (visits if width == 1280 else phone_visits)(docname)
+    assert v.facts["overflow"] <= 0, (
+        f"{docname} at {width} px: the page is {v.facts['overflow']} px wider than the window")
+
+
+_FILE_NAME = re.compile(r"(^|/)[\w.-]+\.(png|svg|jpe?g|gif)$", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_every_figure_is_captioned_numbered_and_described(visits, docname):
+    """Every figure in a page's text (a chapter's output or a figure of book/) sits in a
+    figure with an id (cross-referenceable), a number ("Fig. 3") and a caption, and its
+    alt text says what it shows: words, not a file name."""
+    problems = []
+    for fig in visits(docname).facts["figures"]:
+        where = fig["src"]
+        if not fig["id"]:
+            problems.append(f"{where}: not in a figure with an id")
+        if not fig["number"].startswith("Fig."):
+            problems.append(f"{where}: no figure number")
+        if len(fig["caption"]) - len(fig["number"]) < 20:
+            problems.append(f"{where}: caption {fig['caption']!r} says too little")
+        alt = fig["alt"].strip()
+        if len(alt.split()) < 8 or _FILE_NAME.search(alt):
+            problems.append(f"{where}: alt text {alt!r} does not describe the figure")
+    assert not problems, f"{docname}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_raster_figures_are_sharp_on_high_density_screens(visits, docname):
+    """A PNG figure has at least 1.9 image pixels per page pixel (rendered at 200 dpi,
+    shown at 100): not soft on a phone or a laptop's high-density screen."""
+    soft = [f"{f['src']}: {f['natural']} px shown at {f['shown']:.0f} px"
+            for f in visits(docname).facts["figures"]
+            if f["src"].lower().endswith(".png") and f["shown"] > 0
+            and f["natural"] < 1.9 * f["shown"]]
+    assert not soft, f"{docname}: soft figures:\n" + "\n".join(soft)
+
+
+MAX_CHAPTER_HEIGHT = 18_000
+MAX_MAIN_TABLES = 10
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_height_and_tables_stay_readable(visits, docname):
+    """A chapter is an argument, not an audit trail: at 1280 px no chapter is taller than
+    18,000 px, and at most 10 tables stand in its main text (the rest are folded)."""
+    f = visits(docname).facts
+    assert f["height"] <= MAX_CHAPTER_HEIGHT and f["tablesMain"] <= MAX_MAIN_TABLES, (
+        f"{docname}: {f['height']} px tall (at most {MAX_CHAPTER_HEIGHT}), "
+        f"{f['tablesMain']} unfolded tables (at most {MAX_MAIN_TABLES})")
+
+
+def test_first_load_of_the_index_is_light(visits):
+    """A reader's first visit (empty cache) moves at most 2.5 MB over a connection that
+    compresses text as GitHub Pages does (the uncompressed size is recorded beside it)."""
+    f = visits(PAGES[0]).facts
+    assert f["bytes"] <= 2_500_000, (
+        f"the index moves {f['bytes'] / 1e6:.2f} MB ({f['decodedBytes'] / 1e6:.2f} MB "
+        f"uncompressed) in {f['requests']} requests")
+
+
+def test_the_index_links_the_proof_index(visits):
+    refs = visits(PAGES[0]).facts["refs"]
+    assert any(r.split("#")[0].endswith("prf-prf.html") for r in refs), refs
+
+
+def test_no_source_maps_are_shipped():
+    """The site ships no source maps (*.map): megabytes no reader needs."""
+    if not (SITE / "index.html").is_file():
+        _unavailable(f"no built book at {SITE}")
+    maps = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.map"))
+    assert not maps, f"source maps in the site: {maps}"
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -481,9 +648,15 @@ def test_ledger_page_shows_the_data(visits):
     if docname not in PAGES:
         pytest.fail("book/ledger is not in _toc.yml")
     page = visits(docname).page
+    # each typeset formula reads as one "§" (its source is compared as "§" too)
     rows = page.eval_on_selector_all(
         ".claims-ledger table tbody tr",
-        "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.innerText.trim()))",
+        """rows => rows.map(r => [...r.querySelectorAll('td')].map(td => {
+            const c = td.cloneNode(true);
+            c.querySelectorAll('mjx-container').forEach(m => m.replaceWith('§'));
+            c.querySelectorAll('br').forEach(b => b.replaceWith('\\n'));
+            return c.textContent.trim();
+        }))""",
     )
     claims = claims_ledger.load_claims(ROOT)
     chapters = claims_ledger.toc_docnames(ROOT)
@@ -498,7 +671,8 @@ def test_ledger_page_shows_the_data(visits):
         # the page typesets quotes (MyST smartquotes): compare with straight ones
         shown = " ".join(row[1].split()).replace("\u2019", "'")
         note = f" Note: {' '.join(claim['note'].split())}" if claim.get("note") else ""
-        assert shown == want + note, (claim["id"], row[1], want + note)
+        expected = re.sub(r"\$[^$]+\$", "§", want + note)
+        assert shown == expected, (claim["id"], row[1], expected)
         for test in claim.get("tests") or []:
             assert test in "".join(row[4].split()), (claim["id"], test, row[4])
     links = page.eval_on_selector_all(
