@@ -101,7 +101,9 @@ from companion.bounds.rank_bounds import (
     certified_rank_bound,
     random_matrix_survey,
     sharp_rank_bound,
+    shifted_trace_attack,
     shifted_trace_bound,
+    unit_diagonal_from_factors,
 )
 from companion.bounds.witness import (
     certificate_error,
@@ -493,35 +495,6 @@ plt.show()
 # rank would refute the lemma.
 
 # %%
-def exact_unit_diagonal(A, B):
-    """M = diag(A B^T)^-1 A B^T in Fractions (None if a diagonal entry is 0)."""
-    A = [[Fraction(v) for v in row] for row in A]
-    B = [[Fraction(v) for v in row] for row in B]
-    G = [[sum((a * b for a, b in zip(r, s)), Fraction(0)) for s in B] for r in A]
-    if any(G[i][i] == 0 for i in range(len(G))):
-        return None
-    return [[v / G[i][i] for v in row] for i, row in enumerate(G)]
-
-
-def attack(N, k, nonnegative, gen, steps=150):
-    """Float factors that push the shifted trace bound of rank-<=k M towards k."""
-    A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
-    B = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
-    s = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam([A, B, s], lr=0.05)
-    for _ in range(steps):
-        a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
-        G = a @ b.T
-        M = G / torch.diagonal(G)[:, None]
-        c = torch.sigmoid(s) * 0.999
-        loss = -(N * (1 - c)) ** 2 / ((M - c) ** 2).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
-    return a.detach().numpy(), b.detach().numpy()
-
-
 gen = torch.Generator().manual_seed(0)
 attack_rows = []
 for trial in range(48):
@@ -533,8 +506,8 @@ for trial in range(48):
         lo = 0 if nonnegative else -3
         A, B = rng.integers(lo, 4, (N, k)), rng.integers(lo, 4, (N, k))
     else:
-        A, B = (np.rint(f * 2**10).astype(np.int64) for f in attack(N, k, nonnegative, gen))
-    M_exact = exact_unit_diagonal(A.tolist(), B.tolist())
+        A, B = (np.rint(f * 2**10).astype(np.int64) for f in shifted_trace_attack(N, k, nonnegative, gen))
+    M_exact = unit_diagonal_from_factors(A.tolist(), B.tolist())
     if M_exact is None:
         continue
     value, c_best = shifted_trace_bound(M_exact)

@@ -54,7 +54,7 @@
 #
 # **Code for this chapter:** `companion.experiments.e1` (the E1 family, the
 # configuration `E1Config`, the sweep, summaries and the live Lemma B check),
-# `companion.experiments.table_heads` (the stacked table heads), `companion.experiments.engine`
+# `companion.experiments.heads` (the stacked heads), `companion.experiments.engine`
 # (batched training), `companion.experiments.sweep` (result files),
 # `companion.experiments.reference` (live re-runs against committed results); from the theory,
 # `companion.bounds.witness` (the family and certificate of {prf:ref}`thm-exponential-rank`),
@@ -81,7 +81,7 @@ import torch
 from IPython.display import display
 
 from companion.book import Table, seed_everything, use_book_style
-from companion.bounds.witness import kernel_ratio_matrix, max_error_exact, verify_certificate
+from companion.bounds.witness import max_error_exact, ratio_matrix_facts, verify_certificate
 from companion.core.attention import kernel_attention
 from companion.core.constructions import (
     indicator_head,
@@ -153,14 +153,14 @@ print(f"r* = {r_star}")
 # %% [markdown]
 # ## Protocol
 #
-# * **Heads.** `TableKernelHeads`: raw tables $q \in \mathbb{R}^{T\times r}$ and
+# * **Heads.** `table_kernel_heads`: raw tables $q \in \mathbb{R}^{T\times r}$ and
 #   position-dependent $k^{(p)} \in \mathbb{R}^{T\times r}$, features
 #   $\varphi = \exp(\text{raw})$ (nonnegative), position-dependent values
 #   $v^{(p)} \in \mathbb{R}^{T\times 16}$, readout table $a$ and bias table $b$ over the query
 #   token. Rank $r$ is padded to its group's largest rank with features that are identically
 #   zero (tests check the padding changes nothing but rounding). Init: raw tables and values
 #   $\mathcal N(0,1)$, readout $\mathcal N(0, 1/16)$, bias 0.
-# * **Dense baseline.** `TableSoftmaxHeads`: $\alpha(x,z) = \exp\langle q(x), k(z)\rangle$
+# * **Dense baseline.** `table_softmax_heads`: $\alpha(x,z) = \exp\langle q(x), k(z)\rangle$
 #   with $q, k$ tables in $\mathbb{R}^{24}$ (the paper's $m$-dimensional scores), $q,k$ init
 #   $\mathcal N(0, 0.2^2)$ — see the dense section for why not 1.
 # * **Training.** Full-batch Adam, lr $3\cdot10^{-2}$ with cosine decay to 2 %, MSE; then a
@@ -375,23 +375,14 @@ print(f"live trained heads (ranks {list(E1_LIVE_RANKS)}, seed {E1_LIVE_SEEDS[0]}
 # whenever the head solves the family.
 
 # %%
-def ratio_facts(head):
-    """Largest M[x,y] * rho_xy over x != y, and the numerical rank of M."""
-    M = kernel_ratio_matrix(head, family)
-    rho = family.certificate.rho
-    worst = max(M[i, j] * float(rho[(i, j)])
-                for i in range(len(M)) for j in range(len(M)) if i != j)
-    sv = np.linalg.svd(M, compute_uv=False)
-    return worst, int((sv > 1e-6 * sv[0]).sum()), len(M)
-
-
-worst, rank_M, size = ratio_facts(spread_head)
+worst, rank_M = ratio_matrix_facts(spread_head, family)
 print(f"rank-{spread_head.rank} construction: max over x != y of M[x,y] * rho_xy = "
-      f"{worst:.4f} (Theorem E: <= 1); numerical rank of M: {rank_M} (|S| = {size})")
+      f"{worst:.4f} (Theorem E: <= 1); numerical rank of M: {rank_M} (|S| = {len(family.S)})")
 assert worst <= 1 + 1e-9 and rank_M <= spread_head.rank
 for j, rec in enumerate(live_records):
     if rec["best_max_error"] < 0.5:
-        worst_j, rank_j, _ = ratio_facts(live_model.to_kernel_head(j, family.tokens))
+        worst_j, rank_j = ratio_matrix_facts(live_model.to_kernel_head(j, family.tokens),
+                                             family)
         assert worst_j <= 1 + 1e-9 and rank_j <= rec["rank"]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Lemma B on every chain link of the E1 family, for trained heads.", "name": "fig-e1-lemma-b-links"}, "image": {"alt": "Three panels, one per trained head, of the ratio of total weights against the gap of each chain link, with the dashed line g minus 1; links where the head's error is below one half lie above the line, and links of the failing head marked with red crosses lie anywhere."}}

@@ -47,8 +47,8 @@
 #
 # **Code for this chapter:** `companion.experiments.e2.rule` (the pre-registered
 # rule), `companion.experiments.e2.data` (pools, hard test triples and the train/test
-# splits), `companion.experiments.pool_table_heads` and `companion.experiments.mlp_heads`
-# (the heads), `companion.experiments.e2.readings` (the one E2 pipeline: the three readings
+# splits), `companion.experiments.heads`
+# (the stacked heads: pool tables and MLP maps), `companion.experiments.e2.readings` (the one E2 pipeline: the three readings
 # and the earlier protocols as its configurations), `companion.experiments.e2.verdicts` (the
 # rule applied, the summary, the tables), `companion.experiments.e2.protocols` (the six
 # earlier protocols' presets and stored files), `companion.experiments.engine` (batched
@@ -144,7 +144,6 @@ from companion.experiments.e2.rule import (
     RULE_LOW,
     RULE_THRESHOLD,
     curve_rule,
-    dense_exact,
 )
 
 print(f"threshold {RULE_THRESHOLD}, low level {RULE_LOW}, dense exact at >= "
@@ -223,9 +222,12 @@ import json as _json
 
 from companion.experiments.e2.readings import HEADLINE, load_reading
 from companion.experiments.e2.verdicts import (
+    code_facts,
     curve_table,
     decomposition_table,
     gaps_by_rank_table,
+    plot_reading,
+    summary_line,
     verdict_table,
 )
 
@@ -249,12 +251,8 @@ curve_table(x_res, "learned", "uniform",
 # The rule's verdict, beside the reported numbers:
 
 # %%
-def verdict_line(name, readout, test):
-    entry = summary_e2["readings"][name]["by_readout"][readout][test]
-    return entry, entry["per_size"]
-
-
-head, per_size = verdict_line(HEADLINE["reading"], HEADLINE["readout"], HEADLINE["test"])
+head = summary_line(summary_e2, HEADLINE["reading"], HEADLINE["readout"], HEADLINE["test"])
+per_size = head["per_size"]
 size_name = summary_e2["readings"]["X"]["problem_size"]
 Table([
     {"": "problem sizes", "reported": "not stated (\"as the problem grows\")",
@@ -274,36 +272,11 @@ Table([
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Reading X: accuracy against feature rank under the pre-registered rule.", "name": "fig-e2-reading-x"}, "image": {"alt": "Four panels of median test exact-sequence accuracy over five seeds against feature rank from 1 to 128 on a log scale, one curve per token width with a min-max band, dashed dense-softmax levels, a dotted line at 0.9 and stars where the rule finds a transition."}}
 import matplotlib.pyplot as plt
 
-
-def plot_reading(ax, name, readout, test, title=None):
-    """Median test accuracy against rank per size (band: seeds), dense dashed, r* marked."""
-    res = readings[name]
-    entry = summary_e2["readings"][name]["by_readout"][readout][test]
-    sizes = list(res["sizes"])
-    colors = plt.cm.viridis(np.linspace(0, 0.8, len(sizes)))
-    ranks = res["config"]["ranks"]
-    for color, key, line in zip(colors, sizes, entry["per_size"], strict=True):
-        acc = np.asarray(res["sizes"][key][readout]["heads"]["accuracy"][f"test/{test}"])
-        label = f"${summary_e2['readings'][name]['problem_size']} = {line['size']}$"
-        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=label)
-        ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
-        dense = res["sizes"][key][readout]["dense"]["accuracy"][f"test/{test}"]
-        ax.axhline(np.median(dense), color=color, ls="--", lw=1)
-        star = line["r_star_refined"] or line["r_star"]
-        if star is not None:
-            ax.plot([star], [np.median(acc, axis=1)[ranks.index(star)]], marker="*", ms=13,
-                    color=color, mec="black", zorder=5)
-    ax.axhline(RULE_THRESHOLD, color="grey", ls=":", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title or f"{name}, {readout} readout, {test} test", fontsize=10)
-    ax.set_xlabel("feature rank $r$")
-
-
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
 for row, readout in zip(axes, ("learned", "overlap")):
     for ax, test in zip(row, ("uniform", "witness")):
-        plot_reading(ax, "X", readout, test, f"{readout} readout, {test} triples")
+        plot_reading(ax, readings["X"], summary_e2, "X", readout, test,
+                     f"{readout} readout, {test} triples")
 for ax in axes[:, 0]:
     ax.set_ylabel("test exact-seq. accuracy")
 for ax in axes[0]:
@@ -396,10 +369,12 @@ curve_table(readings["S-random"], "overlap", "uniform",
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The shared-pool readings S-code and S-random.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
-plot_reading(axes[0, 0], "S-code", "overlap", "witness", "S-code, overlap, witness")
-plot_reading(axes[0, 1], "S-code", "overlap", "uniform", "S-code, overlap, uniform")
-plot_reading(axes[1, 0], "S-code", "learned", "uniform", "S-code, learned, uniform")
-plot_reading(axes[1, 1], "S-random", "overlap", "uniform", "S-random, overlap, uniform")
+for ax, (name, readout, test) in zip(axes.flat, [("S-code", "overlap", "witness"),
+                                                 ("S-code", "overlap", "uniform"),
+                                                 ("S-code", "learned", "uniform"),
+                                                 ("S-random", "overlap", "uniform")]):
+    plot_reading(ax, readings[name], summary_e2, name, readout, test,
+                 f"{name}, {readout}, {test}")
 for ax in axes[:, 0]:
     ax.set_ylabel("test exact-seq. accuracy")
 for ax in axes[0]:
@@ -431,14 +406,6 @@ from companion.experiments.e2.readings import READING_QUICK, run_reading
 
 live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
 full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
-
-
-def code_facts(run, ranks):
-    fit = np.asarray(run["heads"]["accuracy"]["fit/witness"])
-    dense = run["dense"]["accuracy"]["test/witness"]
-    return {"low regime at r = 4": bool(np.median(fit[ranks.index(4)]) < 0.9),
-            "r = 64 fits on every seed": bool((fit[ranks.index(64)] >= 0.95).all()),
-            "dense exact on every seed": dense_exact(dense)["all_exact"]}
 
 
 facts = {"committed full run": code_facts(full_code, readings["S-code"]["config"]["ranks"]),
@@ -870,18 +837,6 @@ plt.show()
 # reported picture; every "ours" cell is read from `results/e2_summary.json`.
 
 # %% tags=["hide-input"]
-def stars_of(name, readout, test):
-    per = summary_e2["readings"][name]["by_readout"][readout][test]["per_size"]
-    size = summary_e2["readings"][name]["problem_size"]
-    sizes = ", ".join(f"{size} = {s['size']}" for s in per)
-    stars = " → ".join("none" if s["r_star"] is None else str(s["r_star_refined"] or
-                                                                  s["r_star"]) for s in per)
-    sharp = ", ".join("sharp" if s["sharp"] else "not sharp" for s in per)
-    dense = ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per)
-    verdict_ = summary_e2["readings"][name]["by_readout"][readout][test]["verdict"]
-    return sizes, stars, sharp, dense, verdict_
-
-
 cols = ["problem sizes", "transition r*", "sharp?", "dense exact seeds", "verdict"]
 rows = [dict(zip(["", *cols], ["reported", "not stated", " → ".join(map(str,
              PAPER_TRANSITIONS)), "sharp", "all seeds", "—"], strict=True))]
@@ -889,7 +844,7 @@ for label, key in (("ours, headline: X, learned, uniform", ("X", "learned", "uni
                    ("ours: X, overlap, uniform", ("X", "overlap", "uniform")),
                    ("ours: S-code, overlap, witness", ("S-code", "overlap", "witness")),
                    ("ours: S-code, overlap, uniform", ("S-code", "overlap", "uniform"))):
-    rows.append(dict(zip(["", *cols], [label, *stars_of(*key)], strict=True)))
+    rows.append({"": label, **{c: summary_line(summary_e2, *key)[c] for c in cols}})
 Table(rows)
 
 # %% [markdown]

@@ -43,7 +43,7 @@
 # ({prf:ref}`prop-two-heads`, {prf:ref}`prop-cauchy-heads`), `companion.open.level_heads` and
 # `companion.core.lp` ({prf:ref}`prop-level-heads`: exact LPs with checkable certificates),
 # `companion.core.exact` (exact re-verification of trained heads), and the experiment code
-# `companion.experiments.probe_heads` (stacked signed and multi-head models) and
+# `companion.experiments.heads` (stacked signed and multi-head models) and
 # `companion.experiments.probes` (the sweep behind `python -m companion probes`).
 
 # %% tags=["remove-cell"]
@@ -173,22 +173,19 @@ from companion.open.signed import (
     rank_factorisation,
 )
 
-
-def kernel(t):
-    return Fraction((14 - t) ** 4)
-
-
+width = family.S.shape[1]
+kernel = [Fraction((14 - t) ** 4) for t in range(width + 1)]  # P(t) = (14 - t)^4
 print("forward differences of (14 - t)^4:",
-      [int(c) for c in newton_coefficients([kernel(t) for t in range(5)])])
+      [int(c) for c in newton_coefficients(kernel[:5])])
 # the rank formula against exact ranks of the full 2^m x 2^m matrices
 toks = {m: (np.arange(2**m)[:, None] >> np.arange(m)) & 1 for m in (2, 3, 4)}
-agree = all(exact_rank([[kernel(int(x @ z)) for z in toks[m]] for x in toks[m]])
-            == overlap_kernel_rank([kernel(t) for t in range(m + 1)], m) for m in toks)
+agree = all(exact_rank([[kernel[int(x @ z)] for z in toks[w]] for x in toks[w]])
+            == overlap_kernel_rank(kernel[: w + 1], w) for w in toks)
 print(f"rank formula = exact rank for m = 2, 3, 4: {agree}")
 
-head, r = overlap_kernel_head(family, kernel)
+head, r = overlap_kernel_head(family, kernel.__getitem__)
 S, tokens = np.asarray(family.S), np.asarray(family.tokens)
-K = [[kernel(int(x @ t)) for t in tokens] for x in S]
+K = [[kernel[int(x @ t)] for t in tokens] for x in S]
 U, V = rank_factorisation(K)
 assert (U.dot(V.T) == np.array(K, dtype=object)).all()  # exact factorisation K = U V^T
 negative = sum(v < 0 for v in U.ravel()) + sum(v < 0 for v in V.ravel())
@@ -326,7 +323,7 @@ Table([{"sequence": name, "denominator": str(d), "output": str(y), "target": t,
 #
 # ### 1.5 Training signed heads on E1's witness (Measured)
 #
-# The stacked model `TableSignedHeads` is E1's table head with features
+# The stacked model `signed_heads` is E1's table head with features
 # $\phi = (1 + 0.1\,g) \odot e^{u}$ and free gains $g$ starting at 0: every model starts as
 # exactly the NKA head of the same seed and rank, and differs only in what training may do.
 # A second start, *signed start*, negates half of each model's columns
@@ -564,21 +561,13 @@ Table([{"m": m, "answer tables": c, "bits needed": (c - 1).bit_length()}
 #
 # ### 2.1 Training several heads on E1's witness (Measured)
 #
-# `TableMultiHeads` stacks $H$ table NKA heads (E1's exp features) of rank $r$ each, $d = 16$
+# `multi_heads` stacks $H$ table NKA heads (E1's exp features) of rank $r$ each, $d = 16$
 # per head, one bias; same protocol and budget as above. Every model that solves with total
 # rank below the certificate is re-verified in exact rational arithmetic.
 
 # %% tags=["hide-input"]
 multi = [r for r in rows if r["kind"] == "multi"]
 display(probe_table(multi, caption="H NKA heads of rank r, total H r"))
-
-
-def smallest_solving(rows_h):
-    """Smallest total rank solving on >= 1 seed (or '-'), and whether every exactly
-    re-verified head below the certificate solved exactly."""
-    solving = [r["total_rank"] for r in rows_h if r["solved"] > 0]
-    exact_ok = all(r["exact"] == r["checked"] for r in rows_h if r["total_rank"] < bound.rank)
-    return (min(solving) if solving else "-"), exact_ok
 
 
 budgets = {"quick": (e1_quick, probes_quick_budget), "full": (e1_full, probes)}
@@ -596,7 +585,10 @@ for label, kind, h in classes:
     for name, (e1_res, probe_res) in budgets.items():
         source = e1_probe_rows(e1_res) if kind == "nka" else [
             r for r in summarise_probes(probe_res) if r["kind"] == kind and r["heads"] == h]
-        least, exact_ok = smallest_solving(source)
+        solving = [r["total_rank"] for r in source if r["solved"] > 0]
+        least = min(solving) if solving else "-"
+        # every exactly re-verified head below the certificate solved exactly
+        exact_ok = all(r["exact"] == r["checked"] for r in source if r["total_rank"] < bound.rank)
         row["grid H r"] = str(sorted({r["total_rank"] for r in source}))
         row[f"{name}: smallest"] = least
         row[f"{name}: seeds"] = next(

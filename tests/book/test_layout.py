@@ -8,6 +8,8 @@ import ast
 import graphlib
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 MODULES = {
     ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): path
@@ -71,3 +73,16 @@ def test_the_graph_is_not_empty():
     # guards the parser: the package is known to import its checks everywhere
     assert sum(len(edges) for edges in EDGES.values()) > 40
     assert any(t == "companion.checks" for t, _, _ in EDGES["companion.bounds.witness"])
+
+
+def mirrored_test_file(module: str) -> Path:
+    """tests/<folders>/test_<module>.py for companion.<folders>.<module>."""
+    *folders, name = module.split(".")[1:]
+    return SRC.parent / "tests" / Path(*folders) / f"test_{name}.py"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "companion"
+                                          and not m.endswith(("__init__", "__main__"))
+                                          and MODULES[m].name != "__init__.py"))
+def test_every_module_has_a_mirrored_test_file(module):
+    assert mirrored_test_file(module).is_file(), f"{module}: no {mirrored_test_file(module)}"

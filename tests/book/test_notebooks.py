@@ -1,6 +1,7 @@
 """Notebook conventions: .py/.ipynb pairs in sync, every code cell really executed, the
 table of contents lists the executed twins, and nbval is shown to catch a changed output."""
 
+import ast
 import json
 import re
 import shutil
@@ -124,3 +125,14 @@ def test_nbval_catches_an_altered_output_but_not_a_missing_one(tmp_path):
     passed = set(re.findall(r"^PASSED (\w+)\.ipynb", run.stdout, re.M))
     assert failed == {"altered"}, run.stdout[-3000:]
     assert {"untouched", "stripped"} <= passed, run.stdout[-3000:]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_notebooks_define_no_functions_or_classes(source):
+    """Helpers live in the package, where they are tested; a chapter only calls them."""
+    nb = jupytext.read(source)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("%"))
+    defined = [n.name for n in ast.walk(ast.parse(code))
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not defined, f"{source.name} defines {defined}: move them into companion"

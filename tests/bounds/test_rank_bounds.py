@@ -21,8 +21,10 @@ from companion.bounds.rank_bounds import (
     nonnegative_rank_bound,
     sharp_rank_bound,
     sharpened_value,
+    shifted_trace_attack,
     shifted_trace_bound,
     trace_rank_bound,
+    unit_diagonal_from_factors,
 )
 from companion.bounds.witness import witness_family
 from companion.core.attention import KernelAttentionHead
@@ -360,3 +362,23 @@ def test_sharp_bound_arguments():
         sharp_rank_bound(3, [[0, -1, 0], [0, 0, 0], [0, 0, 0]])
     assert sharp_rank_bound(1, {}).rank == 1
     assert sharp_rank_bound(2, {Fraction(0): 2}).value == 2  # entries pinned to 0: M = I
+
+
+def test_unit_diagonal_from_factors_has_unit_diagonal_and_low_rank():
+    A, B = [[1, 2], [0, 1], [3, 1]], [[1, 0], [2, 1], [1, 1]]
+    M = unit_diagonal_from_factors(A, B)
+    assert all(M[i][i] == 1 for i in range(3))
+    assert exact_rank(M) <= 2
+    assert unit_diagonal_from_factors([[1, 0]], [[0, 1]]) is None  # a zero diagonal entry
+
+
+def test_the_attack_pushes_the_bound_up_but_never_past_the_rank():
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    A, B = shifted_trace_attack(8, 3, False, gen, steps=100)
+    assert A.shape == B.shape == (8, 3)
+    M = unit_diagonal_from_factors(np.rint(A * 2**10).astype(int).tolist(),
+                                   np.rint(B * 2**10).astype(int).tolist())
+    value, _ = shifted_trace_bound(M)
+    assert 2 < value <= exact_rank(M) <= 3

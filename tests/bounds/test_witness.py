@@ -29,10 +29,7 @@ from companion.core.attention import KernelAttentionHead
 from companion.core.constructions import indicator_head, query_indicator_head, spread_query_head
 from companion.core.task import query_target
 from companion.experiments.e1 import (
-    EXPERIMENT_PALEY_SUBSET,
-    experiment_code_24,
     experiment_witness_24,
-    select_paley_witness,
 )
 
 PALEY7 = paley_hadamard_code(7)  # m = 8, w = 4, gaps 2 and 4
@@ -54,26 +51,6 @@ def _drop_rows(family: WitnessFamily, rows) -> WitnessFamily:
 
 def _with(cert: Certificate, **changes) -> Certificate:
     return dataclasses.replace(cert, **changes)
-
-
-# --- the experiments' 24-bit witness -------------------------------------------------------
-
-def test_experiment_witness_is_what_the_search_selects():
-    (a, b), bound, size = select_paley_witness()
-    assert (a, b) == EXPERIMENT_PALEY_SUBSET
-    assert 1000 <= size <= 2500
-    assert bound == certified_rank_bound(experiment_code_24())
-
-
-def test_experiment_witness_family(family24):
-    f = family24
-    assert len(f) == family_size(experiment_code_24())
-    assert 1000 <= len(f) <= 2500
-    assert f.sequences.shape == (len(f), 3, 24) and f.query_position == 0
-    assert f.convention == "bidirectional"
-    bound = verify_certificate(f.certificate, f)
-    assert bound.rank == f.certificate.integer_bound
-    assert bound.rank >= 8  # at least the paper's bound for its own 24-bit witness
 
 
 def test_family_fields_are_consistent(family24):

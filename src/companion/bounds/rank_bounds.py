@@ -373,3 +373,40 @@ def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
     value = Fraction(N * N) / phi(t)
     rank = N if value == N else math.floor(value) + 1
     return SharpRankBound(N, value, t / (1 + t), math.ceil(value), rank)
+
+
+def unit_diagonal_from_factors(A, B):
+    """M = diag(A B^T)^-1 A B^T in Fractions, a unit-diagonal matrix of rank <= the inner
+    dimension (None if a diagonal entry of A B^T is 0): chapter 3's test matrices for
+    ``lem-shifted-trace``."""
+    A = [[Fraction(v) for v in row] for row in A]
+    B = [[Fraction(v) for v in row] for row in B]
+    G = [[sum((a * b for a, b in zip(r, s, strict=True)), Fraction(0)) for s in B] for r in A]
+    if any(G[i][i] == 0 for i in range(len(G))):
+        return None
+    return [[v / G[i][i] for v in row] for i, row in enumerate(G)]
+
+
+def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 150):
+    """Float factors A, B (N x k; |.| when nonnegative) found by gradient ascent on the shifted
+    trace bound N^2 (1-c)^2 / ||M - cJ||_F^2 of M = diag(AB^T)^-1 AB^T, pushing it towards its
+    rank k: the adversary of chapter 3's attack on ``lem-shifted-trace`` (the bound is then
+    recomputed exactly on rounded factors). `gen` is a seeded torch.Generator."""
+    import torch  # only this search needs torch; the exact bounds do not
+
+    A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
+    s = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([A, B, s], lr=0.05)
+    for _ in range(steps):
+        a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
+        G = a @ b.T
+        M = G / torch.diagonal(G)[:, None]
+        c = torch.sigmoid(s) * 0.999
+        loss = -(N * (1 - c)) ** 2 / ((M - c) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
+    return a.detach().numpy(), b.detach().numpy()
+

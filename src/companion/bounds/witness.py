@@ -379,3 +379,15 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
             M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
                        if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
     return M
+
+
+def ratio_matrix_facts(head: KernelAttentionHead, family: WitnessFamily) -> tuple[float, int]:
+    """Theorem E's two facts about a head's ratio matrix M (chapter 6, float64): the largest
+    M[x,y] * rho_xy over x != y (the proof says <= 1 for a head with error < 1/2) and the
+    numerical rank of M (at most the head's rank; singular values above 1e-6 of the top)."""
+    M = kernel_ratio_matrix(head, family)
+    rho = family.certificate.rho
+    worst = max(M[i, j] * float(rho[(i, j)])
+                for i in range(len(M)) for j in range(len(M)) if i != j)
+    sv = np.linalg.svd(M, compute_uv=False)
+    return worst, int((sv > 1e-6 * sv[0]).sum())

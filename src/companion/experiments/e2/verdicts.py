@@ -5,16 +5,24 @@ verdict over sizes; the content of results/e2_summary.json; the chapter's HTML t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from companion.book import Table
 from companion.checks import check_choice, check_mapping
 from companion.experiments.e2.data import HARD_DISTRIBUTIONS
 from companion.experiments.e2.readings import HEADLINE, READINGS
-from companion.experiments.e2.rule import PAPER_TRANSITIONS, curve_rule, dense_exact, verdict
+from companion.experiments.e2.rule import (
+    PAPER_TRANSITIONS,
+    RULE_THRESHOLD,
+    curve_rule,
+    dense_exact,
+    verdict,
+)
 
 __all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table",
-           "gaps_by_rank_table", "curve_table"]
+           "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
 
 
 # --------------------------------------------------------------------------- the rule
@@ -238,3 +246,55 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
     what = READINGS[cfg["reading"]][2]
     cols = [f"{what} = {m if what == 'm' else p}" for m, p in cfg["sizes"]]
     return Table(rows, columns=["r", *cols], caption=caption)
+
+
+def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
+    """One judged curve of `e2_summary.json` in words (chapter 7's tables beside the reported
+    picture): problem sizes, r* per size (refined where run), sharpness, dense-exact seeds and
+    the verdict with its reason."""
+    entry = summary["readings"][name]["by_readout"][readout][test]
+    per, size = entry["per_size"], summary["readings"][name]["problem_size"]
+    return {
+        "problem sizes": ", ".join(f"{size} = {s['size']}" for s in per),
+        "transition r*": " → ".join("none" if s["r_star"] is None
+                                    else str(s["r_star_refined"] or s["r_star"]) for s in per),
+        "sharp?": ", ".join("sharp" if s["sharp"] else "not sharp" for s in per),
+        "dense exact seeds": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per),
+        "verdict": entry["verdict"], "reason": entry["reason"], "per_size": per}
+
+
+def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str, test: str,
+                 title: str | None = None) -> None:
+    """Median test accuracy against rank, one curve per size (band: seeds), dense dashed in
+    the curve's colour, r* starred, the rule's threshold dotted (chapter 7's figures)."""
+    entry = summary["readings"][name]["by_readout"][readout][test]
+    ranks = list(result["config"]["ranks"])
+    for i, (key, line) in enumerate(zip(result["sizes"], entry["per_size"], strict=True)):
+        color = f"C{i}"
+        acc = np.asarray(result["sizes"][key][readout]["heads"]["accuracy"][f"test/{test}"])
+        label = f"${summary['readings'][name]['problem_size']} = {line['size']}$"
+        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=label)
+        ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
+        dense = result["sizes"][key][readout]["dense"]["accuracy"][f"test/{test}"]
+        ax.axhline(np.median(dense), color=color, ls="--", lw=1)
+        star = line["r_star_refined"] or line["r_star"]
+        if star is not None:
+            ax.plot([star], [np.median(acc, axis=1)[ranks.index(star)]], marker="*", ms=13,
+                    color="white", mec=color, mew=1.5, zorder=5)
+    ax.axhline(RULE_THRESHOLD, color="grey", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or f"{name}, {readout} readout, {test} test", fontsize=10)
+    ax.set_xlabel("feature rank $r$")
+
+
+def code_facts(run: Mapping, ranks: Sequence[int]) -> dict:
+    """The three facts chapter 7 checks on an S-code overlap run (committed or live): heads
+    of rank 4 do not fit the witness triples (median < 0.9), rank 64 fits them on every seed
+    (>= 0.95), and dense attention is exact on every seed."""
+    ranks = list(ranks)
+    fit = np.asarray(run["heads"]["accuracy"]["fit/witness"])
+    dense = run["dense"]["accuracy"]["test/witness"]
+    return {"low regime at r = 4": bool(np.median(fit[ranks.index(4)]) < 0.9),
+            "r = 64 fits on every seed": bool((fit[ranks.index(64)] >= 0.95).all()),
+            "dense exact on every seed": dense_exact(dense)["all_exact"]}

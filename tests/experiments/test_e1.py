@@ -1,0 +1,31 @@
+"""E1's witness (experiments/e1.py): the 24-bit family the suite trains on is the one the
+seeded search selects, and its certificate verifies at a bound of at least the paper's 8."""
+
+from companion.bounds.rank_bounds import certified_rank_bound
+from companion.bounds.witness import family_size, verify_certificate
+from companion.experiments.e1 import (
+    EXPERIMENT_PALEY_SUBSET,
+    experiment_code_24,
+    experiment_witness_24,
+    select_paley_witness,
+)
+
+
+def test_experiment_witness_is_what_the_search_selects():
+    (a, b), bound, size = select_paley_witness()
+    assert (a, b) == EXPERIMENT_PALEY_SUBSET
+    assert 1000 <= size <= 2500
+    assert bound == certified_rank_bound(experiment_code_24())
+
+
+def test_experiment_witness_family():
+    f = experiment_witness_24()
+    assert len(f) == family_size(experiment_code_24())
+    assert 1000 <= len(f) <= 2500
+    assert f.sequences.shape == (len(f), 3, 24) and f.query_position == 0
+    assert f.convention == "bidirectional"
+    bound = verify_certificate(f.certificate, f)
+    assert bound.rank == f.certificate.integer_bound
+    assert bound.rank >= 8  # at least the paper's bound for its own 24-bit witness
+
+
