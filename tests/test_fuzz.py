@@ -49,6 +49,13 @@ SKIP = {
     "companion.bounds.rank_bounds:MatrixBoundCase": _REC + " (random_matrix_survey)",
     "companion.bounds.rank_bounds:RankLowerBound": _REC + " (certified_rank_bound)",
     "companion.bounds.rank_bounds:SharpRankBound": _REC + " (sharp_rank_bound)",
+    **{f"companion.experiments.e2.verdicts:{f}": "chapter 7's reader of committed results "
+       "(e2_summary.json and the readings' files, loaded by the checked loaders); no argument "
+       "checks by design; tested in tests/experiments/e2/test_verdicts.py"
+       for f in ("summary_line", "plot_reading", "code_facts")},
+    "companion.bounds.witness:ratio_matrix_facts": "chapter 6's two facts of Theorem E on a "
+    "head's ratio matrix, through kernel_ratio_matrix (fuzzed); tested in "
+    "tests/bounds/test_witness.py",
     **{f"companion.bounds.rank_bounds:{f}": "chapter 3's generator of test matrices for the "
        "attack on lem-shifted-trace (no argument checks by design: the chapter feeds it); "
        "tested in tests/bounds/test_rank_bounds.py"

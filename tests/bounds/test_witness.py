@@ -353,3 +353,11 @@ def test_without_rows():
                       (2.5, TypeError), ("3", TypeError), ([[1]], ValueError)):
         with pytest.raises(kind, match="rows"):
             without_rows(family, bad)
+
+
+def test_ratio_matrix_facts_of_the_exact_realisation(family24):
+    from companion.bounds.witness import ratio_matrix_facts
+
+    head = indicator_head(family24)
+    worst, rank = ratio_matrix_facts(head, family24)
+    assert worst <= 1 + 1e-9 and rank <= head.rank

@@ -74,3 +74,31 @@ def test_gaps_by_rank_split_the_missing_accuracy_of_each_rank():
     i = res["config"]["ranks"].index(128)
     cell = f"{1 - fit[i]:.2f} / {fit[i] - test[i]:.2f}"
     assert cell in html and html.count("<tr>") == 1 + 8  # header + the doubling grid 1..128
+
+
+def test_chapter_7_readers_agree_with_the_committed_summary():
+    import json
+    from pathlib import Path
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from companion.experiments.e2.readings import READINGS, load_reading
+    from companion.experiments.e2.verdicts import code_facts, plot_reading, summary_line
+
+    results = Path(__file__).resolve().parents[3] / "results"
+    summary = json.loads((results / "e2_summary.json").read_text())
+    line = summary_line(summary, "X", "learned", "uniform")
+    per = summary["readings"]["X"]["by_readout"]["learned"]["uniform"]["per_size"]
+    assert line["per_size"] == per and line["verdict"] == summary["readings"]["X"][
+        "by_readout"]["learned"]["uniform"]["verdict"]
+    assert line["transition r*"].count("→") == len(per) - 1
+    reading = load_reading(results / "e2_S-code_full.json")
+    assert "S-code" in READINGS
+    facts = code_facts(reading["sizes"]["m12-P22"]["overlap"], reading["config"]["ranks"])
+    assert all(facts.values())
+    fig, ax = plt.subplots()
+    plot_reading(ax, reading, summary, "S-code", "overlap", "witness")
+    assert len(ax.lines) >= len(reading["sizes"])
+    plt.close(fig)
