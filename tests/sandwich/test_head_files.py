@@ -221,7 +221,7 @@ def test_long_rationals_and_odd_paths_are_one_line_errors(tmp_path, capsys):
 
     from companion.sandwich.head_files import MAX_FILE_BYTES, main
 
-    data = json.loads(Path("results/heads/paley_rows_23_signed.json").read_text())
+    data = json.loads((ROOT / "results" / "heads" / "paley_rows_23_signed.json").read_text())
     data["queries"][0]["features"][0] = "1" * 3000 + "/7"
     long_head = tmp_path / "long.json"
     long_head.write_text(json.dumps(data))
