@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -171,3 +173,44 @@ def test_dp_limit_counts_the_link_weights_bits():
     assert time.perf_counter() - start < 5
     with pytest.raises(ValueError, match="G_max must be at most 32768"):
         log2_rho_table(32769)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device", "nan", "infinity", "huge",
+                                  "missing", "truncated", "binary"])
+def test_read_json_file_refuses_every_damaged_kind_in_one_line(tmp_path, kind):
+    """The one loader: only a regular file of bounded size holding finite JSON is read;
+    everything else is one ValueError line naming the file, and the file is left as it was."""
+    from companion.checks import MAX_JSON_BYTES, read_json_file
+
+    path = tmp_path / "f.json"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "nan":
+        path.write_text('{"units": {"a": {"acc": NaN}}}')
+    elif kind == "infinity":
+        path.write_text('[1, -Infinity]')
+    elif kind == "huge":
+        with open(path, "wb") as fh:
+            fh.truncate(MAX_JSON_BYTES + 1)
+    elif kind == "truncated":
+        path.write_text('{"units": {"a": ')
+    elif kind == "binary":
+        path.write_bytes(b"\xff\xfe\x00")
+    before = path.read_bytes() if path.is_file() else None
+    with pytest.raises(ValueError) as info:
+        read_json_file(path, "results file")
+    message = str(info.value)
+    assert "\n" not in message and str(path)[:60] in message
+    if before is not None:
+        assert path.read_bytes() == before
+
+
+def test_read_json_file_reads_a_committed_results_file():
+    from companion.checks import read_json_file
+
+    data = read_json_file(Path(__file__).resolve().parents[1] / "results" / "e2_quick.json")
+    assert isinstance(data["units"], dict) and data["units"]

@@ -426,7 +426,7 @@ OVERRIDES = {
     "companion.checks:check_instance": {"cls": int},
     "companion.checks:check_tokens": {"name": "arg"},
     "companion.checks:check_path": {"path": "results/x.json", "name": "arg"},
-    "companion.experiments.sweep:read_json_file": {"path": "results/e2_quick.json"},
+    "companion.checks:read_json_file": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
     "companion.sandwich.head_files:head_to_dict": {"head": EXACT,

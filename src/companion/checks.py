@@ -10,8 +10,10 @@ agree on them.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational
@@ -23,7 +25,7 @@ __all__ = [
     "check_int", "check_positive_int", "check_int_sequence", "check_float", "check_fraction",
     "check_bool", "check_choice", "check_instance", "check_tokens", "check_token", "check_eps",
     "check_length", "check_gap", "check_beta", "checked_comb", "has_repeated_row", "check_array",
-    "check_mapping", "check_path", "check_device",
+    "check_mapping", "check_path", "check_device", "read_json_file",
 ]
 
 
@@ -211,6 +213,43 @@ def check_path(path, name: str) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike path, got {type(path).__name__}")
     return Path(path)
+
+
+#: Largest JSON file any loader reads (results, head and certificate files); the largest
+#: committed one is a few MB.
+MAX_JSON_BYTES = 64 * 2**20
+
+
+def _refuse_constant(word: str):
+    raise ValueError(f"holds {word}, which JSON files here never contain")
+
+
+def read_json_file(path, what: str = "results file"):
+    """The one loader of every results, head and certificate file: the JSON content of a
+    regular file at `path` of at most MAX_JSON_BYTES, without NaN or infinity; otherwise a
+    one-line ValueError/TypeError naming the file. The file is only read."""
+    path = check_path(path, "path")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ValueError(f"path must be an existing {what}, got {str(path)!r:.200}") from None
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r:.200} cannot be read ({exc.strerror or exc})"
+                         ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"path must be a regular file ({what}), got {str(path)!r:.200}, "
+                         "which is a folder, device, pipe or socket")
+    if info.st_size > MAX_JSON_BYTES:
+        raise ValueError(f"path {str(path)!r:.200} has {info.st_size} bytes, above the "
+                         f"{what} cap MAX_JSON_BYTES = {MAX_JSON_BYTES}")
+    try:
+        return json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path {str(path)!r:.200} is not a JSON {what}: "
+                         f"{str(exc).splitlines()[0]:.200}") from None
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r:.200} cannot be read "
+                         f"({exc.strerror or exc})") from None
 
 
 def check_device(device, name: str = "device"):

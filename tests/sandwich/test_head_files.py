@@ -142,7 +142,7 @@ def test_not_a_file_or_not_json(tmp_path):
         verify_head_file(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ValueError, match="not valid JSON"):
+    with pytest.raises(ValueError, match="not a JSON head file"):
         verify_head_file(bad)
 
 
@@ -219,18 +219,19 @@ def test_long_rationals_and_odd_paths_are_one_line_errors(tmp_path, capsys):
     long for the file system and an oversized file give one line each, exit 2."""
     import time
 
-    from companion.sandwich.head_files import MAX_FILE_BYTES, main
+    from companion.checks import MAX_JSON_BYTES
+    from companion.sandwich.head_files import main
 
     data = json.loads((ROOT / "results" / "heads" / "paley_rows_23_signed.json").read_text())
     data["queries"][0]["features"][0] = "1" * 3000 + "/7"
     long_head = tmp_path / "long.json"
     long_head.write_text(json.dumps(data))
     big = tmp_path / "big.json"
-    big.write_text(" " * (MAX_FILE_BYTES + 1))
+    big.write_text(" " * (MAX_JSON_BYTES + 1))
     t = time.process_time()
     assert main([str(long_head), str(tmp_path / ("x" * 5000)), str(big)]) == 2
     assert time.process_time() - t < 5
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3
     assert "MAX_VERIFY_COST" in err[0] and "cannot be read" in err[1]
-    assert "MAX_FILE_BYTES" in err[2]
+    assert "MAX_JSON_BYTES" in err[2]

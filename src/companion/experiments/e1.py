@@ -39,6 +39,7 @@ from companion.checks import (
     check_int,
     check_int_sequence,
     check_mapping,
+    read_json_file,
 )
 from companion.core.attention import kernel_attention
 from companion.experiments.engine import check_model_size, train_batched
@@ -53,7 +54,6 @@ from companion.experiments.sweep import (
     Unit,
     check_writable,
     parse_scheduler,
-    read_json_file,
     run_sweep,
     seed_blocks,
     sweep_records,

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from companion.book import seed_everything
-from companion.checks import check_float
+from companion.checks import check_float, read_json_file
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "atomic_write_json",
-           "read_json_file", "check_writable", "ResultStore", "Unit", "environment",
+           "check_writable", "ResultStore", "Unit", "environment",
            "parse_scheduler", "run_units", "run_sweep", "seed_blocks", "sweep_records", "out_lock",
            "ResultFileError", "UnwritablePathError", "OutputInUseError", "DaskMissingError",
            "SchedulerUnreachableError", "UnitFailedError", "SweepInterrupted"]
@@ -210,22 +210,6 @@ def check_writable(path, name: str = "path") -> Path:
     return path
 
 
-def read_json_file(path, what: str = "results file"):
-    """The JSON content of an existing file at `path`; ValueError/TypeError naming path
-    when it is missing, unreadable or not JSON."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be an existing {what}, got {str(path)!r}")
-    try:
-        return json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"path {str(path)!r} is not a JSON {what}: {exc}") from exc
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})") from exc
-
-
 # --------------------------------------------------------------------------- the output lock
 
 _HELD: dict[str, int] = {}  # lock files this process holds -> nesting depth
@@ -343,13 +327,9 @@ class ResultStore:
     def _read_units(self) -> dict:
         fix = "pass restart=True (CLI: --restart) to overwrite it, or another output path"
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ResultFileError(
-                f"{self.path} is not a complete JSON results file ({exc}); {fix}") from exc
-        except OSError as exc:
-            raise ResultFileError(f"{self.path} cannot be read ({exc.strerror}); {fix}") from exc
+            data = read_json_file(self.path)
+        except ValueError as exc:
+            raise ResultFileError(f"{exc}; {fix}") from None
         if not (isinstance(data, dict) and isinstance(data.get("units"), dict)
                 and all(isinstance(v, dict) for v in data["units"].values())):
             raise ResultFileError(f"{self.path} is JSON but not a results file (no 'units' "

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.rank_bounds import sharp_rank_bound
-from companion.checks import check_fraction
+from companion.checks import check_fraction, read_json_file
 from companion.sandwich.head_files import family_from_spec, parse_rational
 from companion.sandwich.head_files import main as verify_head_files
 from companion.sandwich.matrix import RatioBounds
@@ -142,12 +142,7 @@ def verify_certificate_file(path) -> CertificateReport:
     """Rebuild the family and re-check the certificate from scratch (exact); malformed files
     raise ValueError, wrong claims give passed False with the reasons."""
     path = _path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be an existing certificate file, got {str(path)!r}")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"path {str(path)!r} is not valid JSON: {exc}") from exc
+    data = read_json_file(path, "certificate file")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
     for key in ("family", "c", "value", "rank", "queries", "keys", "ladders"):
@@ -246,7 +241,7 @@ def main(argv=None) -> int:
     ok = True
     for p in paths:
         try:
-            is_cert = json.loads(Path(p).read_text()).get("format") == FORMAT
+            is_cert = read_json_file(p, "certificate file").get("format") == FORMAT
         except (OSError, ValueError, AttributeError):
             is_cert = False  # not a readable JSON object: the head verifier says why
         if not is_cert:

@@ -23,7 +23,7 @@ import numpy as np
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, witness_family
-from companion.checks import check_instance, check_int
+from companion.checks import check_instance, check_int, read_json_file
 from companion.core.attention import kernel_attention, kernel_weights
 from companion.core.exact import exact_max_error
 from companion.sandwich.heads import ExactHead, tables_to_kernel_head
@@ -33,8 +33,6 @@ FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
 #: Longest rational string read (Python refuses ints of more than 4300 digits by default).
 MAX_RATIONAL_CHARS = 4000
-#: Largest head file read (the book's largest is 105 KB).
-MAX_FILE_BYTES = 4 * 2**20
 #: Most verification work: inputs x rank x (1 + bits / 64)^2, bits the longest rational's
 #: numerator plus denominator bits (exact arithmetic costs about the square of the size).
 #: The book's largest head costs 1.1e6 (a few seconds); a file of very long rationals is
@@ -49,20 +47,6 @@ def _check_path(path) -> Path:
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
     return Path(path)
-
-
-def _read_json(path: Path):
-    try:
-        if not path.is_file():
-            raise ValueError(f"path must be an existing head file, got {str(path)!r}")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"path {str(path)!r} has {path.stat().st_size} bytes, above "
-                             f"MAX_FILE_BYTES = {MAX_FILE_BYTES}")
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"path {str(path)!r} is not valid JSON: {exc}") from exc
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r:.200} cannot be read: {exc.strerror}") from exc
 
 
 def _rational_str(v: Fraction) -> str:
@@ -225,7 +209,7 @@ def _vector(values, name: str, r: int) -> list[Fraction]:
 def load_head_file(path):
     """Parse a head file: (data, family, tables). Raises ValueError on malformed content."""
     path = _check_path(path)
-    data = _read_json(path)
+    data = read_json_file(path, "head file")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
     for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
@@ -347,7 +331,7 @@ def read_head_claims(path) -> dict:
     and :func:`verify_head_file` do the checking): family spec, variant, rank, exact max
     error and how the head was made."""
     path = _check_path(path)
-    data = _read_json(path)
+    data = read_json_file(path, "head file")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
     missing = [k for k in ("family", "variant", "rank", "max_error") if k not in data]

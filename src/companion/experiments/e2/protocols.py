@@ -25,11 +25,12 @@ from companion.checks import (
     check_int_sequence,
     check_mapping,
     check_path,
+    read_json_file,
 )
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS
 from companion.experiments.e2.readings import E2Config, e2_width_result
 from companion.experiments.e2.rule import curve_rule
-from companion.experiments.sweep import ResultStore, Unit, check_writable, read_json_file, run_units
+from companion.experiments.sweep import ResultStore, Unit, check_writable, run_units
 
 __all__ = ["E2_QUICK", "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "e2_units",
            "e2_result", "run_e2_sweep", "summarise_e2", "accuracy_table", "protocol_path",

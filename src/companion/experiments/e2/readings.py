@@ -44,6 +44,7 @@ from companion.checks import (
     check_int_sequence,
     check_path,
     check_tokens,
+    read_json_file,
 )
 from companion.core.task import min_ip_targets
 from companion.experiments.e2.data import (
@@ -73,7 +74,6 @@ from companion.experiments.sweep import (
     Unit,
     check_writable,
     config_dict,
-    read_json_file,
     run_units,
 )
 
