@@ -22,11 +22,9 @@ What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check ea
   and Lemma B fails: :func:`signed_link_counterexample` is a rank-1 head with error 2/5 on a
   gap-4 link whose weight ratio is 1 (Lemma B demands 4). No bound is known: open.
 
-Also here (with :func:`companion.core.exact.exact_rank` and
-:func:`companion.core.exact.rank_factorisation`, re-exported for chapter 8): the exact rank of a
-kernel that is a function of the overlap (the sum of C(m, j) over the nonzero forward
-differences Delta^j P(0)), used to show signed *features* with a nonnegative kernel
-(``prf:prop-overlap-rank``).
+Also here (with :func:`companion.core.exact.exact_rank` and ``rank_factorisation``,
+re-exported for chapter 8): the exact rank of a kernel that is a function of the overlap, for
+signed *features* with a nonnegative kernel (``prf:prop-overlap-rank``).
 
 Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-overlap-rank``).
 """
@@ -41,25 +39,23 @@ import numpy as np
 from companion.bounds.rank_bounds import RankLowerBound, SharpRankBound
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
+    check_array,
     check_bool,
     check_choice,
     check_fraction,
     check_instance,
     check_int,
-    check_token,
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.exact import exact_max_error, exact_rank, rank_factorisation  # noqa: F401
+from companion.core.exact import exact_rank, rank_factorisation  # noqa: F401
 from companion.core.task import check_convention, query_index
 
 __all__ = [
     "signed_denominators",
     "signed_attention",
-    "signed_max_error_exact",
     "signed_rank_lower_bound",
     "one_sign_rank_lower_bound",
-    "signed_mediant",
     "signed_link_counterexample",
     "newton_coefficients",
     "overlap_kernel_rank",
@@ -74,16 +70,11 @@ MAX_SIGNED_SEQUENCES = 2**20
 MAX_EXACT_SEQUENCES = 2**12
 
 
-def _check_head(head) -> KernelAttentionHead:
-    return check_instance(head, "head", KernelAttentionHead)
-
-
-def _check_denominators(denominators: str) -> str:
-    return check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
-
-
-def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
-    """alpha (..., n) and scores f_p = <a(x), v_p(x_p)> (..., n), and the bias (...)."""
+def _maps(head, sequences, convention: str, exact):
+    """The checked sequences x, alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and
+    the bias (...): the arguments of the signed evaluations, checked here once."""
+    check_instance(head, "head", KernelAttentionHead)
+    exact = check_bool(exact, "exact")
     x = check_tokens(sequences)
     check_convention(convention)
     limit = MAX_EXACT_SEQUENCES if exact else MAX_SIGNED_SEQUENCES
@@ -109,34 +100,27 @@ def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
                              f"{v.shape}; expected {phi_q.shape}, {a.shape}")
         alpha.append((phi_q * fk).sum(axis=-1))
         scores.append((a * v).sum(axis=-1))
-    return np.stack(alpha, -1), np.stack(scores, -1), b
+    return x, np.stack(alpha, -1), np.stack(scores, -1), b
 
 
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):
     """D = sum_p alpha_p(x, x_p) on every sequence, any sign: shape (...)."""
-    alpha, _, _ = _maps(_check_head(head), sequences, convention, check_bool(exact, "exact"))
-    return alpha.sum(axis=-1)
+    return _maps(head, sequences, convention, exact)[1].sum(axis=-1)
 
 
 def signed_attention(head, sequences, convention="bidirectional", exact: bool = False,
                      denominators: str = "nonzero"):
-    """y = sum_p alpha_p f_p / sum_p alpha_p + b(x) for a head of any sign.
-
-    Raises ValueError where the convention fails: a denominator equal to 0 ('nonzero'), or
-    some query whose denominators do not share one sign ('positive': up to flipping phi_Q(x),
-    every denominator positive). Exact (Fractions) with ``exact=True``.
-    """
-    head = _check_head(head)
-    _check_denominators(denominators)
-    exact = check_bool(exact, "exact")
-    alpha, scores, b = _maps(head, sequences, convention, exact)
+    """y = sum_p alpha_p f_p / sum_p alpha_p + b(x) for a head of any sign (Fractions with
+    ``exact``); ValueError where the convention fails: a denominator 0 ('nonzero'), or a query
+    whose denominators do not share one sign ('positive')."""
+    check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
+    x, alpha, scores, b = _maps(head, sequences, convention, exact)
     den = alpha.sum(axis=-1)
     num = (alpha * scores).sum(axis=-1)
     flat_d = np.ravel(den)
     if any(d == 0 for d in flat_d):
         raise ValueError("a denominator sum_p alpha_p is 0: the signed head is undefined there")
     if denominators == "positive":
-        x = check_tokens(sequences)
         q = query_index(x.shape[-2], convention)
         queries = x[..., q, :].reshape(-1, x.shape[-1])
         signs: dict[bytes, int] = {}
@@ -145,27 +129,12 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
             if signs.setdefault(tok.tobytes(), s) != s:
                 raise ValueError("denominators change sign for one query: the 'positive' "
                                  "convention fails")
-    if exact:
+    if alpha.dtype == object:
         out = np.empty(np.shape(num), dtype=object)
         out.reshape(-1)[:] = [Fraction(nn) / Fraction(dd) for nn, dd in
                               zip(np.ravel(num), flat_d)]
         return out + b
     return num / den + b
-
-
-def signed_max_error_exact(head, sequences, targets, convention="bidirectional",
-                           denominators: str = "nonzero") -> Fraction:
-    """max |y - t| over the sequences, exactly, under a denominator convention."""
-    y = signed_attention(head, sequences, convention, exact=True, denominators=denominators)
-    if isinstance(targets, (str, bytes)) or targets is None:
-        raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
-    try:
-        t = np.asarray(targets)
-    except ValueError as exc:  # ragged
-        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
-    if t.shape != np.shape(y) or not np.issubdtype(t.dtype, np.integer):
-        raise ValueError(f"targets must have shape {np.shape(y)}, got {t.shape}")
-    return exact_max_error(y, t)
 
 
 def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
@@ -185,36 +154,6 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
     if setting == "shared_keys":
         return max(bound.trace_rank - 1, 1)
     return None
-
-
-def signed_mediant(head, x, z, z_prime, convention="bidirectional"):
-    """For n = 3: (mediant of the two arrangements (x,z,z'), (x,z',z) — sum of numerators
-    over sum of denominators —, the closed form (D_z y_z + D_z' y_z') / (D_z + D_z') from the
-    pure sequences, and the two arrangements' (output, denominator)), all exact."""
-    head = _check_head(head)
-    x = check_token(x, "x")
-    if x.shape[0] > 4096:
-        raise ValueError(f"x must have width m <= 4096, got {x.shape[0]}")
-    toks = [x] + [check_token(t, name, x.shape[0]) for t, name in
-                  ((z, "z"), (z_prime, "z_prime"))]
-    q = query_index(3, convention)
-
-    def seq(keys):
-        s = list(keys)
-        s.insert(q, toks[0])
-        return np.asarray(s)
-
-    rows = np.stack([seq([toks[1], toks[2]]), seq([toks[2], toks[1]]),
-                     seq([toks[1], toks[1]]), seq([toks[2], toks[2]])])
-    alpha, scores, b = _maps(head, rows, convention, exact=True)
-    den = alpha.sum(-1)
-    num = (alpha * scores).sum(-1) + b * den
-    if any(d == 0 for d in den):
-        raise ValueError("a denominator is 0 on one of the four sequences")
-    mediant = Fraction(num[0] + num[1]) / Fraction(den[0] + den[1])
-    y = [Fraction(num[i]) / Fraction(den[i]) for i in range(4)]
-    closed = (den[2] * y[2] + den[3] * y[3]) / Fraction(den[2] + den[3])
-    return mediant, closed, ((y[0], den[0]), (y[1], den[1]))
 
 
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
@@ -267,22 +206,14 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
 # ----------------------------------------------------- kernels that depend on the overlap
 
 
-def _values(values, limit: int) -> list[Fraction]:
-    try:
-        ndim = np.ndim(values)
-    except ValueError:  # ragged nested lists
-        ndim = -1
-    if isinstance(values, (str, bytes, dict)) or values is None or ndim != 1:
-        raise TypeError(f"values must be a 1-d sequence of numbers, got {type(values).__name__}")
-    if not 0 < len(values) <= limit:
-        raise ValueError(f"values must hold 1 to {limit} numbers, got {len(values)}")
-    return [check_fraction(v, "values[i]") for v in values]
+def _values(values) -> list[Fraction]:
+    values = check_array(values, "values", 1, allow_object=True)
+    if not 0 < len(values) <= 4096:
+        raise ValueError(f"values must hold 1 to 4096 numbers, got {len(values)}")
+    return [check_fraction(v, "values[i]") for v in values.tolist()]
 
 
-def newton_coefficients(values) -> list[Fraction]:
-    """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
-    P(t) = sum_j Delta^j P(0) C(t, j)."""
-    vals = _values(values, 4096)
+def _newton(vals: list[Fraction]) -> list[Fraction]:
     out = []
     while vals:
         out.append(vals[0])
@@ -290,25 +221,28 @@ def newton_coefficients(values) -> list[Fraction]:
     return out
 
 
+def newton_coefficients(values) -> list[Fraction]:
+    """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
+    P(t) = sum_j Delta^j P(0) C(t, j)."""
+    return _newton(_values(values))
+
+
 def overlap_kernel_rank(values, m: int) -> int:
     """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P given on 0..m: sum of C(m, j) over the
     j with Delta^j P(0) != 0 — because C(<x,z>, j) = sum_{|J|=j} x_J z_J and the monomials
     x_J are a basis of the functions on {0,1}^m."""
     m = check_int(m, "m", 1, 4095)
-    vals = _values(values, 4096)
+    vals = _values(values)
     if len(vals) != m + 1:
         raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
-    return sum(math.comb(m, j) for j, c in enumerate(newton_coefficients(vals)) if c != 0)
+    return sum(math.comb(m, j) for j, c in enumerate(_newton(vals)) if c != 0)
 
 
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
-    """A head on a witness family whose kernel at the key positions is kernel(<x, z>) >= 0
-    (0 at the query's own position), realised with **signed** features by an exact rank
-    factorisation of the |S| x T kernel table; values z, readout <x, o> - shift.
-
-    kernel: callable int -> Fraction (must be >= 0 on the overlaps that occur).
-    Returns (head, rank) with rank = exact rank of the table (the head's feature rank).
-    """
+    """(head, rank): a head on a witness family whose kernel at the key positions is
+    kernel(<x, z>) >= 0 (a callable; 0 at the query's own position), realised with **signed**
+    features by an exact rank factorisation of the |S| x T kernel table (rank = its rank);
+    values z, readout <x, o> - shift."""
     check_instance(family, "family", WitnessFamily)
     if not callable(kernel):
         raise TypeError("kernel must be callable (overlap -> number)")
@@ -325,7 +259,6 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
     r = U.shape[1]
     q_index = {x.tobytes(): i for i, x in enumerate(S)}
     t_index = {t.tobytes(): j for j, t in enumerate(tokens)}
-    shift = Fraction(shift)
     qpos = family.query_position
 
     def lookup(arr, index, table_, zero_width):
