@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import abc
 import itertools
-import math
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from companion.checks import (
+    check_array,
     check_instance,
     check_int,
     check_positive_int,
@@ -36,11 +36,15 @@ from companion.checks import (
 )
 from companion.core.task import min_ip_targets
 
-#: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
-#: enumerates (q*s <= 16): 65,536 sequences take well under a second.
-MAX_KEY_TOKENS = 2**16
+__all__ = [
+    "answer_vector_count", "bits_needed", "BlockConstruction", "enumerate_answer_vectors",
+    "count_transcripts", "find_collision", "find_forced_error", "TightEncoder",
+    "OneBitShortEncoder", "verify_exhaustively", "sketch_bits", "smallest_feature_rank",
+]
 
-#: Largest number of answer vectors (s+1)**q enumerated one representative each.
+#: Most key tokens 2**(q*s) enumerated (65,536 sequences take well under a second) and most
+#: answer vectors (s+1)**q searched, one representative each.
+MAX_KEY_TOKENS = 2**16
 MAX_ANSWER_VECTORS = 2**20
 
 
@@ -89,31 +93,19 @@ class BlockConstruction:
         """Sequence length: Alice's token plus q queries."""
         return self.q + 1
 
-    @property
-    def query_positions(self) -> tuple[int, ...]:
-        """Bob's positions in the sequence (0-based): 1..q. Alice's token is at 0."""
-        return tuple(range(1, self.q + 1))
-
-    def block(self, i: int) -> range:
-        """Coordinates of B_i, i in 1..q."""
-        i = check_positive_int(i, "i", upper=self.q)
-        return range((i - 1) * self.s, i * self.s)
-
-    @property
-    def common_block(self) -> range:
-        return range(self.q * self.s, self.m)
-
     def query_tokens(self) -> np.ndarray:
         """Bob's tokens x_i = 1_{B_i} + 1_C, shape (q, m)."""
         x = np.zeros((self.q, self.m), dtype=np.int64)
-        for i in range(1, self.q + 1):
-            x[i - 1, list(self.block(i))] = 1
-        x[:, list(self.common_block)] = 1
+        for i in range(self.q):
+            x[i, i * self.s:(i + 1) * self.s] = 1
+        x[:, self.q * self.s:] = 1
         return x
 
-    def check_key_token(self, z, name: str = "key_token") -> np.ndarray:
-        """Check z is a 0/1 token of width m supported inside B_1 u ... u B_q."""
+    def check_key_token(self, z, name: str = "key_token", one: bool = False) -> np.ndarray:
+        """z as a 0/1 token of width m (one of them if `one`) inside B_1 u ... u B_q."""
         z = check_tokens(z, name, min_ndim=1)
+        if one and z.ndim != 1:
+            raise ValueError(f"{name} must be one token of shape (m,), got {z.shape}")
         if z.shape[-1] != self.m:
             raise ValueError(f"{name} must have width m={self.m}, got shape {z.shape}")
         if np.any(z[..., self.q * self.s:]):
@@ -137,7 +129,7 @@ class BlockConstruction:
 
     def representative(self, counts) -> np.ndarray:
         """The key token with the first counts[i] coordinates of each B_i set."""
-        counts = np.asarray(counts)
+        counts = check_array(counts, "counts")
         if counts.shape != (self.q,) or not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(f"counts must be q={self.q} ints, got {counts!r}")
         if np.any(counts < 0) or np.any(counts > self.s):
@@ -147,21 +139,8 @@ class BlockConstruction:
             z[i * self.s: i * self.s + c] = 1
         return z
 
-    def answer_vectors(self, max_vectors: int = MAX_ANSWER_VECTORS):
-        """Every answer vector in {0..s}^q in lexicographic order (refuses above max_vectors)."""
-        total = answer_vector_count(self.q, self.s)
-        if total > check_int(max_vectors, "max_vectors", 1):
-            raise ValueError(
-                f"(s+1)**q = {total} answer vectors for q={self.q}, s={self.s} exceeds "
-                f"max_vectors={max_vectors}; choose q*log2(s+1) <= {max_vectors.bit_length() - 1}"
-            )
-        return itertools.product(range(self.s + 1), repeat=self.q)
-
     def all_key_tokens(self, max_tokens: int = MAX_KEY_TOKENS) -> np.ndarray:
-        """Every key token z inside the blocks, 2**(q*s) of them, shape (2**(q*s), m).
-
-        Refuses (ValueError) when 2**(q*s) > max_tokens, i.e. q*s > 16 by default.
-        """
+        """Every key token z inside the blocks: shape (2**(q*s), m), at most max_tokens."""
         qs = self.q * self.s
         if 2**qs > check_int(max_tokens, "max_tokens", 1):
             raise ValueError(
@@ -187,8 +166,8 @@ def enumerate_answer_vectors(construction: BlockConstruction,
 
 class TranscriptModel(abc.ABC):
     """A deterministic model whose only channel from Alice's key token to Bob's positions is
-    a transcript: `length` symbols in range(alphabet_size). Bob's outputs (one real number per
-    query) are a function of the transcript alone: outputs(z) = read(transcript(z))."""
+    a transcript of `length` symbols in range(alphabet_size) (``def-transcript-model``):
+    Bob's q outputs are outputs(z) = read(transcript(z))."""
 
     construction: BlockConstruction
 
@@ -201,12 +180,10 @@ class TranscriptModel(abc.ABC):
     def length(self) -> int: ...
 
     @abc.abstractmethod
-    def transcript(self, key_token) -> tuple[int, ...]:
-        """Everything Bob's positions receive from Alice, for one key token of shape (m,)."""
+    def transcript(self, key_token) -> tuple[int, ...]: ...
 
     @abc.abstractmethod
-    def read(self, transcript) -> np.ndarray:
-        """Bob's q outputs computed from the transcript (and Bob's fixed tokens) only."""
+    def read(self, transcript) -> np.ndarray: ...
 
     def outputs(self, key_token) -> np.ndarray:
         return self.read(self.transcript(key_token))
@@ -215,10 +192,6 @@ class TranscriptModel(abc.ABC):
         """alphabet_size ** length: no more distinct transcripts can occur."""
         return self.alphabet_size ** self.length
 
-    def transcript_bits(self) -> float:
-        """length * log2(alphabet_size)."""
-        return self.length * math.log2(self.alphabet_size)
-
     def below_bound(self) -> bool:
         """True when alphabet_size**length < (s+1)**q, so no such model can be exact."""
         c = self.construction
@@ -226,8 +199,7 @@ class TranscriptModel(abc.ABC):
 
 
 def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
-    """Check a transcript has `length` symbols, each an int in range(alphabet_size)."""
-    check_instance(model, "model", TranscriptModel)
+    """A transcript of `length` symbols, each an int in range(alphabet_size), as a tuple."""
     if isinstance(transcript, (str, bytes)) or not hasattr(transcript, "__iter__"):
         raise TypeError(f"transcript must be a sequence of ints, got {type(transcript).__name__}")
     # at most length + 1 symbols are read: a huge or endless iterable is refused, not consumed
@@ -270,12 +242,8 @@ class Collision:
 
 def find_collision(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
     """Pigeonhole search: one representative key token per answer vector, hashed by transcript;
-    return the first :class:`Collision` (two answer vectors, one transcript), else None.
-
-    When the model is below the bound (alphabet_size**length < (s+1)**q) a collision must
-    exist among the first alphabet_size**length + 1 representatives, and RuntimeError is raised
-    if none is found (that would mean the model is not a transcript model).
-    """
+    the first :class:`Collision` (two answer vectors, one transcript), else None. Below the
+    bound one must occur among the first alphabet_size**length + 1 (else RuntimeError)."""
     c = check_instance(model, "model", TranscriptModel).construction
     max_vectors = check_int(max_vectors, "max_vectors", 1)
     guaranteed = model.below_bound()
@@ -364,9 +332,8 @@ class OneBitShortEncoder(TightEncoder):
 
 
 def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS) -> int:
-    """Check the model is exact (every output within < 1/2 of its target) on every key token;
-    return how many key tokens were checked. Raises AssertionError at the first failure.
-    """
+    """The number of key tokens checked after checking the model exact (every output within
+    < 1/2 of its target) on every one; AssertionError at the first failure."""
     c = check_instance(model, "model", TranscriptModel).construction
     tokens = c.all_key_tokens(max_tokens)
     targets = c.answers(tokens)
@@ -395,15 +362,10 @@ def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int
 
 def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
     """A collision in which the model is *right* on the first input and therefore wrong on the
-    second: two key tokens (one representative per answer vector) with one transcript,
-    different answers, error < 1/2 on the first. None if no transcript class holds both an
-    input the model gets right and an input with another answer.
-
-    Within one transcript class the outputs are one vector, so at most one answer vector of
-    the class can be within 1/2 of it. If the model is right on as many answer vectors as it
-    uses transcripts, every class holds a right one, and below the bound some class holds two
-    answer vectors: then this search cannot return None.
-    """
+    second (``cor-forced-error``), or None if no transcript class holds both a right input and
+    one with another answer. A class has one output vector, so at most one of its answer
+    vectors is right; a model right on as many answer vectors as it uses transcripts, below
+    the bound, always gets one."""
     c = check_instance(model, "model", TranscriptModel).construction
     if answer_vector_count(c.q, c.s) > check_int(max_vectors, "max_vectors", 1):
         raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "

@@ -29,39 +29,25 @@ import math
 
 import numpy as np
 
-from companion.checks import check_array, check_float, check_instance, check_int, check_positive_int
+from companion.checks import check_instance, check_int, check_positive_int
 from companion.transcript.bound import BlockConstruction, TranscriptModel, check_transcript
+
+__all__ = ["QuantisedSketchModel", "CountingSketchModel"]
 
 #: Largest number of bits per sketch entry (float64 resolves about 2**52 levels).
 MAX_BITS = 30
 
 
-def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
+def _quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
     """Codes in {0..2**bits-1} of the nearest of 2**bits evenly spaced levels in [lo, hi]."""
-    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
     steps = 2**bits - 1
-    values = check_array(values, "values").astype(np.float64)
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values must be finite (NaN or infinity has no code)")
-    codes = np.rint((values - lo) / (hi - lo) * steps)
+    codes = np.rint((np.asarray(values, dtype=np.float64) - lo) / (hi - lo) * steps)
     return np.clip(codes, 0, steps).astype(np.int64)
 
 
-def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
+def _dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
     """The levels lo + code*(hi - lo)/(2**bits - 1) of the given codes."""
-    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
-    codes = check_array(codes, "codes")
-    if codes.dtype == np.bool_ or not np.issubdtype(codes.dtype, np.integer):
-        raise TypeError(f"codes must be an int array, got dtype {codes.dtype}")
-    if codes.size and (codes.min() < 0 or codes.max() > 2**bits - 1):
-        raise ValueError(f"codes must lie in 0..2**bits - 1 = {2**bits - 1}")
-    return lo + codes.astype(np.float64) * ((hi - lo) / (2**bits - 1))
+    return lo + np.asarray(codes).astype(np.float64) * ((hi - lo) / (2**bits - 1))
 
 
 S_RANGE = (-math.e, math.e)
@@ -132,14 +118,12 @@ class QuantisedSketchModel(TranscriptModel):
         """Dequantised (S_A~, u_A~) of one head from its r*d + r codes."""
         r, d = self.rank, self.value_dim
         codes = np.asarray(codes, dtype=np.int64)
-        return (dequantise(codes[: r * d].reshape(r, d), *S_RANGE, self.bits),
-                dequantise(codes[r * d:], *U_RANGE, self.bits))
+        return (_dequantise(codes[: r * d].reshape(r, d), *S_RANGE, self.bits),
+                _dequantise(codes[r * d:], *U_RANGE, self.bits))
 
     def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
         """The whole network on (z, x_1..x_q): Bob's outputs (q,) and the transcript."""
-        z = self.construction.check_key_token(key_token)
-        if z.ndim != 1:
-            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
+        z = self.construction.check_key_token(key_token, one=True)
         h_alice, h_bob = z.astype(np.float64), self._bob_tokens.copy()
         codes: list[int] = []
         for layer in range(self.layers):
@@ -148,8 +132,8 @@ class QuantisedSketchModel(TranscriptModel):
                 k_alice = _features(p["k"], h_alice)                  # (r,)
                 v_alice = np.tanh(p["v"] @ h_alice)                   # (d,)
                 s_alice = np.outer(k_alice, v_alice)
-                head_codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits).ravel(),
-                                             quantise(k_alice, *U_RANGE, self.bits)])
+                head_codes = np.concatenate([_quantise(s_alice, *S_RANGE, self.bits).ravel(),
+                                             _quantise(k_alice, *U_RANGE, self.bits)])
                 codes.extend(head_codes.tolist())
                 o, s_bob, u_bob = self._bob_head(p, h_bob, *self._split(head_codes))
                 o_bob.append(o)
@@ -201,16 +185,13 @@ class CountingSketchModel(TranscriptModel):
     """
 
     def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
-        if not isinstance(construction, BlockConstruction):
-            raise TypeError("construction must be a BlockConstruction, "
-                            f"got {type(construction).__name__}")
-        self.construction = construction
+        self.construction = check_instance(construction, "construction", BlockConstruction)
         self.value_dim = check_positive_int(value_dim, "value_dim", upper=construction.q)
         self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
         self.rank = 1
         self._steps = 2**self.bits - 1
         # the dequantised level Bob receives for u_A = phi_K(z) = 1; the same for every z
-        self._u_level = float(dequantise(quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
+        self._u_level = float(_dequantise(_quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
                                          self.bits))
 
     @property
@@ -229,7 +210,7 @@ class CountingSketchModel(TranscriptModel):
         if np.any(token[c.q * c.s:]):
             return np.zeros(self.value_dim)
         counts = c.block_counts(token)[: self.value_dim]
-        return dequantise(np.minimum(counts, self._steps), *S_RANGE, self.bits)
+        return _dequantise(np.minimum(counts, self._steps), *S_RANGE, self.bits)
 
     def _readout(self, x) -> tuple[np.ndarray, float]:
         """Query-dependent affine readout (a(x), b(x)): the query covering B_k with k <= d
@@ -244,19 +225,15 @@ class CountingSketchModel(TranscriptModel):
         return a, -lo * self._steps / (hi - lo)
 
     def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
-        """The head on the sequence (z, x_1..x_q): Bob's outputs (q,) and the transcript.
-
-        Alice's sketch (S_A, u_A) = (phi_K(z) v(z)^T, phi_K(z)) reaches Bob only as its b-bit
-        codes; Bob's own sketch is exact; all features are 1."""
-        z = self.construction.check_key_token(key_token)
-        if z.ndim != 1:
-            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
+        """The head on (z, x_1..x_q): Bob's outputs (q,) and the transcript (Alice's sketch
+        reaches Bob only as its b-bit codes; Bob's own is exact; all features are 1)."""
+        z = self.construction.check_key_token(key_token, one=True)
         seq = self.construction.sequence(z)
         s_alice, u_alice = 1.0 * self._value(seq[0]), np.array([1.0])  # phi_K = 1
-        codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits),
-                                quantise(u_alice, *U_RANGE, self.bits)])
-        s_tilde = dequantise(codes[: self.value_dim], *S_RANGE, self.bits)
-        u_tilde = float(dequantise(codes[self.value_dim], *U_RANGE, self.bits))
+        codes = np.concatenate([_quantise(s_alice, *S_RANGE, self.bits),
+                                _quantise(u_alice, *U_RANGE, self.bits)])
+        s_tilde = _dequantise(codes[: self.value_dim], *S_RANGE, self.bits)
+        u_tilde = float(_dequantise(codes[self.value_dim], *U_RANGE, self.bits))
         s_bob = sum(1.0 * self._value(x) for x in seq[1:])
         u_bob = float(len(seq) - 1)
         outputs = np.empty(self.construction.q)
@@ -277,8 +254,8 @@ class CountingSketchModel(TranscriptModel):
         """Bob's outputs from the transcript and his own tokens only."""
         codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
         d, bob = self.value_dim, self.construction.query_tokens()
-        s_tilde = dequantise(codes[:d], *S_RANGE, self.bits)
-        u_tilde = float(dequantise(codes[d], *U_RANGE, self.bits))
+        s_tilde = _dequantise(codes[:d], *S_RANGE, self.bits)
+        u_tilde = float(_dequantise(codes[d], *U_RANGE, self.bits))
         s_bob = sum(1.0 * self._value(x) for x in bob)
         o = (s_bob + s_tilde) / (len(bob) + u_tilde)
         return np.array([a @ o + b for a, b in map(self._readout, bob)])
