@@ -1,11 +1,7 @@
-"""Argument checks shared by every module: one definition of each.
-
-Each check returns the value in its canonical type (int, float, Fraction, int64 array) or
-raises ``TypeError`` (wrong kind) or ``ValueError`` (outside the accepted range) naming the
-argument and the range. The paper's own parameters (eps, the length n, a total gap G, beta)
-are checked here too, so every chapter agrees on them. The checks trust their own `name`,
-`low` and `high` (package code passes them).
-"""
+"""Argument checks shared by every module: one definition of each, the paper's parameters
+(eps, n, a total gap G, beta) included. Each returns the value in its canonical type or raises
+``TypeError`` (wrong kind) / ``ValueError`` (outside the range) naming the argument; they trust
+their own `name`, `low` and `high` (package code passes them)."""
 
 from __future__ import annotations
 
@@ -250,20 +246,13 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
         arr = np.asarray(x)
     except ValueError as exc:  # ragged nested lists
         raise TypeError(f"{name} must be a rectangular array of 0/1 entries ({exc})") from exc
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.integer)
-        or np.issubdtype(arr.dtype, np.bool_)
-        or np.issubdtype(arr.dtype, np.floating)
-    ):
+    if arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
         raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
     if arr.ndim < min_ndim:
         raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions (..., n, m), got shape {arr.shape}"
-        )
+            f"{name} must have at least {min_ndim} dimensions (..., n, m), got shape {arr.shape}")
     if 0 in arr.shape[-min_ndim:]:
         raise ValueError(f"{name} must have n >= 1 tokens of width m >= 1, got shape {arr.shape}")
-    if np.issubdtype(arr.dtype, np.complexfloating):
-        raise TypeError(f"{name} must be a real array of 0/1 entries, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries; tokens must be 0/1")
     if not np.all((arr == 0) | (arr == 1)):

@@ -1,16 +1,11 @@
 """Proposition F: dense softmax attention solves Min-IP with m-dimensional scores and a
 constant temperature.
 
-The head of :func:`companion.core.constructions.softmax_min_ip_head`: scores <-beta x, z>, values
-v(z) = z, readout <x, o>. Its output is y = sum_p w_p <x, x_p> with w_p proportional to
-exp(-beta <x, x_p>), so y - t = sum_p w_p d_p >= 0 with gaps d_p = <x, x_p> - t; for
-beta >= 1 the error is at most (n-1) e^{-beta}, below 1/2 once beta > ln(2(n-1)).
-
-This module measures the head's exact worst case over *all* length-n inputs on {0,1}^m and
-the exact temperature threshold beta*(n, m) where that worst case drops below 1/2, and gives
-both in closed form (proved in chapter 4): the worst case is max_{d<=m} (n-1)d/(e^{beta d}+n-1)
-and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, i.e. ln(n-1) for m = 1 or n >= 4, ln(3)/2 for
-n = 2 and ln(6)/2 for n = 3 (m >= 2).
+The head of :func:`companion.core.constructions.softmax_min_ip_head` (scores <-beta x, z>,
+values z, readout <x, o>) has error at most (n-1) e^{-beta} for beta >= 1. This module gives
+its exact worst case over all length-n inputs on {0,1}^m and the exact threshold beta*(n, m)
+where it drops below 1/2, by enumeration and in closed form (chapter 4):
+max_{d<=m} (n-1)d/(e^{beta d}+n-1) and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d.
 
 Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
 """

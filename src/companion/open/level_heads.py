@@ -1,23 +1,12 @@
 """Level heads: a searchable class of single heads for *all* length-3 inputs at small m.
 
-A level head looks at an input (x, z, z') only through the query weight w = |x| and the
-overlaps a = <x, z>, b = <x, z'>: kernel alpha_p(x, z) = P_{w,p}(<x,z>) at the key
-positions p = 1, 2, self-weight s_w at the query's own position, scores any functions of
-(w, overlap). With P_{w,p} a polynomial of degree <= k in the overlap, the kernel is a sum of
-monomial kernels x_J z_J with |J| <= k, so its feature rank on {0,1}^m is at most
-B(m, k) = sum_{j<=k} C(m, j) with keys shared by the positions (2 B(m, k) otherwise), plus
-one feature for the self-weight. Every (w, a, b) with a, b <= w <= m occurs, so a level
-head is exact on all inputs in {0,1}^m iff it is exact on every class (w, a, b).
-
-For one weight w the question "is there a level head of degree <= k with error <= E" is a
-linear programme once the denominators' signs are fixed: with num = S0 + N_1(a) + N_2(b),
-den = s + P_1(a) + P_2(b), the constraints sigma den >= 1, |num - t den| <= E sigma den are
-linear (N_p = P_p F_p is free). We solve it in exact rational arithmetic
-(:mod:`companion.core.lp`, which returns a checked point or a checked Farkas certificate):
-an infeasible LP at E = 1/2 proves that no head of the class has error < 1/2; a feasible
-one at E < 1/2 gives an explicit head, re-checked exactly.
-Classes: 'nka' (P >= 0, s >= 0), 'positive' (signed, den > 0), and a fixed sign pattern
-for signed heads with position-dependent keys ('pattern').
+A level head sees (x, z, z') only through w = |x| and the overlaps a = <x, z>, b = <x, z'>:
+kernel P_{w,p}(overlap) at the key positions, self-weight s_w, scores any functions of
+(w, overlap). With P of degree <= k its feature rank on {0,1}^m is at most
+B(m, k) = sum_{j<=k} C(m, j) (+1 for the self-weight). For one w, "a level head of degree
+<= k with error <= E" is a linear programme once the denominators' signs are fixed, solved
+exactly (:mod:`companion.core.lp`: a checked point or a checked Farkas certificate).
+Classes: 'nka' (P, s >= 0), 'positive' (signed, den > 0), 'pattern' (fixed signs).
 
 Serves chapter 8 (``prf:prop-level-heads``: the least kernel degree of a level head, NKA
 and signed with positive denominators, on all length-3 inputs for m <= 8).

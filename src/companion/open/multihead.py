@@ -1,23 +1,12 @@
 """Several NKA heads with one query-dependent affine readout, and two exact constructions.
 
-The model (Chapter 5's sketch model with one layer): H normalised nonnegative kernel
-attention heads h = 1..H of feature rank r_h, each with its own values and readout,
-y(X) = sum_h [ <a_h(x), o_h> + b_h(x) ],  o_h = sum_p alpha^h_p v^h_p / sum_p alpha^h_p.
-(One affine readout over the concatenated head outputs is the same thing.) Per head the
-output is still a convex combination of that head's scores; the sum of H of them is not a
-convex combination of anything, and that is what the constructions below use:
-
-* :func:`two_head_witness_heads` — on a witness family F(S) whose chain links form a forest
-  for every query, two heads of rank 1 each are exact (error 0): one uniform head, one whose
-  key weights differ along every link; their scores cancel the gap on every mixed sequence.
-  Total feature rank 2, against a single head's certified bound (20 on E1's witness).
-* :func:`cauchy_level_max_error` — on *all* length-3 inputs in {0,1}^m, 2m+1 heads with kernels
-  <x,z> + t_h (rank m+1 each, nonnegative) are exact: the functions 1/(a+b+2t_h) of the
-  overlap sum span every function of a+b (a Cauchy matrix), and min(a, b) restricted to a
-  fixed sum a+b = s is a sum g_s(a) + g_s(b). Total feature rank (2m+1)(m+1), polynomial in m.
-
-Both pay in the value dimension d (|S| and 2^m respectively); the single-head theorem lets d
-be anything, so in its own currency — feature rank — several heads escape the wall.
+H normalised nonnegative kernel attention heads, each with its own values and readout:
+y(X) = sum_h [<a_h(x), o_h> + b_h(x)]. Each head's output is a convex combination of its
+scores, the sum of H of them is not, and the constructions use that:
+:func:`two_head_witness_heads` (two rank-1 heads exact on a witness family whose links form
+a forest per query) and the Cauchy heads of :func:`cauchy_level_max_error` (2m+1 heads of rank
+m+1, kernels <x,z> + t_h, exact on all length-3 inputs). Both pay in the value dimension,
+which the single-head theorem leaves free.
 
 Serves chapter 8 (``prf:prop-two-heads``, ``prf:prop-cauchy-heads``).
 """

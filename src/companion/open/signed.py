@@ -1,32 +1,19 @@
 """Signed kernel heads: what the certificate still proves, and where its proof stops.
 
-A *signed head* is the model of :class:`companion.core.attention.KernelAttentionHead` with the
-sign condition dropped: alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> may be negative, and
-y = sum_p alpha_p f_p / sum_p alpha_p + b(x) is defined wherever the denominator
-D = sum_p alpha_p is nonzero. A signed head *solves* a family when D != 0 on every input of
-the family and the error is < 1/2 there ("nonzero" convention). A stricter convention asks
-D > 0 on every input ("positive"; equivalently every query's denominators share one sign,
-since flipping phi_Q(x) flips them all and leaves y unchanged).
-
+A *signed head* is :class:`companion.core.attention.KernelAttentionHead` without the sign
+condition: y = sum_p alpha_p f_p / sum_p alpha_p + b(x) wherever D = sum_p alpha_p != 0
+("nonzero" convention), or with every query's denominators of one sign ("positive").
 What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check each step):
 
-* positive denominators, any position-dependence — Lemma B holds verbatim (it only uses
-  that the arrangements' denominators are positive), so |S|-by-|S| matrix
-  M[x,y] = D(x; y-bar) / D(x; x-bar) is entrywise in (0, 1/rho_xy], unit diagonal, and
-  D(x; z) = alpha_q(x, x) + K(x, z) has rank <= r + 1: r >= (NKA bound) - 1.
-* nonzero denominators, keys shared across positions — Lemma B holds in absolute value,
-  |D(z)| >= c(g) |D(z')| for every gap g >= 2; M may have negative entries, so only the trace
-  bound (Lemma D) survives: r >= ceil(Theorem E) - 1.
-* nonzero denominators, position-dependent keys — the two arrangements of a mixed sequence
-  may have denominators of opposite signs; their mediant is then not between their outputs
-  and Lemma B fails: :func:`signed_link_counterexample` is a rank-1 head with error 2/5 on a
-  gap-4 link whose weight ratio is 1 (Lemma B demands 4). No bound is known: open.
+* positive denominators: Lemma B holds verbatim, the ratio matrix has rank <= r + 1 and
+  entries in (0, 1/rho]: r >= (NKA bound) - 1;
+* nonzero denominators, keys shared across positions: Lemma B in absolute value, only the
+  trace bound survives: r >= ceil(Theorem E) - 1;
+* nonzero denominators, position-dependent keys: the arrangements' denominators may differ
+  in sign and Lemma B fails (:func:`signed_link_counterexample`); no bound is known.
 
-Also here (with :func:`companion.core.exact.exact_rank` and ``rank_factorisation``,
-re-exported for chapter 8): the exact rank of a kernel that is a function of the overlap, for
-signed *features* with a nonnegative kernel (``prf:prop-overlap-rank``).
-
-Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-overlap-rank``).
+Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``;
+``exact_rank`` and ``rank_factorisation`` re-exported from :mod:`companion.core.exact`).
 """
 
 from __future__ import annotations
@@ -180,15 +167,12 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
          (2, 1): Fraction(g)}           # pure z' exact: F_2(z') = g
     keys = {z.tobytes(): 0, zp.tobytes(): 1}
 
-    def key_id(tok):
-        return keys.get(np.asarray(tok, dtype=np.int64).tobytes())
-
     def per_token(table, p, zz):
         zz = np.asarray(zz, dtype=np.int64)
         out = np.empty(zz.shape[:-1] + (1,), dtype=object)
         flat = out.reshape(-1)
         for i, tok in enumerate(zz.reshape(-1, m)):
-            kid = key_id(tok)
+            kid = keys.get(tok.tobytes())
             flat[i] = Fraction(0) if p == 0 or kid is None else table[(p, kid)]
         return out
 

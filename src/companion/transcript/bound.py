@@ -1,19 +1,12 @@
 """Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits.
 
-The block construction: blocks B_1..B_q of size s and a common block C of size s+1, so
-m = q*s + s + 1. Bob (the query side) holds x_i = 1_{B_i} + 1_C for i = 1..q; Alice (the key
-side) holds one key token z inside B_1 u ... u B_q. The sequence is (z, x_1, ..., x_q): Alice's
-token sits at position 0 and Bob's queries at positions 1..q, so every query sees Alice's token
-in the bidirectional form and in the causal form alike. The targets at Bob's positions are
-t_i = |z n B_i| in {0..s}, and all (s+1)^q answer vectors occur with Bob's side fixed.
-
-A *transcript model* is any deterministic model in which everything Bob's positions receive
-from Alice is a string of `length` symbols over an alphabet of `alphabet_size` letters, and
-Bob's outputs are a function of that string. Counting: an exact model needs
-alphabet_size**length >= (s+1)^q. Below that, :func:`find_collision` exhibits two key tokens
-with one transcript and different answers (pigeonhole); :class:`TightEncoder` meets the bound
-with ceil(q*log2(s+1)) bits. For b-bit kernel-attention sketches (see
-:mod:`companion.transcript.sketch`) the count reads L*H*r*(d+1)*b >= q*log2(s+1).
+The block construction: blocks B_1..B_q of size s and a common block C of size s+1
+(m = q*s + s + 1). Bob holds the queries x_i = 1_{B_i} + 1_C at positions 1..q, Alice one key
+token z inside the blocks at position 0 (seen by every query, causal or not); the targets
+t_i = |z n B_i| take all (s+1)^q answer vectors. A *transcript model* passes Bob only a
+string of `length` symbols over `alphabet_size` letters, so exactness needs
+alphabet_size**length >= (s+1)^q: below it :func:`find_collision` finds two key tokens with
+one transcript and different answers; :class:`TightEncoder` meets the bound.
 
 Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
 """

@@ -1,24 +1,12 @@
 """A b-bit quantised kernel-attention network: the concrete finite-alphabet channel of Theorem G.
 
-L layers of H kernel-attention heads of feature rank r and value width d on the block
-construction's sequence (z, x_1, ..., x_q). Per head per layer, Alice's key token contributes
-the sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)) with r*d + r entries; each entry is
-quantised to b bits (2**b levels) and that code is all Bob's queries learn of Alice in that
-head and layer. Bob adds the exact sketch of his own tokens, so a query x reads
-o = phi_Q(x)^T (S_B + S_A~) / phi_Q(x)^T (u_B + u_A~). The transcript is the L*H*r*(d+1)
-codes, alphabet {0, .., 2**b - 1}: 2**(L H r (d+1) b) transcripts at most.
-
-Alice's own position attends to everything at full precision: information flowing from Bob
-to Alice is not limited, because with Bob's tokens fixed it adds no new possibilities.
-
-Features phi = exp(tanh(W h)) lie in [1/e, e] (positive, so every denominator is > 0) and
-values tanh(W h) in [-1, 1], which fixes the quantisation ranges: S entries in [-e, e], u
-entries in [1/e, e]. Weights are seeded Gaussians; residual updates h <- h + W_o [o_1..o_H];
-Bob's outputs y_i = <a, h_i> + c. The weights are arbitrary on purpose: Theorem G is about
-every such model, whatever its weights.
-
-:class:`CountingSketchModel` is a designed model on the same channel that is right on one
-answer vector per transcript it uses.
+L layers of H kernel-attention heads (feature rank r, value width d) on the block
+construction's sequence (z, x_1, ..., x_q). Per head and layer Alice's token contributes the
+sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)), each of its r*(d+1) entries quantised to
+b bits: that code is all Bob's queries learn of Alice, who herself sees everything exactly.
+Features exp(tanh(W h)) lie in [1/e, e] and values tanh(W h) in [-1, 1], which fixes the
+quantisation ranges; the weights are seeded Gaussians, arbitrary on purpose (Theorem G holds
+for every weight). :class:`CountingSketchModel` is a designed model on the same channel.
 
 Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``, ``cor-forced-error``).
 """
