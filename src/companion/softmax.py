@@ -61,16 +61,10 @@ def _overlap_profiles(n: int, m: int) -> np.ndarray:
     through <x, x_p>, is invariant under permuting the keys, and for |x| = w every overlap in
     [0, w] occurs independently per key)."""
     total = count_profiles(n, m)
-    if total > MAX_PROFILES:
-        raise ValueError(
-            f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles, above MAX_PROFILES="
-            f"{MAX_PROFILES}; choose a smaller m or n"
-        )
-    if total * n > MAX_PROFILE_ENTRIES:
-        raise ValueError(
-            f"n={n}, m={m} give C(m+n, n) * n = {total * n} profile entries, above "
-            f"MAX_PROFILE_ENTRIES={MAX_PROFILE_ENTRIES}; choose a smaller n or m"
-        )
+    if total > MAX_PROFILES or total * n > MAX_PROFILE_ENTRIES:
+        raise ValueError(f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles of n entries, "
+                         f"above MAX_PROFILES={MAX_PROFILES} or MAX_PROFILE_ENTRIES="
+                         f"{MAX_PROFILE_ENTRIES}; choose a smaller n or m")
     rows = [(w,) + keys for w in range(m + 1)
             for keys in combinations_with_replacement(range(w + 1), n - 1)]
     return np.array(rows, dtype=np.int64).reshape(-1, n)
@@ -110,8 +104,7 @@ def max_error_brute_force(beta, n: int, m: int, convention: str = "bidirectional
     if n * m > MAX_BRUTE_FORCE_BITS:
         raise ValueError(
             f"n*m must be at most {MAX_BRUTE_FORCE_BITS} for brute force (2**(n*m) sequences), "
-            f"got n={n}, m={m}; use max_error (overlap profiles) instead"
-        )
+            f"got n={n}, m={m}; use max_error (overlap profiles) instead")
     beta = check_beta(beta)
     check_convention(convention)
     return float(max(_errors(beta, seqs, convention).max()

@@ -64,10 +64,7 @@ def bits_needed(q: int, s: int) -> int:
 
 @dataclass(frozen=True)
 class BlockConstruction:
-    """Blocks B_1..B_q (size s) then C (size s+1) laid out left to right in {0,1}^m.
-
-    Coordinates (0-based): B_i = [(i-1)s, is), C = [qs, qs+s+1).
-    """
+    """Blocks B_i = [(i-1)s, is) (i = 1..q), then C = [qs, qs+s+1), in {0,1}^m (0-based)."""
 
     q: int
     s: int
@@ -138,8 +135,7 @@ class BlockConstruction:
         if 2**qs > check_int(max_tokens, "max_tokens", 1):
             raise ValueError(
                 f"enumerating all key tokens needs 2**(q*s) = 2**{qs} tokens, above "
-                f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}"
-            )
+                f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}")
         codes = np.arange(2**qs, dtype=np.int64)
         inside = (codes[:, None] >> np.arange(qs - 1, -1, -1)) & 1
         return np.concatenate([inside, np.zeros((2**qs, self.s + 1), np.int64)], axis=1)
@@ -211,11 +207,6 @@ def count_transcripts(model: TranscriptModel, key_tokens) -> int:
     return len({model.transcript(row) for row in z})
 
 
-def _rounded_answers(outputs: np.ndarray) -> np.ndarray:
-    """Integer answers read off real outputs by rounding (exact means error < 1/2)."""
-    return np.floor(np.asarray(outputs, dtype=np.float64) + 0.5).astype(np.int64)
-
-
 @dataclass(frozen=True)
 class Collision:
     """Two key tokens with one transcript and different answer vectors, both re-evaluated."""
@@ -272,9 +263,9 @@ def _reevaluate(model: TranscriptModel, counts_a, counts_b) -> Collision:
     if answers[0] == answers[1]:
         raise RuntimeError("the colliding inputs have the same answers")
     errors = tuple(float(np.max(np.abs(outputs[0] - np.array(a)))) for a in answers)
+    predicted = tuple(np.floor(outputs[0] + 0.5).astype(np.int64).tolist())  # rounding
     return Collision(key_tokens=z, transcript=transcripts[0], answers=tuple(answers),
-                     outputs=outputs[0], predicted=tuple(_rounded_answers(outputs[0]).tolist()),
-                     errors=errors)
+                     outputs=outputs[0], predicted=predicted, errors=errors)
 
 
 # ----------------------------------------------------------------------- the tight encoder

@@ -167,9 +167,8 @@ class CountingSketchModel(TranscriptModel):
     value v_k(z) (k = 1..d) is the quantisation level of min(|z n B_k|, 2**b - 1) on S_RANGE,
     so S_A = v travels through the b-bit channel losslessly; Bob's keys have value 0. Query
     i <= d reads o_i = S~_A / (q + u~_A) and the affine readout turns entry i back into the
-    count; queries i > d output 0. The model is exact exactly on the answer vectors with
-    c_k <= 2**b - 1 for k <= d and c_k = 0 for k > d, min(s+1, 2**b)**d of them, and these
-    are in one-to-one correspondence with the transcripts it uses.
+    count; queries i > d output 0. It is exact on min(s+1, 2**b)**d answer vectors, one per
+    transcript it uses.
     """
 
     def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
