@@ -283,19 +283,12 @@ def check_token(token, name: str, m: int | None = None) -> np.ndarray:
 def check_eps(eps) -> Fraction:
     """Error level eps in (0, 1/2] as a Fraction; eps = 1/2 is the limit valid for every
     head with error < 1/2 (Lemma B's factor decreases in eps)."""
-    value = check_fraction(eps, "eps")
-    if not 0 < value <= Fraction(1, 2):
-        raise ValueError(f"eps must lie in (0, 1/2] (exact means error < 1/2), got {eps}")
-    return value
+    return check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True)
 
 
 def check_length(n) -> int:
     """Sequence length n >= 3, where gap domination (Lemma B) starts to bite."""
-    if not _is_int(n):
-        raise TypeError(f"n must be an int, got {type(n).__name__}")
-    if n < 3:
-        raise ValueError(f"n (sequence length) must be >= 3 for gap domination, got {n}")
-    return int(n)
+    return check_int(n, "n (sequence length)", 3)
 
 
 def check_gap(G, name: str = "G") -> int:
