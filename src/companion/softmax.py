@@ -166,15 +166,22 @@ def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
 # attained by a uniform-gap profile U_d (one key at the minimum overlap, the other n-1
 # positions at gap d): max error = max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1).
 
+#: Largest m * bits(decay) of the exact scans over d <= m (cost ~ m**2 bits / 2).
+MAX_EXACT_SCAN_BITS = 2**14
+#: Largest C(m+n, n) * n of max_error_exact's exact profile loop.
+MAX_EXACT_PROFILE_WORK = 10**6
 
-def _check_decay(decay) -> Fraction:
-    """e^{-beta} as an exact rational in (0, 1]."""
+
+def _check_exact(decay, n, m) -> tuple[Fraction, int, int]:
+    """decay = e^{-beta} as an exact rational in (0, 1], n and m (m * bits(decay) <= 2**14)."""
     if isinstance(decay, bool) or not isinstance(decay, (int, Fraction)):
         raise TypeError(f"decay (= e^-beta) must be an int or Fraction, got {type(decay).__name__}")
-    decay = Fraction(decay)
-    if not 0 < decay <= 1:
-        raise ValueError(f"decay (= e^-beta) must lie in (0, 1], got {decay}")
-    return decay
+    y = Fraction(decay)
+    if not 0 < y <= 1:
+        raise ValueError(f"decay (= e^-beta) must lie in (0, 1], got {y}")
+    bits = max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
+    n = check_int(n, "n (sequence length)", 2)
+    return y, n, check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // bits)
 
 
 def _uniform_gap_error(beta, n: int, d: int) -> float:
@@ -182,16 +189,6 @@ def _uniform_gap_error(beta, n: int, d: int) -> float:
     # e^{-beta d} form: no overflow for large beta*d, and the same value as the head computes
     u = (n - 1) * math.exp(-beta * d)
     return d * u / (1 + u)
-
-
-#: Largest m * bits(decay) of the exact scans over d <= m (cost ~ m**2 bits / 2).
-MAX_EXACT_SCAN_BITS = 2**14
-#: Largest C(m+n, n) * n of max_error_exact's exact profile loop.
-MAX_EXACT_PROFILE_WORK = 10**6
-
-
-def _decay_bits(y: Fraction) -> int:
-    return max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
 
 
 #: Widths up to which the closed forms scan every gap d <= m (~0.5 s); past it they stop at
@@ -243,9 +240,7 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
     """The worst case over all length-n inputs on {0,1}^m at e^{-beta} = decay, in exact
     rational arithmetic: max over every overlap profile of sum d y^d / sum y^d (a float-free
     check of the worst-profile theorem)."""
-    y = _check_decay(decay)
-    n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
+    y, n, m = _check_exact(decay, n, m)
     if count_profiles(n, m) * n > MAX_EXACT_PROFILE_WORK:
         raise ValueError(f"n={n}, m={m} give C(m+n, n) * n = {count_profiles(n, m) * n} exact "
                          f"profile terms, above {MAX_EXACT_PROFILE_WORK}; use "
@@ -264,9 +259,7 @@ def max_error_exact(decay, n: int, m: int) -> Fraction:
 
 def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
     """max_{1<=d<=m} (n-1) d y^d / (1 + (n-1) y^d) at y = decay: the theorem's value, exactly."""
-    y = _check_decay(decay)
-    n = check_int(n, "n (sequence length)", 2)
-    m = check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // _decay_bits(y))
+    y, n, m = _check_exact(decay, n, m)
     return max(d * (n - 1) * y**d / (1 + (n - 1) * y**d) for d in range(1, m + 1))
 
 

@@ -212,30 +212,17 @@ class CountingSketchModel(TranscriptModel):
         return a, -lo * self._steps / (hi - lo)
 
     def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
-        """The head on (z, x_1..x_q): Bob's outputs (q,) and the transcript (Alice's sketch
-        reaches Bob only as its b-bit codes; Bob's own is exact; all features are 1)."""
+        """Bob's outputs (q,) and the transcript: Alice's sketch (S_A, u_A) = (v(z), 1) reaches
+        Bob only as its b-bit codes, from which and his own exact sketch his queries (all
+        features 1) read the head's output."""
         z = self.construction.check_key_token(key_token, one=True)
-        seq = self.construction.sequence(z)
-        s_alice, u_alice = 1.0 * self._value(seq[0]), np.array([1.0])  # phi_K = 1
-        codes = np.concatenate([_quantise(s_alice, *S_RANGE, self.bits),
-                                _quantise(u_alice, *U_RANGE, self.bits)])
-        s_tilde = _dequantise(codes[: self.value_dim], *S_RANGE, self.bits)
-        u_tilde = float(_dequantise(codes[self.value_dim], *U_RANGE, self.bits))
-        s_bob = sum(1.0 * self._value(x) for x in seq[1:])
-        u_bob = float(len(seq) - 1)
-        outputs = np.empty(self.construction.q)
-        for i, x in enumerate(seq[1:]):
-            o = (s_bob + s_tilde) / (u_bob + u_tilde)  # phi_Q(x) = 1 cancels
-            a, b = self._readout(x)
-            outputs[i] = a @ o + b
-        return outputs, tuple(int(cd) for cd in codes)
+        codes = np.concatenate([_quantise(self._value(z), *S_RANGE, self.bits),
+                                _quantise(np.array([1.0]), *U_RANGE, self.bits)])
+        codes = tuple(int(cd) for cd in codes)
+        return self.read(codes), codes
 
     def transcript(self, key_token) -> tuple[int, ...]:
         return self.forward(key_token)[1]
-
-    def outputs(self, key_token) -> np.ndarray:
-        """The head's outputs (forward pass), which equal read(transcript(z))."""
-        return self.forward(key_token)[0]
 
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript and his own tokens only."""
