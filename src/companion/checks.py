@@ -40,12 +40,8 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
     if not _is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if (low is not None and value < low) or (high is not None and value > high):
-        if high is None:
-            accepted = f"an int >= {low}"
-        elif low is None:
-            accepted = f"an int <= {high}"
-        else:
-            accepted = f"an int in [{low}, {high}]"
+        accepted = (f"an int >= {low}" if high is None else f"an int <= {high}" if low is None
+                    else f"an int in [{low}, {high}]")
         raise ValueError(f"{name} must be {accepted}, got {value}")
     return int(value)
 

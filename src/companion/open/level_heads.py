@@ -73,18 +73,17 @@ def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=N
             row[p * (k + 1) + j] = basis[a][j]
         return row
 
+    pb = 0 if shared else 1  # the second key position's block (the first's is 0)
+
     def den_row(a, b):
-        pa, pb = (0, 0) if shared else (0, 1)
-        r1, r2 = P_row(pa, a), P_row(pb, b)
-        row = [u + v for u, v in zip(r1, r2)]
+        row = [u + v for u, v in zip(P_row(0, a), P_row(pb, b))]
         row[i_s] += 1
         return row
 
     def num_row(a, b):
-        pa, pb = (0, 0) if shared else (0, 1)
         row = [Fraction(0)] * nvar
         row[i_S0] += 1
-        row[i_N + pa * (w + 1) + a] += 1
+        row[i_N + a] += 1
         row[i_N + pb * (w + 1) + b] += 1
         return row
 

@@ -90,10 +90,6 @@ class QuantisedSketchModel(TranscriptModel):
         """L*H*r*(d+1) quantised sketch entries."""
         return self.layers * self.heads * self.rank * (self.value_dim + 1)
 
-    @property
-    def _entries_per_head(self) -> int:
-        return self.rank * (self.value_dim + 1)
-
     def _bob_head(self, p, h_bob, s_alice, u_alice):
         """Bob's queries in one head: exact own sketch plus Alice's dequantised one."""
         k_bob = _features(p["k"], h_bob)                      # (q, r)
@@ -138,7 +134,7 @@ class QuantisedSketchModel(TranscriptModel):
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript alone: Alice's token is never touched."""
         codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
-        per_head = self._entries_per_head
+        per_head = self.rank * (self.value_dim + 1)
         h_bob = self._bob_tokens.copy()
         for layer in range(self.layers):
             o_bob = []
