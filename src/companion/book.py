@@ -29,14 +29,11 @@ def _is_number(value) -> bool:
 
 
 class Table:
-    """A table of results: plain HTML in a notebook (``_repr_html_``), aligned text elsewhere
-    (``__repr__``), both depending only on the cells (stored outputs compare exactly under
-    nbval; the only class names are ``companion-table`` and ``num``, numeric cells).
-
-    rows: dicts (columns default to the first row's keys) or sequences (columns required);
-    caption: a line above; formats: {column: format spec or callable}. Unformatted ints and
-    Fractions print exactly, floats as their shortest repr; numpy scalars as Python numbers.
-    """
+    """A table of results: plain HTML in a notebook, aligned text elsewhere, both depending
+    only on the cells (outputs compare exactly under nbval; class names ``companion-table``
+    and ``num`` only). rows: dicts (columns default to the first row's keys) or sequences;
+    formats: {column: spec or callable}; else ints and Fractions print exactly, floats as
+    their shortest repr, numpy scalars as the Python numbers they hold."""
 
     def __init__(self, rows, columns: Sequence[str] | None = None, caption: str | None = None,
                  formats: Mapping[str, str | Callable] | None = None):

@@ -40,8 +40,7 @@ MAX_THRESHOLD_WORK = 4_000_000
 MAX_THRESHOLD_LENGTH = 16
 MIN_TOL = 1e-14
 
-#: Largest n*m for the brute-force enumeration of all 2**(n*m) sequences.
-MAX_BRUTE_FORCE_BITS = 24
+MAX_BRUTE_FORCE_BITS = 24  # largest n*m of the brute force over all 2**(n*m) sequences
 
 
 def _check_nm(n, m, low_n: int = 2) -> tuple[int, int]:

@@ -216,11 +216,10 @@ def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
 
 
 def exact_probe_tables(max_w: int = 8) -> dict:
-    """Everything chapter 8 states about all length-3 inputs at small m, from exact LPs:
-    ``level`` (:func:`level_degree_table` for NKA and positive-denominator signed heads) and
-    ``overlap_heads``: per query weight w, the least number H of heads with kernels
-    <x,z> + h + 1/2 whose score LP is feasible at error 0.499, and the H < that proved
-    impossible (LP infeasible at error 1/2). Written by ``python -m companion probes --exact``."""
+    """Chapter 8's exact tables on all length-3 inputs (``python -m companion probes
+    --exact``): ``level`` (least level-head degrees, NKA and one-sign signed) and
+    ``overlap_heads`` (per w, the least number of heads with kernels <x,z> + h + 1/2 whose
+    score LP is feasible at error 0.499, and the smaller ones infeasible at 1/2)."""
     max_w = check_int(max_w, "max_w", 1, 8)
     overlap = []
     for w in range(1, max_w + 1):

@@ -75,17 +75,11 @@ def _token_lookup(tokens: np.ndarray) -> dict[bytes, int]:
 
 
 def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead, ...]:
-    """Two rank-1 NKA heads that are exact (error 0) on the witness family F(S).
-
-    Head 1 attends uniformly to the key positions; head 2 puts weight psi(z) > 0 on a key z
-    (default psi = 1 + token id, query-independent). Both give the query's own position
-    weight 0. Along a link (better z, worse z', gap g) head h mixes its two pure scores with
-    weight mu_h on z' (mu_h = l psi_h(z') / (k psi_h(z) + l psi_h(z')), k = 1, l = n - 2).
-    Scores: F_2 grows by mu_1 g / (mu_1 - mu_2) along each link (walking each query's link
-    forest from its roots) and F_1 = <x, z> - F_2, so pure sequences are exact and on every
-    mixed one the two heads' deviations cancel. Values are one-hot over S (d = |S|).
-    ValueError if some query's links are not a forest or psi ties on a link.
-    """
+    """Two rank-1 NKA heads exact (error 0) on the witness family F(S): head 1 attends
+    uniformly to the keys, head 2 with weight psi(z) > 0 (default 1 + token id); a link mixes
+    head h's pure scores with weight mu_h on z', so F_2 grows by mu_1 g / (mu_1 - mu_2) along
+    each query's link forest and F_1 = <x, z> - F_2 (values one-hot over S). ValueError if
+    some query's links are not a forest or psi ties on a link."""
     check_instance(family, "family", WitnessFamily)
     n, q = family.n, family.query_position
     T, S = len(family.tokens), np.asarray(family.S, dtype=np.int64)
@@ -212,10 +206,9 @@ def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fr
 
 
 def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None):
-    """Exact LP: numerators P[h][a] (h < heads, a <= w) with
-    |sum_h (P_h(a) + P_h(b)) / (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w,
-    kernels <x,z> + t_h fixed (t_h = h + 1/2 by default). Returns P or None (infeasible,
-    with a checked Farkas certificate behind it)."""
+    """Exact LP: numerators P[h][a] (h < heads, a <= w) with |sum_h (P_h(a) + P_h(b)) /
+    (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w (t_h = h + 1/2 by default), or
+    None (infeasible, with a checked Farkas certificate)."""
     if shifts is None:
         shifts = [Fraction(2 * h + 1, 2) for h in range(heads)]
     nv = heads * (w + 1)

@@ -125,13 +125,9 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
 
 
 def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
-    """The rank a head must have to solve F(S), from the family's certified bound.
-
-    'nka': Theorem E / Lemma D' (bound.rank); 'positive' (signed, every query's denominators
-    of one sign): bound.rank - 1; 'shared_keys' (signed, keys shared by the positions,
-    denominators nonzero): trace_rank - 1; 'position_dependent' (signed, sign changes
-    allowed): no bound is known, None.
-    """
+    """The rank a head must have to solve F(S), from the family's certified bound: 'nka'
+    bound.rank; 'positive' (signed, one sign per query) bound.rank - 1; 'shared_keys' (signed,
+    keys shared by the positions) trace_rank - 1; 'position_dependent': None (open)."""
     check_instance(bound, "bound", RankLowerBound)
     check_choice(setting, "setting", SIGNED_SETTINGS)
     if setting == "nka":
@@ -146,12 +142,9 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
     """A rank-1 signed head with position-dependent keys that has error <= eps on one link's
     four sequences (pure on z, pure on z', both arrangements of the mixed one; overlaps 0 and
-    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps).
-
-    Construction: query weight 0, key weights A_p(z), A_p(z') with D(z) = D(z') = 1 but
-    arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs); the scores put
-    the errors 0, 0, +eps, -eps on the four sequences. Returns (head, x, z, z').
-    """
+    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps):
+    D(z) = D(z') = 1, arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs),
+    errors 0, 0, +eps, -eps. Returns (head, x, z, z')."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
     m = g + 1

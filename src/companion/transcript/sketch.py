@@ -157,15 +157,9 @@ class QuantisedSketchModel(TranscriptModel):
 
 class CountingSketchModel(TranscriptModel):
     """A one-head, rank-1, b-bit quantised NKA sketch *designed* to be exact on as many answer
-    vectors as it has transcripts: the strongest a model with this channel can be.
-
-    Every feature is 1 (phi_Q = phi_K = 1, so u_A = 1 always sends the same code). Alice's
-    value v_k(z) (k = 1..d) is the quantisation level of min(|z n B_k|, 2**b - 1) on S_RANGE,
-    so S_A = v travels through the b-bit channel losslessly; Bob's keys have value 0. Query
-    i <= d reads o_i = S~_A / (q + u~_A) and the affine readout turns entry i back into the
-    count; queries i > d output 0. It is exact on min(s+1, 2**b)**d answer vectors, one per
-    transcript it uses.
-    """
+    vectors as it has transcripts (min(s+1, 2**b)**d): every feature is 1, Alice's value v_k(z)
+    (k <= d) is the level of min(|z n B_k|, 2**b - 1), so it crosses the channel losslessly,
+    and query i <= d turns entry i of o back into the count (queries i > d output 0)."""
 
     def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
         self.construction = check_instance(construction, "construction", BlockConstruction)
