@@ -67,7 +67,6 @@ SKIP = {
     "companion.bounds.witness:Certificate": _REC + " (witness_family(...).certificate)",
     "companion.bounds.witness:FamilyLink": _REC + " (witness_family)",
     "companion.bounds.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
-    "companion.transcript.bound:Collision": _REC + " (find_collision)",
     "companion.experiments.engine:TrainResult": _REC + " (train_batched)",
     "companion.experiments.e2.data:Split": _REC + " (reading_data)",
     "companion.experiments.e2.data:PoolBits": _REC + " (pool_inputs)",
@@ -77,7 +76,6 @@ SKIP = {
         "DaskMissingError", "SchedulerUnreachableError", "ResultFileError",
         "UnwritablePathError", "OutputInUseError", "UnitFailedError", "SweepInterrupted")},
     "companion.experiments.sweep:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
-    "companion.transcript.bound:TranscriptModel": "an abstract base (the encoders are fuzzed)",
     "companion.core.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
     "constructions.lookup_head and random_heads.random_kernel_head",
     "companion.core.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
@@ -90,12 +88,8 @@ SKIP = {
     "companion.core.exact:exact_max_error": "an unchecked exact kernel over outputs its "
     "callers computed; fuzzed through max_error_exact, signed_max_error_exact, "
     "multihead_max_error_exact, exact_table_max_error and verify_head_file",
-    "companion.checks:checked_comb": "a helper whose callers check n and k first; fuzzed "
-    "through count_profiles, code_size_lower_bound, code_size_upper_bound and "
-    "max_code_size_gap_two",
-    **{f"companion.book:{c}": "a constant" for c in ("BOOK_WIDTH", "BOOK_DPI",
-                                                       "MIN_FONT_SIZE", "BOOK_STYLE",
-                                                       "MAX_THREADS")},
+    **{f"companion.book:{c}": "a constant" for c in ("BOOK_WIDTH", "BOOK_COLORS",
+                                                       "BOOK_MARKERS", "BOOK_LINESTYLES")},
     "companion.sandwich.matrix:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
     "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
     "companion.sandwich.matrix:exact_dot": "a two-line exact inner product; fuzzed through "
@@ -129,16 +123,12 @@ SKIP = {
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
     "the caller's arguments (passed in as `what`); fuzzed through HeadConfig, the head "
     "factories and build_unit, whose oversized arguments it rejects",
-    "companion.open.level_heads:LevelSolution": _REC + " (level_lp)",
+    "companion.open.level_heads:LevelSolution": _REC + " (min_level_degree)",
     **{f"companion.open.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
        "(query weight w <= 8) is a legitimately long computation (up to ~30 s): like the "
        "Adam steps of LONG_BY_DESIGN it is not drawn at random; its argument checks are "
        "tested in tests/open/test_level_heads.py::test_level_bad_input"
-       for f in ("level_lp", "min_level_degree", "level_degree_table", "exact_probe_tables")},
-    "companion.open.multihead:overlap_scores_lp":
-        "an exact LP (see companion.open.level_heads:level_lp); "
-    "argument checks tested in tests/open/test_multihead.py::test_one_overlap_head_cannot_and_the_"
-    "lp_says_so",
+       for f in ("min_level_degree", "exact_probe_tables")},
     "companion.experiments.e2.readings:unit_models": "an internal builder of a unit's "
     "stacked heads (public for benchmarks/bench_training.py; no checks by design); fuzzed "
     "through reading_unit and e2_width_result",
@@ -308,9 +298,6 @@ _CH8 = {
     "companion.experiments.probes:denominator_structure": {"tables": TABLES},
     "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},
     "companion.experiments.probes:probe_figure": {"bound": RANK_BOUND},
-    "companion.open.level_heads:level_max_error": {
-        "sol": Lazy("companion.open.level_heads:level_lp", (1, 1))},
-    "companion.open.multihead:multihead_attention": {"heads": (HEAD,)},
     "companion.open.multihead:multihead_max_error_exact": {"heads": (HEAD,)},
     "companion.open.signed:signed_rank_lower_bound": {"bound": RANK_BOUND,
                                                        "setting": "positive"},
@@ -423,9 +410,6 @@ OVERRIDES = {
     "companion.experiments.sweep:sweep_records": {"results": E1_RESULTS},
     "companion.book:Table": {},
     "companion.book:seed_everything": {},
-    "companion.checks:check_instance": {"cls": int},
-    "companion.checks:check_tokens": {"name": "arg"},
-    "companion.checks:check_path": {"path": "results/x.json", "name": "arg"},
     "companion.checks:read_json_file": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},

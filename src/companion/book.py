@@ -1,26 +1,6 @@
-"""The book's own vocabulary, used by every chapter: result tables, the figure style and the
-one switch for determinism.
-
-* ``Table(rows, columns=None, caption=None, formats=None)`` renders as a plain HTML
-  ``<table>`` in a notebook (``_repr_html_``) and as aligned plain text elsewhere
-  (``__repr__``). Both renderings depend only on the cells, so stored outputs compare exactly
-  under nbval: no random ids, no inline styles, only the class names ``companion-table`` and
-  ``num`` (numeric cells, right-aligned by the book's stylesheet). Rows are dicts (columns
-  default to the first row's keys) or sequences (columns required). Cells are formatted per
-  column by a format spec (``".3f"``) or a callable; without one, ints and Fractions print
-  exactly (``3/4``), floats as Python's shortest round-trip repr, and everything else with
-  ``str``. numpy scalars count as the Python numbers they hold.
-* ``use_book_style()`` (the setup cell of every chapter): the text column shows a figure at
-  about 720 px; a figure at most `BOOK_WIDTH` = 7.2 in wide at `BOOK_DPI` = 100 dots per inch
-  is shown at its own size, so the font sizes set here are the sizes the reader sees (no text
-  below `MIN_FONT_SIZE` = 9 pt). Pixels are `BOOK_PIXEL_DENSITY` = 2 times denser (200 dpi:
-  sharp on high-density screens), and colours cycle through the Okabe-Ito palette
-  `BOOK_COLORS`, which stays distinct under the common colour-vision deficiencies; figures
-  that draw several series also vary `BOOK_MARKERS` and `BOOK_LINESTYLES`.
-* ``seed_everything(seed, threads)`` (the second code cell of every chapter): seeds and thread
-  counts for python, numpy and torch.
-
-Serves no result of the paper; it only shows them."""
+"""The book's own vocabulary, used by every chapter: result tables (:class:`Table`), the
+figure style (:func:`use_book_style`) and the one switch for determinism
+(:func:`seed_everything`). Serves no result of the paper; it only shows them."""
 
 from __future__ import annotations
 
@@ -35,7 +15,8 @@ import numpy as np
 
 from companion.checks import check_int
 
-__all__ = ["Table", "use_book_style", "seed_everything"]
+__all__ = ["Table", "use_book_style", "seed_everything", "BOOK_WIDTH", "BOOK_COLORS",
+           "BOOK_MARKERS", "BOOK_LINESTYLES"]
 
 
 def _plain(value):
@@ -47,18 +28,12 @@ def _is_number(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def _default_format(value) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 class Table:
-    """A table of results; see the module docstring.
-
-    rows: sequence of dicts or of sequences; columns: the column keys (dict rows) or labels
-    (sequence rows); caption: a line above the table; formats: {column: spec or callable}.
-    """
+    """A table of results: plain HTML in a notebook, aligned text elsewhere, both depending
+    only on the cells (outputs compare exactly under nbval; class names ``companion-table``
+    and ``num`` only). rows: dicts (columns default to the first row's keys) or sequences;
+    formats: {column: spec or callable}; else ints and Fractions print exactly, floats as
+    their shortest repr, numpy scalars as the Python numbers they hold."""
 
     def __init__(self, rows, columns: Sequence[str] | None = None, caption: str | None = None,
                  formats: Mapping[str, str | Callable] | None = None):
@@ -113,7 +88,7 @@ class Table:
     def _cell(self, column: str, value) -> str:
         fmt = self._formats.get(column)
         if fmt is None:
-            return _default_format(value)
+            return repr(value) if isinstance(value, float) else str(value)
         if callable(fmt):
             return str(fmt(value))
         try:
@@ -127,17 +102,20 @@ class Table:
         return [[self._cell(c, v) for c, v in zip(self.columns, row, strict=True)]
                 for row in self.values]
 
-    def _numeric(self) -> list[list[bool]]:
-        return [[_is_number(v) for v in row] for row in self.values]
+    def _layout(self):
+        """The cells, which are numbers, and which columns are numbers throughout."""
+        cells = self.cells()
+        numeric = [[_is_number(v) for v in row] for row in self.values]
+        right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(self.columns))]
+        return cells, numeric, right
 
     def __len__(self) -> int:
         return len(self.values)
 
     def __repr__(self) -> str:
-        cells, numeric = self.cells(), self._numeric()
+        cells, _, right = self._layout()
         widths = [max([len(c)] + [len(row[j]) for row in cells])
                   for j, c in enumerate(self.columns)]
-        right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(widths))]
 
         def line(items):
             return "  ".join(s.rjust(w) if r else s.ljust(w)
@@ -151,8 +129,7 @@ class Table:
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        cells, numeric = self.cells(), self._numeric()
-        right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(self.columns))]
+        cells, numeric, right = self._layout()
 
         def cls(is_number: bool) -> str:
             return ' class="num"' if is_number else ""
@@ -213,21 +190,16 @@ BOOK_STYLE = {
 
 
 def use_book_style() -> None:
-    """Set matplotlib's rcParams so that figures fit the column and stay readable.
-
-    Figures default to the column's width; a figure with `figsize` at most `BOOK_WIDTH`
-    wide is shown unshrunk, so every legend and tick label is at least `MIN_FONT_SIZE` pt
-    on the page. Maths in labels is written `$...$` (mathtext in the text's font). Colours
-    cycle through `BOOK_COLORS`, and the Tableau names ("tab:red", ...) are redrawn as
-    `TABLEAU_AS_OKABE_ITO` for the rest of the session. In a notebook, inline figures are
-    rendered at `BOOK_PIXEL_DENSITY` times the layout's dpi and shown at the layout size.
-    """
+    """Set matplotlib's rcParams so that figures fit the 720 px column unshrunk (no text below
+    `MIN_FONT_SIZE` pt on the page), colours cycle through the Okabe-Ito `BOOK_COLORS` and the
+    Tableau names ("tab:red", ...) are drawn as `TABLEAU_AS_OKABE_ITO` for the session; inline
+    figures render at `BOOK_PIXEL_DENSITY` times the layout's dpi."""
     mpl.rcParams.update(BOOK_STYLE)
-    # matplotlib resolves named colours through this mapping; item assignment clears its cache
-    names = getattr(mpl.colors, "_colors_full_map", None)
-    if names is not None:
-        for name, colour in TABLEAU_AS_OKABE_ITO.items():
-            names[name] = colour
+    # matplotlib's public mapping of colour names; item assignment (not dict.update) clears
+    # its cache
+    names = mpl.colors.get_named_colors_mapping()
+    for name, colour in TABLEAU_AS_OKABE_ITO.items():
+        names[name] = colour
     try:
         from IPython import get_ipython
     except ImportError:  # plain python: no inline backend to configure
@@ -247,12 +219,8 @@ MAX_THREADS = max(64, os.cpu_count() or 1)
 
 
 def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
-    """Seed python, numpy and torch, fix torch's thread count, and return a numpy Generator.
-
-    One thread by default: reductions then run in one fixed order, so float results do
-    not depend on how many cores the reader's machine has. Limit: threads <= max(64, cores)
-    (:data:`MAX_THREADS`).
-    """
+    """Seed python, numpy and torch, fix torch's thread count (one by default: reductions in
+    one fixed order, whatever the machine's cores) and return a numpy Generator."""
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     threads = check_int(threads, "threads", 1, MAX_THREADS)
     random.seed(int(seed))

@@ -8,15 +8,14 @@ import pytest
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import witness_family
-from companion.core.attention import kernel_attention
+from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.task import all_sequences
+from companion.open import multihead
 from companion.open.multihead import (
     answer_function_count,
     cauchy_level_max_error,
-    cauchy_overlap_heads,
-    multihead_attention,
     multihead_max_error_exact,
-    transcript_numbers_needed,
+    overlap_scores_lp,
     two_head_witness_heads,
 )
 
@@ -24,6 +23,53 @@ from companion.open.multihead import (
 @pytest.fixture(scope="module")
 def small_family():
     return witness_family(paley_subset(6, 2))
+
+
+def overlap_heads(m: int, P: dict, shifts) -> tuple:
+    """Heads h with kernel <x, z> + t_h at the key positions (0 at the query's), rank m + 1,
+    scores P[w][h][a] / (a + t_h) for a query of weight w and a key of overlap a, read from
+    one-hot values over all 2^m tokens (d = 2^m): the heads the level computations describe."""
+    weights = 2 ** np.arange(m)
+    allz = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
+
+    def make(h):
+        th = shifts[h]
+
+        def key_features(z, p):
+            z = np.asarray(z, dtype=np.int64)
+            out = np.empty(z.shape[:-1] + (m + 1,), dtype=object)
+            if p == 0:
+                out[...] = Fraction(0)
+            else:
+                out[..., :m] = z
+                out[..., m] = th
+            return out
+
+        def readout(x):
+            x = np.asarray(x, dtype=np.int64)
+            ov = x @ allz.T  # (..., 2^m): overlap of x with every token
+            w = np.broadcast_to(x.sum(-1)[..., None], ov.shape)
+            out = np.empty(ov.shape, dtype=object)
+            out.reshape(-1)[:] = [P[int(ww)][h][int(a)] / (int(a) + th)
+                                  for ww, a in zip(w.ravel(), ov.ravel())]
+            return out
+
+        return KernelAttentionHead(
+            rank=m + 1,
+            query_features=lambda x: np.concatenate(
+                [x, np.ones(np.shape(x)[:-1] + (1,), np.int64)], axis=-1),
+            key_features=key_features,
+            values=lambda z, p: np.eye(2 ** m, dtype=np.int64)[np.asarray(z) @ weights],
+            readout_weights=readout,
+            readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+
+    return tuple(make(h) for h in range(len(shifts)))
+
+
+def cauchy_overlap_heads(m: int) -> tuple:
+    """The 2m+1 Cauchy heads of rank m+1 (``prf:prop-cauchy-heads``)."""
+    shifts = multihead._default_shifts(m)
+    return overlap_heads(m, multihead._cauchy_scores(m, shifts), shifts)
 
 
 def exhaustive_max_error(heads, m: int) -> Fraction:
@@ -90,9 +136,9 @@ def test_cauchy_heads_are_exact_on_every_input_class(m):
 
 def test_cauchy_bad_input():
     with pytest.raises(ValueError, match="distinct"):
-        cauchy_overlap_heads(2, shifts=[1, 1, 2, 3, 4])
+        cauchy_level_max_error(2, shifts=[1, 1, 2, 3, 4])
     with pytest.raises(ValueError, match="m must"):
-        cauchy_overlap_heads(0)
+        cauchy_level_max_error(0)
     with pytest.raises(TypeError, match="m must"):
         cauchy_level_max_error(2.0)
 
@@ -100,10 +146,10 @@ def test_cauchy_bad_input():
 def test_multihead_is_the_sum_of_heads(small_family):
     heads = two_head_witness_heads(small_family)
     seqs = small_family.sequences[:20]
-    total = multihead_attention(heads, seqs)
+    total = multihead._multihead_attention(heads, seqs)
     assert np.allclose(total, sum(kernel_attention(h, seqs) for h in heads))
     with pytest.raises(TypeError, match="KernelAttentionHead"):
-        multihead_attention([heads[0], "head"], seqs)
+        multihead_max_error_exact([heads[0], "head"], seqs)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])
@@ -114,29 +160,17 @@ def test_answer_function_count_by_brute_force(m):
     assert answer_function_count(m) == len(tables)
 
 
-def test_transcript_numbers():
-    count = answer_function_count(4)
-    bits = (count - 1).bit_length()
-    assert transcript_numbers_needed(4, 1) == bits
-    assert transcript_numbers_needed(4, 32) == 1
-    with pytest.raises(ValueError, match="bits"):
-        transcript_numbers_needed(4, 0)
-
-
 def test_two_overlap_heads_suffice_on_all_inputs_at_small_m():
-    from companion.open.multihead import lp_overlap_heads, overlap_level_max_error
-
-    heads, P, shifts = lp_overlap_heads(3, 2)
+    m, shifts = 3, [Fraction(1, 2), Fraction(3, 2)]
+    P = {0: [[Fraction(0)], [Fraction(0)]]}
+    P.update({w: overlap_scores_lp(w, 2, Fraction(499, 1000)) for w in range(1, m + 1)})
+    heads = overlap_heads(m, P, shifts)
     assert [h.rank for h in heads] == [4, 4]
-    level = overlap_level_max_error(P, shifts)
+    level = multihead._overlap_level_max_error(P, shifts)
     assert level < Fraction(1, 2)
     assert exhaustive_max_error(heads, 3) == level  # the classes are every input
 
 
 def test_one_overlap_head_cannot_and_the_lp_says_so():
-    from companion.open.multihead import overlap_scores_lp
-
     assert overlap_scores_lp(3, 1, Fraction(1, 2)) is None
     assert overlap_scores_lp(3, 2, Fraction(499, 1000)) is not None
-    with pytest.raises(ValueError, match="error"):
-        overlap_scores_lp(3, 2, 1)

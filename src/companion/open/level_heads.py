@@ -1,23 +1,12 @@
 """Level heads: a searchable class of single heads for *all* length-3 inputs at small m.
 
-A level head looks at an input (x, z, z') only through the query weight w = |x| and the
-overlaps a = <x, z>, b = <x, z'>: kernel alpha_p(x, z) = P_{w,p}(<x,z>) at the key
-positions p = 1, 2, self-weight s_w at the query's own position, scores any functions of
-(w, overlap). With P_{w,p} a polynomial of degree <= k in the overlap, the kernel is a sum of
-monomial kernels x_J z_J with |J| <= k, so its feature rank on {0,1}^m is at most
-B(m, k) = sum_{j<=k} C(m, j) with keys shared by the positions (2 B(m, k) otherwise), plus
-one feature for the self-weight. Every (w, a, b) with a, b <= w <= m occurs, so a level
-head is exact on all inputs in {0,1}^m iff it is exact on every class (w, a, b).
-
-For one weight w the question "is there a level head of degree <= k with error <= E" is a
-linear programme once the denominators' signs are fixed: with num = S0 + N_1(a) + N_2(b),
-den = s + P_1(a) + P_2(b), the constraints sigma den >= 1, |num - t den| <= E sigma den are
-linear (N_p = P_p F_p is free). We solve it in exact rational arithmetic
-(:mod:`companion.core.lp`, which returns a checked point or a checked Farkas certificate):
-an infeasible LP at E = 1/2 proves that no head of the class has error < 1/2; a feasible
-one at E < 1/2 gives an explicit head, re-checked exactly by :func:`level_max_error`.
-Classes: 'nka' (P >= 0, s >= 0), 'positive' (signed, den > 0), and a fixed sign pattern
-for signed heads with position-dependent keys ('pattern').
+A level head sees (x, z, z') only through w = |x| and the overlaps a = <x, z>, b = <x, z'>:
+kernel P_{w,p}(overlap) at the key positions, self-weight s_w, scores any functions of
+(w, overlap). With P of degree <= k its feature rank on {0,1}^m is at most
+B(m, k) = sum_{j<=k} C(m, j) (+1 for the self-weight). For one w, "a level head of degree
+<= k with error <= E" is a linear programme once the denominators' signs are fixed, solved
+exactly (:mod:`companion.core.lp`: a checked point or a checked Farkas certificate).
+Classes: 'nka' (P, s >= 0), 'positive' (signed, den > 0), 'pattern' (fixed signs).
 
 Serves chapter 8 (``prf:prop-level-heads``: the least kernel degree of a level head, NKA
 and signed with positive denominators, on all length-3 inputs for m <= 8).
@@ -28,25 +17,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import combinations
 
 import numpy as np
 
-from companion.checks import check_bool, check_choice, check_fraction, check_instance, check_int
-from companion.core.attention import KernelAttentionHead
+from companion.checks import check_array, check_bool, check_choice, check_fraction, check_int
 from companion.core.lp import FarkasCertificate, feasible_point
 from companion.open.multihead import overlap_scores_lp
-from companion.open.signed import newton_coefficients
 
-__all__ = [
-    "LevelSolution",
-    "level_lp",
-    "level_max_error",
-    "min_level_degree",
-    "level_feature_rank",
-    "level_degree_table",
-    "exact_probe_tables",
-]
+__all__ = ["LevelSolution", "min_level_degree", "level_feature_rank", "exact_probe_tables"]
 
 KINDS = ("nka", "positive", "pattern")
 
@@ -71,35 +49,16 @@ class LevelSolution:
         return (self.S0 + self.N[0][a] + self.N[1][b]) / den
 
 
-def _check_wk(w, k):
-    w = check_int(w, "w", 0, 8)
-    k = check_int(k, "k", 0, 64)
-    return w, min(k, w)
-
-
-def level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=None,
-             repair: bool = True):
-    """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``.
-
-    kind 'nka' / 'positive' use keys shared by the two positions (no loss: the constraints
-    are convex and symmetric under swapping the positions, so averaging a solution with its
-    swap gives a shared-key one); 'pattern' uses position-dependent keys and the fixed signs
-    pattern[a][b] in {+1, -1} of the denominators. Returns a LevelSolution or None (the LP
-    is infeasible — a checked Farkas certificate exists —: no such head exists). With
-    ``repair`` (needs error < 1/2) a zero kernel weight carrying a numerator is lifted; see
-    :func:`_repair`.
-    """
-    w, k = _check_wk(w, k)
-    check_choice(kind, "kind", KINDS)
-    error = check_fraction(error, "error", 0, Fraction(1, 2))
-    check_bool(repair, "repair")
+def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=None,
+              repair: bool = True):
+    """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``: a
+    LevelSolution, or None (infeasible, with a checked Farkas certificate). 'nka' / 'positive'
+    share the keys between the positions (no loss: averaging a solution with its swap gives
+    a shared one); 'pattern' has position-dependent keys and the denominators' signs
+    pattern[a][b]. With ``repair`` (error < 1/2) a zero kernel weight carrying a numerator is
+    lifted (:func:`_repair`)."""
+    k = min(k, w)
     shared = kind != "pattern"
-    if not shared:
-        if isinstance(pattern, (str, bytes, dict)) or pattern is None:
-            raise TypeError("pattern must be a (w+1, w+1) array of +1/-1")
-        pattern = np.asarray(pattern)
-        if pattern.shape != (w + 1, w + 1) or not np.all(np.isin(pattern, (-1, 1))):
-            raise ValueError(f"pattern must be a ({w + 1}, {w + 1}) array of +1/-1")
     npos = 1 if shared else 2
     # variable layout: [c_{p,0..k} for p] [s] [S0] [N_{p,0..w} for p]
     nc = npos * (k + 1)
@@ -114,18 +73,17 @@ def level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=No
             row[p * (k + 1) + j] = basis[a][j]
         return row
 
+    pb = 0 if shared else 1  # the second key position's block (the first's is 0)
+
     def den_row(a, b):
-        pa, pb = (0, 0) if shared else (0, 1)
-        r1, r2 = P_row(pa, a), P_row(pb, b)
-        row = [u + v for u, v in zip(r1, r2)]
+        row = [u + v for u, v in zip(P_row(0, a), P_row(pb, b))]
         row[i_s] += 1
         return row
 
     def num_row(a, b):
-        pa, pb = (0, 0) if shared else (0, 1)
         row = [Fraction(0)] * nvar
         row[i_S0] += 1
-        row[i_N + pa * (w + 1) + a] += 1
+        row[i_N + a] += 1
         row[i_N + pb * (w + 1) + b] += 1
         return row
 
@@ -182,7 +140,7 @@ def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
         if all(v != 0 for row in P for v in row):
             cand = LevelSolution(sol.w, sol.k, sol.kind, P, sol.N, s, sol.S0)
             try:
-                if level_max_error(cand) <= target:
+                if _level_max_error(cand) <= target:
                     return cand
             except ValueError:
                 pass
@@ -190,11 +148,10 @@ def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
     raise RuntimeError("could not repair a zero-weight token in the LP solution")
 
 
-def level_max_error(sol: LevelSolution) -> Fraction:
-    """Exact max |y - min(a, b)| over every class (a, b), a, b in 0..w. Raises ValueError if
-    a denominator vanishes, or if a kernel value is 0 where its numerator is not (a token
-    with weight 0 cannot contribute), or (kind 'nka') if a kernel value is negative."""
-    check_instance(sol, "sol", LevelSolution)
+def _level_max_error(sol: LevelSolution) -> Fraction:
+    """Exact max |y - min(a, b)| over every class (a, b), a, b in 0..w; ValueError if a
+    denominator vanishes, a kernel value is 0 where its numerator is not (a token of weight 0
+    cannot contribute), or (kind 'nka') a kernel value is negative."""
     for p in range(2):
         for a in range(sol.w + 1):
             if sol.P[p][a] == 0 and sol.N[p][a] != 0:
@@ -214,16 +171,22 @@ def min_level_degree(w: int, kind: str = "nka", error=None, pattern=None):
     """Smallest k such that level_lp(w, k, kind) is feasible at max error ``error`` (default
     1/2 - 1/1000), with the LP at error exactly 1/2 infeasible for every smaller k (a proof
     that no level head of smaller degree has error < 1/2). Returns (k, solution,
-    infeasible_at_half) where infeasible_at_half lists the k proved impossible."""
-    w, _ = _check_wk(w, 0)
+    infeasible_at_half) where infeasible_at_half lists the k proved impossible; kind 'nka',
+    'positive' or 'pattern' (with pattern a (w+1, w+1) array of +1/-1)."""
+    w = check_int(w, "w", 0, 8)
+    check_choice(kind, "kind", KINDS)
     error = Fraction(1, 2) - Fraction(1, 1000) if error is None else check_fraction(
         error, "error", 0, Fraction(1, 2))
+    if kind == "pattern":
+        pattern = check_array(pattern, "pattern", 2)
+        if pattern.shape != (w + 1, w + 1) or not np.all(np.isin(pattern, (-1, 1))):
+            raise ValueError(f"pattern must be a ({w + 1}, {w + 1}) array of +1/-1")
     proved = []
     for k in range(w + 1):
-        sol = level_lp(w, k, kind, error, pattern)
+        sol = _level_lp(w, k, kind, error, pattern)
         if sol is not None:
             return k, sol, proved
-        if level_lp(w, k, kind, Fraction(1, 2), pattern, repair=False) is None:
+        if _level_lp(w, k, kind, Fraction(1, 2), pattern, repair=False) is None:
             proved.append(k)
     return None, None, proved
 
@@ -238,113 +201,25 @@ def level_feature_rank(m: int, k: int, shared: bool = True) -> int:
     return (b if shared else 2 * b) + 1
 
 
-def level_solution_head(solutions: dict, m: int):
-    """Realise level solutions {w: LevelSolution} (one per query weight 0..m) as a
-    :class:`companion.core.attention.KernelAttentionHead` on {0,1}^m with monomial features
-    x_J z_J, |J| <= k (signed coefficients allowed), for exhaustive exact checks at small m.
-    Keys are position-dependent (two feature blocks) unless every solution is shared."""
-    m = check_int(m, "m", 1, 6)
-    if not isinstance(solutions, dict) or set(solutions) != set(range(m + 1)):
-        raise ValueError(f"solutions must hold one LevelSolution per weight 0..{m}")
-    k = max(sol.k for sol in solutions.values())
-    monomials = [J for j in range(k + 1) for J in combinations(range(m), j)]
-    B = len(monomials)
-    coef = {}  # (w, p) -> Newton coefficients of P_{w,p}
-    for w, sol in solutions.items():
-        for p in range(2):
-            nc = newton_coefficients(sol.P[p]) + [Fraction(0)] * (k + 1)
-            coef[(w, p)] = nc[:k + 1]
-    r = 2 * B + 1
-
-    def mono(tok):
-        return np.array([int(all(tok[i] for i in J)) for J in monomials], dtype=np.int64)
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.empty(x.shape[:-1] + (r,), dtype=object)
-        view = out.reshape(-1, r)
-        for row, tok in enumerate(x.reshape(-1, m)):
-            w = int(tok.sum())
-            mx = mono(tok)
-            vals = [coef[(w, p)][len(J)] * int(mx[i]) for p in range(2)
-                    for i, J in enumerate(monomials)]
-            view[row] = vals + [solutions[w].s]
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        out = np.zeros(z.shape[:-1] + (r,), dtype=np.int64)
-        view = out.reshape(-1, r)
-        for row, tok in enumerate(z.reshape(-1, m)):
-            if p == 0:
-                view[row, -1] = 1
-            else:
-                view[row, (p - 1) * B:p * B] = mono(tok)
-        return out
-
-    # the score f_p(x, z) = F_{w,p}(<x,z>) depends on the overlap, so it needs values that
-    # encode z: one-hot over all 2^m tokens
-    weights = 2 ** np.arange(m)
-    allz = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
-    dd = 2 * 2 ** m + 1
-
-    def values_full(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        out = np.zeros(z.shape[:-1] + (dd,), dtype=np.int64)
-        idx = z @ weights
-        if p == 0:
-            out[..., -1] = 1
-        else:
-            np.put_along_axis(out, ((p - 1) * 2 ** m + idx)[..., None], 1, axis=-1)
-        return out
-
-    def readout(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.empty(x.shape[:-1] + (dd,), dtype=object)
-        view = out.reshape(-1, dd)
-        for row, tok in enumerate(x.reshape(-1, m)):
-            w = int(tok.sum())
-            sol = solutions[w]
-            ov = allz @ tok
-            vals = []
-            for p in range(2):
-                vals += [sol.N[p][a] / sol.P[p][a] if sol.P[p][a] != 0 else Fraction(0)
-                         for a in ov.tolist()]
-            vals.append(sol.S0 / sol.s if sol.s != 0 else Fraction(0))
-            view[row] = vals
-        return out
-
-    return KernelAttentionHead(rank=r, query_features=query_features,
-                               key_features=key_features, values=values_full,
-                               readout_weights=readout,
-                               readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
-
-
-def level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
+def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
     """For each kind and query weight w = 1..max_w: the least kernel degree k of a level head
     with error <= 0.499, the degrees proved impossible (error <= 1/2 infeasible, Farkas), the
     head's exact max error, and the feature rank B(m, k) + 1 it implies on {0,1}^m, m = w."""
-    max_w = check_int(max_w, "max_w", 1, 8)
-    if isinstance(kinds, (str, bytes)) or not isinstance(kinds, (tuple, list)):
-        raise TypeError("kinds must be a tuple of 'nka' / 'positive'")
-    for kind in kinds:
-        check_choice(kind, "kinds[i]", ("nka", "positive"))
     rows = []
     for kind in kinds:
         for w in range(1, max_w + 1):
             k, sol, proved = min_level_degree(w, kind)
             rows.append({"kind": kind, "w": w, "k": k, "proved_impossible": proved,
-                         "max_error": None if sol is None else str(level_max_error(sol)),
+                         "max_error": None if sol is None else str(_level_max_error(sol)),
                          "feature_rank": None if k is None else level_feature_rank(w, k)})
     return rows
 
 
 def exact_probe_tables(max_w: int = 8) -> dict:
-    """Everything chapter 8 states about all length-3 inputs at small m, from exact LPs:
-    ``level`` (:func:`level_degree_table` for NKA and positive-denominator signed heads) and
-    ``overlap_heads``: per query weight w, the least number H of heads with kernels
-    <x,z> + h + 1/2 whose score LP is feasible at error 0.499, and the H < that proved
-    impossible (LP infeasible at error 1/2). Written by ``python -m companion probes --exact``."""
+    """Chapter 8's exact tables on all length-3 inputs (``python -m companion probes
+    --exact``): ``level`` (least level-head degrees, NKA and one-sign signed) and
+    ``overlap_heads`` (per w, the least number of heads with kernels <x,z> + h + 1/2 whose
+    score LP is feasible at error 0.499, and the smaller ones infeasible at 1/2)."""
     max_w = check_int(max_w, "max_w", 1, 8)
     overlap = []
     for w in range(1, max_w + 1):
@@ -356,4 +231,4 @@ def exact_probe_tables(max_w: int = 8) -> dict:
             if overlap_scores_lp(w, h, Fraction(1, 2)) is None:
                 proved.append(h)
         overlap.append({"w": w, "heads": heads, "proved_impossible": proved})
-    return {"level": level_degree_table(max_w), "overlap_heads": overlap}
+    return {"level": _level_degree_table(max_w), "overlap_heads": overlap}

@@ -1,23 +1,12 @@
 """Several NKA heads with one query-dependent affine readout, and two exact constructions.
 
-The model (Chapter 5's sketch model with one layer): H normalised nonnegative kernel
-attention heads h = 1..H of feature rank r_h, each with its own values and readout,
-y(X) = sum_h [ <a_h(x), o_h> + b_h(x) ],  o_h = sum_p alpha^h_p v^h_p / sum_p alpha^h_p.
-(One affine readout over the concatenated head outputs is the same thing.) Per head the
-output is still a convex combination of that head's scores; the sum of H of them is not a
-convex combination of anything, and that is what the constructions below use:
-
-* :func:`two_head_witness_heads` — on a witness family F(S) whose chain links form a forest
-  for every query, two heads of rank 1 each are exact (error 0): one uniform head, one whose
-  key weights differ along every link; their scores cancel the gap on every mixed sequence.
-  Total feature rank 2, against a single head's certified bound (20 on E1's witness).
-* :func:`cauchy_overlap_heads` — on *all* length-3 inputs in {0,1}^m, 2m+1 heads with kernels
-  <x,z> + t_h (rank m+1 each, nonnegative) are exact: the functions 1/(a+b+2t_h) of the
-  overlap sum span every function of a+b (a Cauchy matrix), and min(a, b) restricted to a
-  fixed sum a+b = s is a sum g_s(a) + g_s(b). Total feature rank (2m+1)(m+1), polynomial in m.
-
-Both pay in the value dimension d (|S| and 2^m respectively); the single-head theorem lets d
-be anything, so in its own currency — feature rank — several heads escape the wall.
+H normalised nonnegative kernel attention heads, each with its own values and readout:
+y(X) = sum_h [<a_h(x), o_h> + b_h(x)]. Each head's output is a convex combination of its
+scores, the sum of H of them is not, and the constructions use that:
+:func:`two_head_witness_heads` (two rank-1 heads exact on a witness family whose links form
+a forest per query) and the Cauchy heads of :func:`cauchy_level_max_error` (2m+1 heads of rank
+m+1, kernels <x,z> + t_h, exact on all length-3 inputs). Both pay in the value dimension,
+which the single-head theorem leaves free.
 
 Serves chapter 8 (``prf:prop-two-heads``, ``prf:prop-cauchy-heads``).
 """
@@ -31,21 +20,17 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_bool, check_fraction, check_instance, check_int, check_tokens
+from companion.checks import check_array, check_fraction, check_instance, check_int, check_tokens
 from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
 from companion.core.task import check_convention, query_target
 
 __all__ = [
-    "multihead_attention",
     "multihead_max_error_exact",
     "two_head_witness_heads",
-    "cauchy_overlap_heads",
     "cauchy_level_max_error",
-    "overlap_scores_lp",
     "answer_function_count",
-    "transcript_numbers_needed",
 ]
 
 #: Most sequences an exact multi-head evaluation accepts (Python Fractions).
@@ -65,30 +50,21 @@ def _check_heads(heads) -> tuple[KernelAttentionHead, ...]:
     return tuple(heads)
 
 
-def multihead_attention(heads, sequences, convention="bidirectional", exact: bool = False):
+def _multihead_attention(heads, sequences, convention="bidirectional", exact: bool = False):
     """y = sum over heads of each head's readout y_h (its own affine readout included)."""
-    heads = _check_heads(heads)
-    check_convention(convention)
-    exact = check_bool(exact, "exact")
-    check_tokens(sequences)
-    if exact and np.ndim(sequences) >= 2 and np.size(sequences) // max(
-            np.shape(sequences)[-1] * np.shape(sequences)[-2], 1) > MAX_EXACT_SEQUENCES:
-        raise ValueError(f"sequences: exact evaluation takes at most {MAX_EXACT_SEQUENCES} "
-                         "sequences")
-    total = None
-    for h in heads:
-        y = kernel_attention(h, sequences, convention, exact=exact)
-        total = y if total is None else total + y
-    return total
+    return sum(kernel_attention(h, sequences, convention, exact=exact) for h in heads)
 
 
 def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> Fraction:
     """max |y - t| over the given sequences, in exact arithmetic."""
-    if np.size(check_tokens(sequences)) == 0:
-        raise ValueError("sequences must hold at least one sequence")
-    y = multihead_attention(heads, sequences, convention, exact=True)
-    t = query_target(sequences, convention)
-    return exact_max_error(y, t)
+    heads = _check_heads(heads)
+    check_convention(convention)
+    x = check_tokens(sequences)
+    if x.size == 0 or x.size // (x.shape[-1] * x.shape[-2]) > MAX_EXACT_SEQUENCES:
+        raise ValueError(f"sequences must hold 1 to {MAX_EXACT_SEQUENCES} sequences (exact "
+                         f"evaluation), got shape {x.shape}")
+    y = _multihead_attention(heads, x, convention, exact=True)
+    return exact_max_error(y, query_target(x, convention))
 
 
 # --------------------------------------------------------------- two heads on a witness
@@ -99,29 +75,20 @@ def _token_lookup(tokens: np.ndarray) -> dict[bytes, int]:
 
 
 def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead, ...]:
-    """Two rank-1 NKA heads that are exact (error 0) on the witness family F(S).
-
-    Head 1 attends uniformly to the key positions; head 2 puts weight psi(z) > 0 on a key z
-    (default psi = 1 + token id, query-independent). Both give the query's own position
-    weight 0. Along a link (better z, worse z', gap g) head h mixes its two pure scores with
-    weight mu_h on z' (mu_h = l psi_h(z') / (k psi_h(z) + l psi_h(z')), k = 1, l = n - 2).
-    Scores: F_2 grows by mu_1 g / (mu_1 - mu_2) along each link (walking each query's link
-    forest from its roots) and F_1 = <x, z> - F_2, so pure sequences are exact and on every
-    mixed one the two heads' deviations cancel. Values are one-hot over S (d = |S|).
-    Raises ValueError if some query's links contain a cycle or psi ties on a link.
-    """
+    """Two rank-1 NKA heads exact (error 0) on the witness family F(S): head 1 attends
+    uniformly to the keys, head 2 with weight psi(z) > 0 (default 1 + token id); a link mixes
+    head h's pure scores with weight mu_h on z', so F_2 grows by mu_1 g / (mu_1 - mu_2) along
+    each query's link forest and F_1 = <x, z> - F_2 (values one-hot over S). ValueError if
+    some query's links are not a forest or psi ties on a link."""
     check_instance(family, "family", WitnessFamily)
     n, q = family.n, family.query_position
     T, S = len(family.tokens), np.asarray(family.S, dtype=np.int64)
     if key_weight is None:
         psi = [Fraction(1 + i) for i in range(T)]
     else:
-        if isinstance(key_weight, (str, bytes, dict)) or np.ndim(key_weight) != 1:
-            raise TypeError("key_weight must be a 1-d sequence of positive numbers")
-        if len(key_weight) != T:
-            raise ValueError(f"key_weight must hold {T} positive numbers (one per token)")
-        psi = [check_fraction(v, "key_weight[i]") for v in key_weight]
-        if any(v <= 0 for v in psi):
+        psi = [check_fraction(v, "key_weight[i]")
+               for v in check_array(key_weight, "key_weight", 1, allow_object=True).tolist()]
+        if len(psi) != T or any(v <= 0 for v in psi):
             raise ValueError(f"key_weight must hold {T} positive numbers (one per token)")
     k_copies, l_copies = 1, n - 2
     scores2: list[dict[int, Fraction]] = []
@@ -201,16 +168,11 @@ def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead
 # --------------------------------------------------------- all inputs: Cauchy heads
 
 
-def _check_m(m, upper: int = 16) -> int:
-    return check_int(m, "m", 1, upper)
-
-
 def _check_shifts(shifts, count: int) -> list[Fraction]:
-    if isinstance(shifts, (str, bytes, dict)) or np.ndim(shifts) != 1:
-        raise TypeError("shifts must be a 1-d sequence of positive numbers")
-    if len(shifts) != count:
-        raise ValueError(f"shifts must hold {count} numbers, got {len(shifts)}")
-    out = [check_fraction(t, "shifts[i]", 0, low_open=True) for t in shifts]
+    out = [check_fraction(t, "shifts[i]", 0, low_open=True)
+           for t in check_array(shifts, "shifts", 1, allow_object=True).tolist()]
+    if len(out) != count:
+        raise ValueError(f"shifts must hold {count} numbers, got {len(out)}")
     if len(set(out)) != len(out):
         raise ValueError("shifts must be distinct")
     return out
@@ -243,73 +205,12 @@ def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fr
     return out
 
 
-def _overlap_heads(m: int, P: dict, shifts) -> tuple[KernelAttentionHead, ...]:
-    """Heads h with kernel <x, z> + t_h at the key positions (0 at the query's), rank m + 1,
-    and scores P[w][h][a] / (a + t_h) for a query of weight w and a key of overlap a, read
-    from one-hot values over all 2^m tokens (d = 2^m)."""
-    weights = 2 ** np.arange(m)
-    allz = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
-
-    def make(h):
-        th = shifts[h]
-
-        def query_features(x):
-            x = np.asarray(x, dtype=np.int64)
-            return np.concatenate([x, np.ones(x.shape[:-1] + (1,), np.int64)], axis=-1)
-
-        def key_features(z, p):
-            z = np.asarray(z, dtype=np.int64)
-            out = np.empty(z.shape[:-1] + (m + 1,), dtype=object)
-            if p == 0:
-                out[...] = Fraction(0)
-            else:
-                out[..., :m] = z
-                out[..., m] = th
-            return out
-
-        def values(z, p):
-            z = np.asarray(z, dtype=np.int64)
-            return np.eye(2 ** m, dtype=np.int64)[z @ weights]
-
-        def readout(x):
-            x = np.asarray(x, dtype=np.int64)
-            ov = x @ allz.T  # (..., 2^m): overlap of x with every token
-            w = np.broadcast_to(x.sum(-1)[..., None], ov.shape)
-            out = np.empty(ov.shape, dtype=object)
-            out.reshape(-1)[:] = [P[int(ww)][h][int(a)] / (int(a) + th)
-                                  for ww, a in zip(w.ravel(), ov.ravel())]
-            return out
-
-        return KernelAttentionHead(
-            rank=m + 1, query_features=query_features, key_features=key_features,
-            values=values, readout_weights=readout,
-            readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
-
-    return tuple(make(h) for h in range(len(shifts)))
-
-
-def cauchy_overlap_heads(m: int, shifts=None) -> tuple[KernelAttentionHead, ...]:
-    """2m+1 NKA heads of rank m+1, exact (error 0) on every length-3 input in {0,1}^m.
-
-    Head h: phi_Q(x) = (x, 1), phi_K(z) = (z, t_h) at the key positions and 0 at the query's
-    own (kernel <x, z> + t_h > 0), scores f_h(x, z) = P_h(|x|, <x,z>) / (<x,z> + t_h) read
-    from one-hot values over all 2^m tokens (d = 2^m). Bidirectional form (query first).
-    """
-    m = _check_m(m, upper=10)
-    shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
-    return _overlap_heads(m, _cauchy_scores(m, shifts), shifts)
-
-
 def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None):
-    """Exact LP: numerators P[h][a] (h < heads, a <= w) with
-    |sum_h (P_h(a) + P_h(b)) / (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w,
-    kernels <x,z> + t_h fixed (t_h = h + 1/2 by default). Returns P or None (infeasible,
-    with a checked Farkas certificate behind it)."""
-    w = check_int(w, "w", 1, 12)
-    heads = check_int(heads, "heads", 1, 8)
-    error = check_fraction(error, "error", 0, Fraction(1, 2))
-    shifts = [Fraction(2 * h + 1, 2) for h in range(heads)] if shifts is None else \
-        _check_shifts(shifts, heads)
+    """Exact LP: numerators P[h][a] (h < heads, a <= w) with |sum_h (P_h(a) + P_h(b)) /
+    (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w (t_h = h + 1/2 by default), or
+    None (infeasible, with a checked Farkas certificate)."""
+    if shifts is None:
+        shifts = [Fraction(2 * h + 1, 2) for h in range(heads)]
     nv = heads * (w + 1)
     A, bvec = [], []
     for a in range(w + 1):
@@ -330,23 +231,7 @@ def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None
     return [list(result[h * (w + 1):(h + 1) * (w + 1)]) for h in range(heads)]
 
 
-def lp_overlap_heads(m: int, heads: int, error=Fraction(499, 1000)):
-    """``heads`` NKA heads of rank m+1 (kernels <x,z> + h + 1/2) with error <= ``error`` on
-    every length-3 input in {0,1}^m, from :func:`overlap_scores_lp` for each query weight.
-    Returns (heads, P by weight, shifts); raises ValueError if some weight has no solution."""
-    m = _check_m(m, upper=10)
-    heads = check_int(heads, "heads", 1, 8)
-    shifts = [Fraction(2 * h + 1, 2) for h in range(heads)]
-    P = {0: [[Fraction(0)] for _ in range(heads)]}
-    for w in range(1, m + 1):
-        sol = overlap_scores_lp(w, heads, error, shifts)
-        if sol is None:
-            raise ValueError(f"no {heads} overlap heads reach error {error} at query weight {w}")
-        P[w] = sol
-    return _overlap_heads(m, P, shifts), P, shifts
-
-
-def overlap_level_max_error(P: dict, shifts) -> Fraction:
+def _overlap_level_max_error(P: dict, shifts) -> Fraction:
     """Exact max error of overlap heads with numerators P[w][h][a] and shifts t_h over every
     input class (|x|, <x,z>, <x,z'>) — exhaustive, since the heads see nothing else."""
     shifts = [Fraction(t) for t in shifts]
@@ -361,21 +246,20 @@ def overlap_level_max_error(P: dict, shifts) -> Fraction:
 
 
 def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
-    """Max error of :func:`cauchy_overlap_heads` over every input class (|x|, <x,z>, <x,z'>),
-    exactly. Every length-3 input falls in one class and the heads' maps depend on the
-    input only through its class, so this is the exhaustive max error for every m."""
-    m = _check_m(m, upper=8)
+    """Exact max error of the 2m+1 Cauchy heads (rank m+1 each: phi_Q(x) = (x, 1),
+    phi_K(z) = (z, t_h) at the key positions and 0 at the query's, scores
+    P_h(|x|, <x,z>) / (<x,z> + t_h) from one-hot values over {0,1}^m) over every input class
+    (|x|, <x,z>, <x,z'>): the heads see nothing else, so this is their exhaustive max error
+    on all length-3 inputs."""
+    m = check_int(m, "m", 1, 8)
     shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
-    return overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
-
-
-# ------------------------------------------------------------ transcript comparison
+    return _overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
 
 
 def answer_function_count(m: int) -> int:
     """Number of distinct answer tables x -> min(<x,z>, <x,z'>) over key pairs (z, z'):
     what Bob (the query) must tell apart from Alice's (the keys') transcript."""
-    m = _check_m(m, upper=8)
+    m = check_int(m, "m", 1, 8)
     toks = ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1).astype(np.int8)
     ov = (toks.astype(np.int16) @ toks.T.astype(np.int16)).astype(np.int8)  # (z, x)
     seen = set()
@@ -384,10 +268,3 @@ def answer_function_count(m: int) -> int:
         seen.update(row.tobytes() for row in tables)
     return len(seen)
 
-
-def transcript_numbers_needed(m: int, bits: int) -> int:
-    """Chapter 5's counting bound for one layer: the numbers sum_h r_h (d_h + 1) in the
-    keys' sketch, at ``bits`` bits each, must satisfy numbers * bits >= log2(#answer tables)."""
-    bits = check_int(bits, "bits", 1, 4096)
-    need = (answer_function_count(m) - 1).bit_length()  # ceil(log2 count)
-    return -(-need // int(bits))

@@ -1,34 +1,19 @@
 """Signed kernel heads: what the certificate still proves, and where its proof stops.
 
-A *signed head* is the model of :class:`companion.core.attention.KernelAttentionHead` with the
-sign condition dropped: alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> may be negative, and
-y = sum_p alpha_p f_p / sum_p alpha_p + b(x) is defined wherever the denominator
-D = sum_p alpha_p is nonzero. A signed head *solves* a family when D != 0 on every input of
-the family and the error is < 1/2 there ("nonzero" convention). A stricter convention asks
-D > 0 on every input ("positive"; equivalently every query's denominators share one sign,
-since flipping phi_Q(x) flips them all and leaves y unchanged).
-
+A *signed head* is :class:`companion.core.attention.KernelAttentionHead` without the sign
+condition: y = sum_p alpha_p f_p / sum_p alpha_p + b(x) wherever D = sum_p alpha_p != 0
+("nonzero" convention), or with every query's denominators of one sign ("positive").
 What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check each step):
 
-* positive denominators, any position-dependence — Lemma B holds verbatim (it only uses
-  that the arrangements' denominators are positive), so |S|-by-|S| matrix
-  M[x,y] = D(x; y-bar) / D(x; x-bar) is entrywise in (0, 1/rho_xy], unit diagonal, and
-  D(x; z) = alpha_q(x, x) + K(x, z) has rank <= r + 1: r >= (NKA bound) - 1.
-* nonzero denominators, keys shared across positions — Lemma B holds in absolute value,
-  |D(z)| >= c(g) |D(z')| for every gap g >= 2; M may have negative entries, so only the trace
-  bound (Lemma D) survives: r >= ceil(Theorem E) - 1.
-* nonzero denominators, position-dependent keys — the two arrangements of a mixed sequence
-  may have denominators of opposite signs; their mediant is then not between their outputs
-  and Lemma B fails: :func:`signed_link_counterexample` is a rank-1 head with error 2/5 on a
-  gap-4 link whose weight ratio is 1 (Lemma B demands 4). No bound is known: open.
+* positive denominators: Lemma B holds verbatim, the ratio matrix has rank <= r + 1 and
+  entries in (0, 1/rho]: r >= (NKA bound) - 1;
+* nonzero denominators, keys shared across positions: Lemma B in absolute value, only the
+  trace bound survives: r >= ceil(Theorem E) - 1;
+* nonzero denominators, position-dependent keys: the arrangements' denominators may differ
+  in sign and Lemma B fails (:func:`signed_link_counterexample`); no bound is known.
 
-Also here (with :func:`companion.core.exact.exact_rank` and
-:func:`companion.core.exact.rank_factorisation`, re-exported for chapter 8): the exact rank of a
-kernel that is a function of the overlap (the sum of C(m, j) over the nonzero forward
-differences Delta^j P(0)), used to show signed *features* with a nonnegative kernel
-(``prf:prop-overlap-rank``).
-
-Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-overlap-rank``).
+Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``;
+``exact_rank`` and ``rank_factorisation`` re-exported from :mod:`companion.core.exact`).
 """
 
 from __future__ import annotations
@@ -41,25 +26,23 @@ import numpy as np
 from companion.bounds.rank_bounds import RankLowerBound, SharpRankBound
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
+    check_array,
     check_bool,
     check_choice,
     check_fraction,
     check_instance,
     check_int,
-    check_token,
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.exact import exact_max_error, exact_rank, rank_factorisation  # noqa: F401
+from companion.core.exact import exact_rank, rank_factorisation  # noqa: F401
 from companion.core.task import check_convention, query_index
 
 __all__ = [
     "signed_denominators",
     "signed_attention",
-    "signed_max_error_exact",
     "signed_rank_lower_bound",
     "one_sign_rank_lower_bound",
-    "signed_mediant",
     "signed_link_counterexample",
     "newton_coefficients",
     "overlap_kernel_rank",
@@ -74,16 +57,11 @@ MAX_SIGNED_SEQUENCES = 2**20
 MAX_EXACT_SEQUENCES = 2**12
 
 
-def _check_head(head) -> KernelAttentionHead:
-    return check_instance(head, "head", KernelAttentionHead)
-
-
-def _check_denominators(denominators: str) -> str:
-    return check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
-
-
-def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
-    """alpha (..., n) and scores f_p = <a(x), v_p(x_p)> (..., n), and the bias (...)."""
+def _maps(head, sequences, convention: str, exact):
+    """The checked sequences x, alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and
+    the bias (...): the arguments of the signed evaluations, checked here once."""
+    check_instance(head, "head", KernelAttentionHead)
+    exact = check_bool(exact, "exact")
     x = check_tokens(sequences)
     check_convention(convention)
     limit = MAX_EXACT_SEQUENCES if exact else MAX_SIGNED_SEQUENCES
@@ -109,34 +87,27 @@ def _maps(head: KernelAttentionHead, sequences, convention: str, exact: bool):
                              f"{v.shape}; expected {phi_q.shape}, {a.shape}")
         alpha.append((phi_q * fk).sum(axis=-1))
         scores.append((a * v).sum(axis=-1))
-    return np.stack(alpha, -1), np.stack(scores, -1), b
+    return x, np.stack(alpha, -1), np.stack(scores, -1), b
 
 
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):
     """D = sum_p alpha_p(x, x_p) on every sequence, any sign: shape (...)."""
-    alpha, _, _ = _maps(_check_head(head), sequences, convention, check_bool(exact, "exact"))
-    return alpha.sum(axis=-1)
+    return _maps(head, sequences, convention, exact)[1].sum(axis=-1)
 
 
 def signed_attention(head, sequences, convention="bidirectional", exact: bool = False,
                      denominators: str = "nonzero"):
-    """y = sum_p alpha_p f_p / sum_p alpha_p + b(x) for a head of any sign.
-
-    Raises ValueError where the convention fails: a denominator equal to 0 ('nonzero'), or
-    some query whose denominators do not share one sign ('positive': up to flipping phi_Q(x),
-    every denominator positive). Exact (Fractions) with ``exact=True``.
-    """
-    head = _check_head(head)
-    _check_denominators(denominators)
-    exact = check_bool(exact, "exact")
-    alpha, scores, b = _maps(head, sequences, convention, exact)
+    """y = sum_p alpha_p f_p / sum_p alpha_p + b(x) for a head of any sign (Fractions with
+    ``exact``); ValueError where the convention fails: a denominator 0 ('nonzero'), or a query
+    whose denominators do not share one sign ('positive')."""
+    check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
+    x, alpha, scores, b = _maps(head, sequences, convention, exact)
     den = alpha.sum(axis=-1)
     num = (alpha * scores).sum(axis=-1)
     flat_d = np.ravel(den)
     if any(d == 0 for d in flat_d):
         raise ValueError("a denominator sum_p alpha_p is 0: the signed head is undefined there")
     if denominators == "positive":
-        x = check_tokens(sequences)
         q = query_index(x.shape[-2], convention)
         queries = x[..., q, :].reshape(-1, x.shape[-1])
         signs: dict[bytes, int] = {}
@@ -145,7 +116,7 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
             if signs.setdefault(tok.tobytes(), s) != s:
                 raise ValueError("denominators change sign for one query: the 'positive' "
                                  "convention fails")
-    if exact:
+    if alpha.dtype == object:
         out = np.empty(np.shape(num), dtype=object)
         out.reshape(-1)[:] = [Fraction(nn) / Fraction(dd) for nn, dd in
                               zip(np.ravel(num), flat_d)]
@@ -153,29 +124,10 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
     return num / den + b
 
 
-def signed_max_error_exact(head, sequences, targets, convention="bidirectional",
-                           denominators: str = "nonzero") -> Fraction:
-    """max |y - t| over the sequences, exactly, under a denominator convention."""
-    y = signed_attention(head, sequences, convention, exact=True, denominators=denominators)
-    if isinstance(targets, (str, bytes)) or targets is None:
-        raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
-    try:
-        t = np.asarray(targets)
-    except ValueError as exc:  # ragged
-        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
-    if t.shape != np.shape(y) or not np.issubdtype(t.dtype, np.integer):
-        raise ValueError(f"targets must have shape {np.shape(y)}, got {t.shape}")
-    return exact_max_error(y, t)
-
-
 def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
-    """The rank a head must have to solve F(S), from the family's certified bound.
-
-    'nka': Theorem E / Lemma D' (bound.rank); 'positive' (signed, every query's denominators
-    of one sign): bound.rank - 1; 'shared_keys' (signed, keys shared by the positions,
-    denominators nonzero): trace_rank - 1; 'position_dependent' (signed, sign changes
-    allowed): no bound is known, None.
-    """
+    """The rank a head must have to solve F(S), from the family's certified bound: 'nka'
+    bound.rank; 'positive' (signed, one sign per query) bound.rank - 1; 'shared_keys' (signed,
+    keys shared by the positions) trace_rank - 1; 'position_dependent': None (open)."""
     check_instance(bound, "bound", RankLowerBound)
     check_choice(setting, "setting", SIGNED_SETTINGS)
     if setting == "nka":
@@ -187,45 +139,12 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
     return None
 
 
-def signed_mediant(head, x, z, z_prime, convention="bidirectional"):
-    """For n = 3: (mediant of the two arrangements (x,z,z'), (x,z',z) — sum of numerators
-    over sum of denominators —, the closed form (D_z y_z + D_z' y_z') / (D_z + D_z') from the
-    pure sequences, and the two arrangements' (output, denominator)), all exact."""
-    head = _check_head(head)
-    x = check_token(x, "x")
-    if x.shape[0] > 4096:
-        raise ValueError(f"x must have width m <= 4096, got {x.shape[0]}")
-    toks = [x] + [check_token(t, name, x.shape[0]) for t, name in
-                  ((z, "z"), (z_prime, "z_prime"))]
-    q = query_index(3, convention)
-
-    def seq(keys):
-        s = list(keys)
-        s.insert(q, toks[0])
-        return np.asarray(s)
-
-    rows = np.stack([seq([toks[1], toks[2]]), seq([toks[2], toks[1]]),
-                     seq([toks[1], toks[1]]), seq([toks[2], toks[2]])])
-    alpha, scores, b = _maps(head, rows, convention, exact=True)
-    den = alpha.sum(-1)
-    num = (alpha * scores).sum(-1) + b * den
-    if any(d == 0 for d in den):
-        raise ValueError("a denominator is 0 on one of the four sequences")
-    mediant = Fraction(num[0] + num[1]) / Fraction(den[0] + den[1])
-    y = [Fraction(num[i]) / Fraction(den[i]) for i in range(4)]
-    closed = (den[2] * y[2] + den[3] * y[3]) / Fraction(den[2] + den[3])
-    return mediant, closed, ((y[0], den[0]), (y[1], den[1]))
-
-
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
     """A rank-1 signed head with position-dependent keys that has error <= eps on one link's
     four sequences (pure on z, pure on z', both arrangements of the mixed one; overlaps 0 and
-    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps).
-
-    Construction: query weight 0, key weights A_p(z), A_p(z') with D(z) = D(z') = 1 but
-    arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs); the scores put
-    the errors 0, 0, +eps, -eps on the four sequences. Returns (head, x, z, z').
-    """
+    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps):
+    D(z) = D(z') = 1, arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs),
+    errors 0, 0, +eps, -eps. Returns (head, x, z, z')."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
     m = g + 1
@@ -241,15 +160,12 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
          (2, 1): Fraction(g)}           # pure z' exact: F_2(z') = g
     keys = {z.tobytes(): 0, zp.tobytes(): 1}
 
-    def key_id(tok):
-        return keys.get(np.asarray(tok, dtype=np.int64).tobytes())
-
     def per_token(table, p, zz):
         zz = np.asarray(zz, dtype=np.int64)
         out = np.empty(zz.shape[:-1] + (1,), dtype=object)
         flat = out.reshape(-1)
         for i, tok in enumerate(zz.reshape(-1, m)):
-            kid = key_id(tok)
+            kid = keys.get(tok.tobytes())
             flat[i] = Fraction(0) if p == 0 or kid is None else table[(p, kid)]
         return out
 
@@ -267,22 +183,14 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
 # ----------------------------------------------------- kernels that depend on the overlap
 
 
-def _values(values, limit: int) -> list[Fraction]:
-    try:
-        ndim = np.ndim(values)
-    except ValueError:  # ragged nested lists
-        ndim = -1
-    if isinstance(values, (str, bytes, dict)) or values is None or ndim != 1:
-        raise TypeError(f"values must be a 1-d sequence of numbers, got {type(values).__name__}")
-    if not 0 < len(values) <= limit:
-        raise ValueError(f"values must hold 1 to {limit} numbers, got {len(values)}")
-    return [check_fraction(v, "values[i]") for v in values]
+def _values(values) -> list[Fraction]:
+    values = check_array(values, "values", 1, allow_object=True)
+    if not 0 < len(values) <= 4096:
+        raise ValueError(f"values must hold 1 to 4096 numbers, got {len(values)}")
+    return [check_fraction(v, "values[i]") for v in values.tolist()]
 
 
-def newton_coefficients(values) -> list[Fraction]:
-    """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
-    P(t) = sum_j Delta^j P(0) C(t, j)."""
-    vals = _values(values, 4096)
+def _newton(vals: list[Fraction]) -> list[Fraction]:
     out = []
     while vals:
         out.append(vals[0])
@@ -290,25 +198,28 @@ def newton_coefficients(values) -> list[Fraction]:
     return out
 
 
+def newton_coefficients(values) -> list[Fraction]:
+    """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
+    P(t) = sum_j Delta^j P(0) C(t, j)."""
+    return _newton(_values(values))
+
+
 def overlap_kernel_rank(values, m: int) -> int:
     """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P given on 0..m: sum of C(m, j) over the
     j with Delta^j P(0) != 0 — because C(<x,z>, j) = sum_{|J|=j} x_J z_J and the monomials
     x_J are a basis of the functions on {0,1}^m."""
     m = check_int(m, "m", 1, 4095)
-    vals = _values(values, 4096)
+    vals = _values(values)
     if len(vals) != m + 1:
         raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
-    return sum(math.comb(m, j) for j, c in enumerate(newton_coefficients(vals)) if c != 0)
+    return sum(math.comb(m, j) for j, c in enumerate(_newton(vals)) if c != 0)
 
 
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
-    """A head on a witness family whose kernel at the key positions is kernel(<x, z>) >= 0
-    (0 at the query's own position), realised with **signed** features by an exact rank
-    factorisation of the |S| x T kernel table; values z, readout <x, o> - shift.
-
-    kernel: callable int -> Fraction (must be >= 0 on the overlaps that occur).
-    Returns (head, rank) with rank = exact rank of the table (the head's feature rank).
-    """
+    """(head, rank): a head on a witness family whose kernel at the key positions is
+    kernel(<x, z>) >= 0 (a callable; 0 at the query's own position), realised with **signed**
+    features by an exact rank factorisation of the |S| x T kernel table (rank = its rank);
+    values z, readout <x, o> - shift."""
     check_instance(family, "family", WitnessFamily)
     if not callable(kernel):
         raise TypeError("kernel must be callable (overlap -> number)")
@@ -325,7 +236,6 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
     r = U.shape[1]
     q_index = {x.tobytes(): i for i, x in enumerate(S)}
     t_index = {t.tobytes(): j for j, t in enumerate(tokens)}
-    shift = Fraction(shift)
     qpos = family.query_position
 
     def lookup(arr, index, table_, zero_width):

@@ -1,19 +1,12 @@
 """Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits.
 
-The block construction: blocks B_1..B_q of size s and a common block C of size s+1, so
-m = q*s + s + 1. Bob (the query side) holds x_i = 1_{B_i} + 1_C for i = 1..q; Alice (the key
-side) holds one key token z inside B_1 u ... u B_q. The sequence is (z, x_1, ..., x_q): Alice's
-token sits at position 0 and Bob's queries at positions 1..q, so every query sees Alice's token
-in the bidirectional form and in the causal form alike. The targets at Bob's positions are
-t_i = |z n B_i| in {0..s}, and all (s+1)^q answer vectors occur with Bob's side fixed.
-
-A *transcript model* is any deterministic model in which everything Bob's positions receive
-from Alice is a string of `length` symbols over an alphabet of `alphabet_size` letters, and
-Bob's outputs are a function of that string. Counting: an exact model needs
-alphabet_size**length >= (s+1)^q. Below that, :func:`find_collision` exhibits two key tokens
-with one transcript and different answers (pigeonhole); :class:`TightEncoder` meets the bound
-with ceil(q*log2(s+1)) bits. For b-bit kernel-attention sketches (see
-:mod:`companion.transcript.sketch`) the count reads L*H*r*(d+1)*b >= q*log2(s+1).
+The block construction: blocks B_1..B_q of size s and a common block C of size s+1
+(m = q*s + s + 1). Bob holds the queries x_i = 1_{B_i} + 1_C at positions 1..q, Alice one key
+token z inside the blocks at position 0 (seen by every query, causal or not); the targets
+t_i = |z n B_i| take all (s+1)^q answer vectors. A *transcript model* passes Bob only a
+string of `length` symbols over `alphabet_size` letters, so exactness needs
+alphabet_size**length >= (s+1)^q: below it :func:`find_collision` finds two key tokens with
+one transcript and different answers; :class:`TightEncoder` meets the bound.
 
 Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
 """
@@ -22,13 +15,13 @@ from __future__ import annotations
 
 import abc
 import itertools
-import math
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from companion.checks import (
+    check_array,
     check_instance,
     check_int,
     check_positive_int,
@@ -36,11 +29,15 @@ from companion.checks import (
 )
 from companion.core.task import min_ip_targets
 
-#: Largest number of key tokens 2**(q*s) that :meth:`BlockConstruction.all_key_tokens`
-#: enumerates (q*s <= 16): 65,536 sequences take well under a second.
-MAX_KEY_TOKENS = 2**16
+__all__ = [
+    "answer_vector_count", "bits_needed", "BlockConstruction", "enumerate_answer_vectors",
+    "count_transcripts", "find_collision", "find_forced_error", "TightEncoder",
+    "OneBitShortEncoder", "verify_exhaustively", "sketch_bits", "smallest_feature_rank",
+]
 
-#: Largest number of answer vectors (s+1)**q enumerated one representative each.
+#: Most key tokens 2**(q*s) enumerated (65,536 sequences take well under a second) and most
+#: answer vectors (s+1)**q searched, one representative each.
+MAX_KEY_TOKENS = 2**16
 MAX_ANSWER_VECTORS = 2**20
 
 
@@ -67,10 +64,7 @@ def bits_needed(q: int, s: int) -> int:
 
 @dataclass(frozen=True)
 class BlockConstruction:
-    """Blocks B_1..B_q (size s) then C (size s+1) laid out left to right in {0,1}^m.
-
-    Coordinates (0-based): B_i = [(i-1)s, is), C = [qs, qs+s+1).
-    """
+    """Blocks B_i = [(i-1)s, is) (i = 1..q), then C = [qs, qs+s+1), in {0,1}^m (0-based)."""
 
     q: int
     s: int
@@ -89,31 +83,19 @@ class BlockConstruction:
         """Sequence length: Alice's token plus q queries."""
         return self.q + 1
 
-    @property
-    def query_positions(self) -> tuple[int, ...]:
-        """Bob's positions in the sequence (0-based): 1..q. Alice's token is at 0."""
-        return tuple(range(1, self.q + 1))
-
-    def block(self, i: int) -> range:
-        """Coordinates of B_i, i in 1..q."""
-        i = check_positive_int(i, "i", upper=self.q)
-        return range((i - 1) * self.s, i * self.s)
-
-    @property
-    def common_block(self) -> range:
-        return range(self.q * self.s, self.m)
-
     def query_tokens(self) -> np.ndarray:
         """Bob's tokens x_i = 1_{B_i} + 1_C, shape (q, m)."""
         x = np.zeros((self.q, self.m), dtype=np.int64)
-        for i in range(1, self.q + 1):
-            x[i - 1, list(self.block(i))] = 1
-        x[:, list(self.common_block)] = 1
+        for i in range(self.q):
+            x[i, i * self.s:(i + 1) * self.s] = 1
+        x[:, self.q * self.s:] = 1
         return x
 
-    def check_key_token(self, z, name: str = "key_token") -> np.ndarray:
-        """Check z is a 0/1 token of width m supported inside B_1 u ... u B_q."""
+    def check_key_token(self, z, name: str = "key_token", one: bool = False) -> np.ndarray:
+        """z as a 0/1 token of width m (one of them if `one`) inside B_1 u ... u B_q."""
         z = check_tokens(z, name, min_ndim=1)
+        if one and z.ndim != 1:
+            raise ValueError(f"{name} must be one token of shape (m,), got {z.shape}")
         if z.shape[-1] != self.m:
             raise ValueError(f"{name} must have width m={self.m}, got shape {z.shape}")
         if np.any(z[..., self.q * self.s:]):
@@ -137,7 +119,7 @@ class BlockConstruction:
 
     def representative(self, counts) -> np.ndarray:
         """The key token with the first counts[i] coordinates of each B_i set."""
-        counts = np.asarray(counts)
+        counts = check_array(counts, "counts")
         if counts.shape != (self.q,) or not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(f"counts must be q={self.q} ints, got {counts!r}")
         if np.any(counts < 0) or np.any(counts > self.s):
@@ -147,27 +129,13 @@ class BlockConstruction:
             z[i * self.s: i * self.s + c] = 1
         return z
 
-    def answer_vectors(self, max_vectors: int = MAX_ANSWER_VECTORS):
-        """Every answer vector in {0..s}^q in lexicographic order (refuses above max_vectors)."""
-        total = answer_vector_count(self.q, self.s)
-        if total > check_int(max_vectors, "max_vectors", 1):
-            raise ValueError(
-                f"(s+1)**q = {total} answer vectors for q={self.q}, s={self.s} exceeds "
-                f"max_vectors={max_vectors}; choose q*log2(s+1) <= {max_vectors.bit_length() - 1}"
-            )
-        return itertools.product(range(self.s + 1), repeat=self.q)
-
     def all_key_tokens(self, max_tokens: int = MAX_KEY_TOKENS) -> np.ndarray:
-        """Every key token z inside the blocks, 2**(q*s) of them, shape (2**(q*s), m).
-
-        Refuses (ValueError) when 2**(q*s) > max_tokens, i.e. q*s > 16 by default.
-        """
+        """Every key token z inside the blocks: shape (2**(q*s), m), at most max_tokens."""
         qs = self.q * self.s
         if 2**qs > check_int(max_tokens, "max_tokens", 1):
             raise ValueError(
                 f"enumerating all key tokens needs 2**(q*s) = 2**{qs} tokens, above "
-                f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}"
-            )
+                f"max_tokens={max_tokens}; choose q*s <= {max_tokens.bit_length() - 1}")
         codes = np.arange(2**qs, dtype=np.int64)
         inside = (codes[:, None] >> np.arange(qs - 1, -1, -1)) & 1
         return np.concatenate([inside, np.zeros((2**qs, self.s + 1), np.int64)], axis=1)
@@ -187,8 +155,8 @@ def enumerate_answer_vectors(construction: BlockConstruction,
 
 class TranscriptModel(abc.ABC):
     """A deterministic model whose only channel from Alice's key token to Bob's positions is
-    a transcript: `length` symbols in range(alphabet_size). Bob's outputs (one real number per
-    query) are a function of the transcript alone: outputs(z) = read(transcript(z))."""
+    a transcript of `length` symbols in range(alphabet_size) (``def-transcript-model``):
+    Bob's q outputs are outputs(z) = read(transcript(z))."""
 
     construction: BlockConstruction
 
@@ -201,12 +169,10 @@ class TranscriptModel(abc.ABC):
     def length(self) -> int: ...
 
     @abc.abstractmethod
-    def transcript(self, key_token) -> tuple[int, ...]:
-        """Everything Bob's positions receive from Alice, for one key token of shape (m,)."""
+    def transcript(self, key_token) -> tuple[int, ...]: ...
 
     @abc.abstractmethod
-    def read(self, transcript) -> np.ndarray:
-        """Bob's q outputs computed from the transcript (and Bob's fixed tokens) only."""
+    def read(self, transcript) -> np.ndarray: ...
 
     def outputs(self, key_token) -> np.ndarray:
         return self.read(self.transcript(key_token))
@@ -215,10 +181,6 @@ class TranscriptModel(abc.ABC):
         """alphabet_size ** length: no more distinct transcripts can occur."""
         return self.alphabet_size ** self.length
 
-    def transcript_bits(self) -> float:
-        """length * log2(alphabet_size)."""
-        return self.length * math.log2(self.alphabet_size)
-
     def below_bound(self) -> bool:
         """True when alphabet_size**length < (s+1)**q, so no such model can be exact."""
         c = self.construction
@@ -226,8 +188,7 @@ class TranscriptModel(abc.ABC):
 
 
 def check_transcript(model: TranscriptModel, transcript) -> tuple[int, ...]:
-    """Check a transcript has `length` symbols, each an int in range(alphabet_size)."""
-    check_instance(model, "model", TranscriptModel)
+    """A transcript of `length` symbols, each an int in range(alphabet_size), as a tuple."""
     if isinstance(transcript, (str, bytes)) or not hasattr(transcript, "__iter__"):
         raise TypeError(f"transcript must be a sequence of ints, got {type(transcript).__name__}")
     # at most length + 1 symbols are read: a huge or endless iterable is refused, not consumed
@@ -244,11 +205,6 @@ def count_transcripts(model: TranscriptModel, key_tokens) -> int:
     if z.ndim != 2:
         raise ValueError(f"key_tokens must have shape (N, m), got {z.shape}")
     return len({model.transcript(row) for row in z})
-
-
-def _rounded_answers(outputs: np.ndarray) -> np.ndarray:
-    """Integer answers read off real outputs by rounding (exact means error < 1/2)."""
-    return np.floor(np.asarray(outputs, dtype=np.float64) + 0.5).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -270,12 +226,8 @@ class Collision:
 
 def find_collision(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
     """Pigeonhole search: one representative key token per answer vector, hashed by transcript;
-    return the first :class:`Collision` (two answer vectors, one transcript), else None.
-
-    When the model is below the bound (alphabet_size**length < (s+1)**q) a collision must
-    exist among the first alphabet_size**length + 1 representatives, and RuntimeError is raised
-    if none is found (that would mean the model is not a transcript model).
-    """
+    the first :class:`Collision` (two answer vectors, one transcript), else None. Below the
+    bound one must occur among the first alphabet_size**length + 1 (else RuntimeError)."""
     c = check_instance(model, "model", TranscriptModel).construction
     max_vectors = check_int(max_vectors, "max_vectors", 1)
     guaranteed = model.below_bound()
@@ -311,9 +263,9 @@ def _reevaluate(model: TranscriptModel, counts_a, counts_b) -> Collision:
     if answers[0] == answers[1]:
         raise RuntimeError("the colliding inputs have the same answers")
     errors = tuple(float(np.max(np.abs(outputs[0] - np.array(a)))) for a in answers)
+    predicted = tuple(np.floor(outputs[0] + 0.5).astype(np.int64).tolist())  # rounding
     return Collision(key_tokens=z, transcript=transcripts[0], answers=tuple(answers),
-                     outputs=outputs[0], predicted=tuple(_rounded_answers(outputs[0]).tolist()),
-                     errors=errors)
+                     outputs=outputs[0], predicted=predicted, errors=errors)
 
 
 # ----------------------------------------------------------------------- the tight encoder
@@ -364,9 +316,8 @@ class OneBitShortEncoder(TightEncoder):
 
 
 def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS) -> int:
-    """Check the model is exact (every output within < 1/2 of its target) on every key token;
-    return how many key tokens were checked. Raises AssertionError at the first failure.
-    """
+    """The number of key tokens checked after checking the model exact (every output within
+    < 1/2 of its target) on every one; AssertionError at the first failure."""
     c = check_instance(model, "model", TranscriptModel).construction
     tokens = c.all_key_tokens(max_tokens)
     targets = c.answers(tokens)
@@ -395,15 +346,10 @@ def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int
 
 def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
     """A collision in which the model is *right* on the first input and therefore wrong on the
-    second: two key tokens (one representative per answer vector) with one transcript,
-    different answers, error < 1/2 on the first. None if no transcript class holds both an
-    input the model gets right and an input with another answer.
-
-    Within one transcript class the outputs are one vector, so at most one answer vector of
-    the class can be within 1/2 of it. If the model is right on as many answer vectors as it
-    uses transcripts, every class holds a right one, and below the bound some class holds two
-    answer vectors: then this search cannot return None.
-    """
+    second (``cor-forced-error``), or None if no transcript class holds both a right input and
+    one with another answer. A class has one output vector, so at most one of its answer
+    vectors is right; a model right on as many answer vectors as it uses transcripts, below
+    the bound, always gets one."""
     c = check_instance(model, "model", TranscriptModel).construction
     if answer_vector_count(c.q, c.s) > check_int(max_vectors, "max_vectors", 1):
         raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "

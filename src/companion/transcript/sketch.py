@@ -1,24 +1,12 @@
 """A b-bit quantised kernel-attention network: the concrete finite-alphabet channel of Theorem G.
 
-L layers of H kernel-attention heads of feature rank r and value width d on the block
-construction's sequence (z, x_1, ..., x_q). Per head per layer, Alice's key token contributes
-the sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)) with r*d + r entries; each entry is
-quantised to b bits (2**b levels) and that code is all Bob's queries learn of Alice in that
-head and layer. Bob adds the exact sketch of his own tokens, so a query x reads
-o = phi_Q(x)^T (S_B + S_A~) / phi_Q(x)^T (u_B + u_A~). The transcript is the L*H*r*(d+1)
-codes, alphabet {0, .., 2**b - 1}: 2**(L H r (d+1) b) transcripts at most.
-
-Alice's own position attends to everything at full precision: information flowing from Bob
-to Alice is not limited, because with Bob's tokens fixed it adds no new possibilities.
-
-Features phi = exp(tanh(W h)) lie in [1/e, e] (positive, so every denominator is > 0) and
-values tanh(W h) in [-1, 1], which fixes the quantisation ranges: S entries in [-e, e], u
-entries in [1/e, e]. Weights are seeded Gaussians; residual updates h <- h + W_o [o_1..o_H];
-Bob's outputs y_i = <a, h_i> + c. The weights are arbitrary on purpose: Theorem G is about
-every such model, whatever its weights.
-
-:class:`CountingSketchModel` is a designed model on the same channel that is right on one
-answer vector per transcript it uses.
+L layers of H kernel-attention heads (feature rank r, value width d) on the block
+construction's sequence (z, x_1, ..., x_q). Per head and layer Alice's token contributes the
+sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)), each of its r*(d+1) entries quantised to
+b bits: that code is all Bob's queries learn of Alice, who herself sees everything exactly.
+Features exp(tanh(W h)) lie in [1/e, e] and values tanh(W h) in [-1, 1], which fixes the
+quantisation ranges; the weights are seeded Gaussians, arbitrary on purpose (Theorem G holds
+for every weight). :class:`CountingSketchModel` is a designed model on the same channel.
 
 Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``, ``cor-forced-error``).
 """
@@ -29,39 +17,25 @@ import math
 
 import numpy as np
 
-from companion.checks import check_array, check_float, check_instance, check_int, check_positive_int
+from companion.checks import check_instance, check_int, check_positive_int
 from companion.transcript.bound import BlockConstruction, TranscriptModel, check_transcript
+
+__all__ = ["QuantisedSketchModel", "CountingSketchModel"]
 
 #: Largest number of bits per sketch entry (float64 resolves about 2**52 levels).
 MAX_BITS = 30
 
 
-def quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
+def _quantise(values, lo: float, hi: float, bits: int) -> np.ndarray:
     """Codes in {0..2**bits-1} of the nearest of 2**bits evenly spaced levels in [lo, hi]."""
-    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
     steps = 2**bits - 1
-    values = check_array(values, "values").astype(np.float64)
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values must be finite (NaN or infinity has no code)")
-    codes = np.rint((values - lo) / (hi - lo) * steps)
+    codes = np.rint((np.asarray(values, dtype=np.float64) - lo) / (hi - lo) * steps)
     return np.clip(codes, 0, steps).astype(np.int64)
 
 
-def dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
+def _dequantise(codes, lo: float, hi: float, bits: int) -> np.ndarray:
     """The levels lo + code*(hi - lo)/(2**bits - 1) of the given codes."""
-    bits = check_positive_int(bits, "bits", upper=MAX_BITS)
-    lo, hi = check_float(lo, "lo"), check_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"quantisation range needs lo < hi, got lo={lo}, hi={hi}")
-    codes = check_array(codes, "codes")
-    if codes.dtype == np.bool_ or not np.issubdtype(codes.dtype, np.integer):
-        raise TypeError(f"codes must be an int array, got dtype {codes.dtype}")
-    if codes.size and (codes.min() < 0 or codes.max() > 2**bits - 1):
-        raise ValueError(f"codes must lie in 0..2**bits - 1 = {2**bits - 1}")
-    return lo + codes.astype(np.float64) * ((hi - lo) / (2**bits - 1))
+    return lo + np.asarray(codes).astype(np.float64) * ((hi - lo) / (2**bits - 1))
 
 
 S_RANGE = (-math.e, math.e)
@@ -116,10 +90,6 @@ class QuantisedSketchModel(TranscriptModel):
         """L*H*r*(d+1) quantised sketch entries."""
         return self.layers * self.heads * self.rank * (self.value_dim + 1)
 
-    @property
-    def _entries_per_head(self) -> int:
-        return self.rank * (self.value_dim + 1)
-
     def _bob_head(self, p, h_bob, s_alice, u_alice):
         """Bob's queries in one head: exact own sketch plus Alice's dequantised one."""
         k_bob = _features(p["k"], h_bob)                      # (q, r)
@@ -132,14 +102,12 @@ class QuantisedSketchModel(TranscriptModel):
         """Dequantised (S_A~, u_A~) of one head from its r*d + r codes."""
         r, d = self.rank, self.value_dim
         codes = np.asarray(codes, dtype=np.int64)
-        return (dequantise(codes[: r * d].reshape(r, d), *S_RANGE, self.bits),
-                dequantise(codes[r * d:], *U_RANGE, self.bits))
+        return (_dequantise(codes[: r * d].reshape(r, d), *S_RANGE, self.bits),
+                _dequantise(codes[r * d:], *U_RANGE, self.bits))
 
     def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
         """The whole network on (z, x_1..x_q): Bob's outputs (q,) and the transcript."""
-        z = self.construction.check_key_token(key_token)
-        if z.ndim != 1:
-            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
+        z = self.construction.check_key_token(key_token, one=True)
         h_alice, h_bob = z.astype(np.float64), self._bob_tokens.copy()
         codes: list[int] = []
         for layer in range(self.layers):
@@ -148,8 +116,8 @@ class QuantisedSketchModel(TranscriptModel):
                 k_alice = _features(p["k"], h_alice)                  # (r,)
                 v_alice = np.tanh(p["v"] @ h_alice)                   # (d,)
                 s_alice = np.outer(k_alice, v_alice)
-                head_codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits).ravel(),
-                                             quantise(k_alice, *U_RANGE, self.bits)])
+                head_codes = np.concatenate([_quantise(s_alice, *S_RANGE, self.bits).ravel(),
+                                             _quantise(k_alice, *U_RANGE, self.bits)])
                 codes.extend(head_codes.tolist())
                 o, s_bob, u_bob = self._bob_head(p, h_bob, *self._split(head_codes))
                 o_bob.append(o)
@@ -166,7 +134,7 @@ class QuantisedSketchModel(TranscriptModel):
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript alone: Alice's token is never touched."""
         codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
-        per_head = self._entries_per_head
+        per_head = self.rank * (self.value_dim + 1)
         h_bob = self._bob_tokens.copy()
         for layer in range(self.layers):
             o_bob = []
@@ -189,28 +157,18 @@ class QuantisedSketchModel(TranscriptModel):
 
 class CountingSketchModel(TranscriptModel):
     """A one-head, rank-1, b-bit quantised NKA sketch *designed* to be exact on as many answer
-    vectors as it has transcripts: the strongest a model with this channel can be.
-
-    Every feature is 1 (phi_Q = phi_K = 1, so u_A = 1 always sends the same code). Alice's
-    value v_k(z) (k = 1..d) is the quantisation level of min(|z n B_k|, 2**b - 1) on S_RANGE,
-    so S_A = v travels through the b-bit channel losslessly; Bob's keys have value 0. Query
-    i <= d reads o_i = S~_A / (q + u~_A) and the affine readout turns entry i back into the
-    count; queries i > d output 0. The model is exact exactly on the answer vectors with
-    c_k <= 2**b - 1 for k <= d and c_k = 0 for k > d, min(s+1, 2**b)**d of them, and these
-    are in one-to-one correspondence with the transcripts it uses.
-    """
+    vectors as it has transcripts (min(s+1, 2**b)**d): every feature is 1, Alice's value v_k(z)
+    (k <= d) is the level of min(|z n B_k|, 2**b - 1), so it crosses the channel losslessly,
+    and query i <= d turns entry i of o back into the count (queries i > d output 0)."""
 
     def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
-        if not isinstance(construction, BlockConstruction):
-            raise TypeError("construction must be a BlockConstruction, "
-                            f"got {type(construction).__name__}")
-        self.construction = construction
+        self.construction = check_instance(construction, "construction", BlockConstruction)
         self.value_dim = check_positive_int(value_dim, "value_dim", upper=construction.q)
         self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
         self.rank = 1
         self._steps = 2**self.bits - 1
         # the dequantised level Bob receives for u_A = phi_K(z) = 1; the same for every z
-        self._u_level = float(dequantise(quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
+        self._u_level = float(_dequantise(_quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
                                          self.bits))
 
     @property
@@ -229,7 +187,7 @@ class CountingSketchModel(TranscriptModel):
         if np.any(token[c.q * c.s:]):
             return np.zeros(self.value_dim)
         counts = c.block_counts(token)[: self.value_dim]
-        return dequantise(np.minimum(counts, self._steps), *S_RANGE, self.bits)
+        return _dequantise(np.minimum(counts, self._steps), *S_RANGE, self.bits)
 
     def _readout(self, x) -> tuple[np.ndarray, float]:
         """Query-dependent affine readout (a(x), b(x)): the query covering B_k with k <= d
@@ -244,41 +202,24 @@ class CountingSketchModel(TranscriptModel):
         return a, -lo * self._steps / (hi - lo)
 
     def forward(self, key_token) -> tuple[np.ndarray, tuple[int, ...]]:
-        """The head on the sequence (z, x_1..x_q): Bob's outputs (q,) and the transcript.
-
-        Alice's sketch (S_A, u_A) = (phi_K(z) v(z)^T, phi_K(z)) reaches Bob only as its b-bit
-        codes; Bob's own sketch is exact; all features are 1."""
-        z = self.construction.check_key_token(key_token)
-        if z.ndim != 1:
-            raise ValueError(f"key_token must be one token of shape (m,), got {z.shape}")
-        seq = self.construction.sequence(z)
-        s_alice, u_alice = 1.0 * self._value(seq[0]), np.array([1.0])  # phi_K = 1
-        codes = np.concatenate([quantise(s_alice, *S_RANGE, self.bits),
-                                quantise(u_alice, *U_RANGE, self.bits)])
-        s_tilde = dequantise(codes[: self.value_dim], *S_RANGE, self.bits)
-        u_tilde = float(dequantise(codes[self.value_dim], *U_RANGE, self.bits))
-        s_bob = sum(1.0 * self._value(x) for x in seq[1:])
-        u_bob = float(len(seq) - 1)
-        outputs = np.empty(self.construction.q)
-        for i, x in enumerate(seq[1:]):
-            o = (s_bob + s_tilde) / (u_bob + u_tilde)  # phi_Q(x) = 1 cancels
-            a, b = self._readout(x)
-            outputs[i] = a @ o + b
-        return outputs, tuple(int(cd) for cd in codes)
+        """Bob's outputs (q,) and the transcript: Alice's sketch (S_A, u_A) = (v(z), 1) reaches
+        Bob only as its b-bit codes, from which and his own exact sketch his queries (all
+        features 1) read the head's output."""
+        z = self.construction.check_key_token(key_token, one=True)
+        codes = np.concatenate([_quantise(self._value(z), *S_RANGE, self.bits),
+                                _quantise(np.array([1.0]), *U_RANGE, self.bits)])
+        codes = tuple(int(cd) for cd in codes)
+        return self.read(codes), codes
 
     def transcript(self, key_token) -> tuple[int, ...]:
         return self.forward(key_token)[1]
-
-    def outputs(self, key_token) -> np.ndarray:
-        """The head's outputs (forward pass), which equal read(transcript(z))."""
-        return self.forward(key_token)[0]
 
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript and his own tokens only."""
         codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
         d, bob = self.value_dim, self.construction.query_tokens()
-        s_tilde = dequantise(codes[:d], *S_RANGE, self.bits)
-        u_tilde = float(dequantise(codes[d], *U_RANGE, self.bits))
+        s_tilde = _dequantise(codes[:d], *S_RANGE, self.bits)
+        u_tilde = float(_dequantise(codes[d], *U_RANGE, self.bits))
         s_bob = sum(1.0 * self._value(x) for x in bob)
         o = (s_bob + s_tilde) / (len(bob) + u_tilde)
         return np.array([a @ o + b for a, b in map(self._readout, bob)])
