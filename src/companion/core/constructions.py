@@ -1,17 +1,12 @@
 """Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
 
-* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head`,
-  Theorem A's rank-1 head, and its exact worst case at length 3.
-* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (any NKA head
-  given by tables over the 2**m tokens, position by position), :func:`softmax_kernel_head`
-  and :func:`balanced_link_head`, the rank-1 head that meets Lemma B with equality.
-* Chapter 3 (``thm-exponential-rank``): the exact heads on a witness family F(S) --
-  :func:`indicator_head` (one feature per key token), :func:`query_indicator_head` (one per
-  query) and :func:`spread_query_head` (|S| - 1 features).
-* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`, Proposition F's head.
-
-Random probe heads live in :mod:`companion.bounds.random_heads`; trained heads in
-:mod:`companion.experiments`.
+* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head` and its
+  worst inputs at length 3.
+* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (tables over
+  the 2**m tokens), :func:`softmax_kernel_head` and :func:`balanced_link_head`.
+* Chapter 3 (``thm-exponential-rank``): exact heads on a witness family F(S),
+  :func:`indicator_head`, :func:`query_indicator_head` and :func:`spread_query_head`.
+* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ import numpy as np
 from companion.bounds.gap_domination import min_error_for_ratio
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
-    check_array,
     check_beta,
     check_fraction,
     check_instance,
@@ -35,6 +29,10 @@ from companion.checks import (
 )
 from companion.core.attention import KernelAttentionHead, SoftmaxAttentionHead
 from companion.core.task import all_tokens, check_convention, query_index
+
+__all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_ip_head",
+           "softmax_kernel_head", "balanced_link_head", "indicator_head",
+           "query_indicator_head", "spread_query_head"]
 
 #: Largest token width for lookup-table heads (tables have 2**m rows per position).
 MAX_TABLE_WIDTH = 12
@@ -89,40 +87,24 @@ def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
 
 def lookup_head(query_features, key_features, values, readout_weights,
                 readout_bias) -> KernelAttentionHead:
-    """An NKA head given by tables over the 2**m tokens (row = token's binary code).
-
-    query_features (2**m, r) >= 0; key_features (n, 2**m, r) >= 0 and values (n, 2**m, d)
-    per position p < n; readout_weights (2**m, d); readout_bias (2**m,). Object-dtype tables
-    of Python ints or Fractions give an exact head.
-    """
-    qf, kf, vals, a, b = (check_array(t, name, allow_object=True) for t, name in (
-        (query_features, "query_features"), (key_features, "key_features"), (values, "values"),
-        (readout_weights, "readout_weights"), (readout_bias, "readout_bias")))
-    if qf.ndim != 2:
-        raise ValueError(f"query_features must have shape (2**m, r), got {qf.shape}")
-    size, rank = qf.shape
-    m = int(size).bit_length() - 1
-    if size < 2 or 2**m != size or m > MAX_TABLE_WIDTH:
-        raise ValueError(f"query_features must have 2**m rows with 1 <= m <= {MAX_TABLE_WIDTH}, "
-                         f"got {size}")
-    if kf.ndim != 3 or kf.shape[1:] != (size, rank):
-        raise ValueError(f"key_features must have shape (n, {size}, {rank}), got {kf.shape}")
-    n = kf.shape[0]
-    if vals.ndim != 3 or vals.shape[:2] != (n, size):
-        raise ValueError(f"values must have shape ({n}, {size}, d), got {vals.shape}")
-    if a.shape != (size, vals.shape[2]) or b.shape != (size,):
-        raise ValueError(f"readout tables must have shapes ({size}, {vals.shape[2]}) and ({size},)")
+    """An NKA head given by tables over the 2**m tokens (row = token's binary code):
+    query_features (2**m, r), key_features (n, 2**m, r) and values (n, 2**m, d) per position,
+    readout_weights (2**m, d), readout_bias (2**m,); object tables of ints or Fractions give
+    an exact head."""
+    qf, kf, vals, a, b = (np.asarray(t) for t in (query_features, key_features, values,
+                                                   readout_weights, readout_bias))
+    m, n = len(qf).bit_length() - 1, len(kf)
     if np.any(qf < 0) or np.any(kf < 0):
         raise ValueError("query_features and key_features must be nonnegative (alpha >= 0)")
 
-    def at_position(table, p):
+    def at(table, p):
         return table[check_int(p, "position p", 0, n - 1)]
 
     return KernelAttentionHead(
-        rank=int(rank),
+        rank=qf.shape[1],
         query_features=lambda x: qf[_codes(x, m)],
-        key_features=lambda z, p: at_position(kf, p)[_codes(z, m)],
-        values=lambda z, p: at_position(vals, p)[_codes(z, m)],
+        key_features=lambda z, p: at(kf, p)[_codes(z, m)],
+        values=lambda z, p: at(vals, p)[_codes(z, m)],
         readout_weights=lambda x: a[_codes(x, m)],
         readout_bias=lambda x: b[_codes(x, m)],
     )
@@ -144,12 +126,10 @@ def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
 
 def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
                        convention: str = "bidirectional") -> KernelAttentionHead:
-    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z,
-    1 on every other key, 0 on the query's own slot; scores <x,z> - shift.
-
-    With shift = None it takes the balanced shift l g / (2 (ratio + l)) (k = 1), which makes
-    the pure and the mixed errors equal, so its error is exactly Lemma B's minimum
-    :func:`min_error_for_ratio`. Ratio and shift may be Fractions (exact head).
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z, 1 on
+    every other key, 0 on the query's own slot; scores <x,z> - shift. shift = None: the
+    balanced shift, whose error is exactly Lemma B's minimum :func:`min_error_for_ratio`.
+    Ratio and shift may be Fractions (exact head).
     """
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
@@ -200,6 +180,7 @@ def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
         if col is not None:
             view[row, col] = 1
     return out
+
 
 def _family_and_base(family, base) -> tuple[int, int, int]:
     """(n, query position, base) for the indicator heads; base > n - 2 keeps every error < 1/2."""
@@ -273,15 +254,9 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
                       tau=Fraction(1, 10**4)) -> KernelAttentionHead:
     """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
-    one, and the remaining query s spread evenly over all of them.
-
-    Scores are shifted down by delta = 1/2 - eta (readout <x, o> - delta), so a link of gap g
-    only needs a weight ratio above l (g - 1 + eta)/(1 - eta) (l = n - 2), just above the
-    gap-domination factor. Query k's own column puts weight 1 on its complement, the product
-    of 1/A along its ladders on chain keys, tau on single-link keys and c on complement(s);
-    the spread query sees the column sums. c must satisfy
-    (|S|-1) c > A(G) * (column sum of every other key of s) and c < 1/A(G_ks); raises
-    ValueError if no such c (or no query s whose ladders are all single links) exists.
+    one, s, spread over all of them. Scores shift down by delta = 1/2 - eta, so a link of gap
+    g needs a weight ratio above l (g - 1 + eta)/(1 - eta); raises ValueError if no spread
+    weight c, or no query s whose ladders are all single links, exists.
     """
     check_instance(family, "family", WitnessFamily)
     eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
@@ -361,37 +336,12 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
         values=lambda z, p: np.asarray(z, dtype=np.int64),
         readout_weights=lambda x: np.asarray(x, dtype=np.int64),
         readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))
-# --- Theorem A's head at length 3: the exact worst case ------------------------------------
-#
-# With uniform weights over (x, z, z') the head returns y = (2a + 2b - w)/3, where w = |x|,
-# a = <x, z>, b = <x, z'>, and the target is min(a, b). With a <= b <= w <= m the error is
-# y - t = (2b - a - w)/3, which lies in [-(w - a)/3, (b - a)/3] and so in [-m/3, m/3].
-
-
-def rank_one_length_three_error(w: int, a: int, b: int) -> Fraction:
-    """y - t of the rank-1 head on a length-3 input with |x| = w and key overlaps a, b:
-    (2a + 2b - w)/3 - min(a, b), exactly. Requires 0 <= a, b <= w."""
-    for name, v in (("w", w), ("a", a), ("b", b)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if not (0 <= a <= w and 0 <= b <= w):
-        raise ValueError(f"overlaps must satisfy 0 <= a, b <= w = |x|, got w={w}, a={a}, b={b}")
-    return Fraction(2 * int(a) + 2 * int(b) - int(w), 3) - min(int(a), int(b))
-
-
-def rank_one_length_three_max_error(m: int) -> Fraction:
-    """m/3: the rank-1 head's largest |y - t| over all length-3 inputs on {0,1}^m (proved:
-    |2b - a - w| <= m whenever 0 <= a <= b <= w <= m)."""
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m (token width) must be an int >= 1, got {m!r}")
-    return Fraction(int(m), 3)
 
 
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
-    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3:
-    (1^m, 0, 1^m) and (1^m, 1^m, 0), overshooting by m/3, and (1^m, 0, 0), undershooting.
-    Shape (3, 3, m); the proof shows there are no others. Limit: m <= 10**6."""
-    rank_one_length_three_max_error(m)  # validates m
+    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3,
+    its maximum (``prop-rank-one-length-three``): (1^m, 0, 1^m) and (1^m, 1^m, 0) overshoot,
+    (1^m, 0, 0) undershoots. Shape (3, 3, m); m <= 10**6."""
     m = check_int(m, "m (token width)", 1, 10**6)
     one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

@@ -1,10 +1,8 @@
 """From factors of an admissible ratio matrix to an explicit exact head (Chapter 3,
-{prf:ref}`prop-sandwich-matrix-problem` (ii)).
-
-Intermediate ladder keys become scaled copies of the bottom key (or, when shared by several
-queries, exact nonnegative combinations of their bottom keys); the query's own position
-carries weight only in rows with zeros; biases centre each query's exact error range. Every
-head is checked in exact rational arithmetic before it is returned.
+{prf:ref}`prop-sandwich-matrix-problem` (ii)): intermediate ladder keys become scaled copies
+of the bottom key (or, when shared, exact combinations of the sharers' bottom keys), the
+query's own position carries weight only in rows with zeros, and biases centre each query's
+exact error range. Every head is checked exactly before it is returned.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import numpy as np
 
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_fraction, check_instance
+from companion.checks import check_fraction
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import solve
 from companion.sandwich.matrix import (
@@ -28,6 +26,8 @@ from companion.sandwich.matrix import (
     ratio_bounds,
     ratio_matrix_of_factors,
 )
+
+__all__ = ["build_exact_head"]
 
 # --------------------------------------------------------------------------- factors -> head
 
@@ -60,16 +60,6 @@ class ExactHead:
         tables += [np.asarray(v, dtype=object) for v in self.key_features.values()]
         return all(v >= 0 for t in tables for v in t)
 
-    def kernel_table(self) -> np.ndarray:
-        """alpha(S[x], z) at key positions for every query x and key token: (N, T) Fractions."""
-        ids = sorted(self.key_features)
-        out = np.empty((len(self.query_features), len(ids)), dtype=object)
-        for x, q in enumerate(self.query_features):
-            for c, t in enumerate(ids):
-                out[x, c] = sum((a * b for a, b in zip(q, self.key_features[t], strict=True)),
-                                Fraction(0))
-        return out
-
     def to_kernel_head(self) -> KernelAttentionHead:
         """The same head as a :class:`KernelAttentionHead` (exact object arrays); tokens
         outside the family get zero features."""
@@ -77,38 +67,12 @@ class ExactHead:
                                      self.self_features, self.self_value_scale, self.bias)
 
 
-def _safe_shape(table):
-    """np.shape, or None for ragged nested lists (where numpy raises)."""
-    try:
-        return np.shape(table)
-    except ValueError:
-        return None
-
-
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
     from lookup tables keyed by token (see :class:`ExactHead`)."""
-    family = check_instance(family, "family", WitnessFamily)
     S = np.asarray(family.S, dtype=np.int64)
-    query_features = exact_factor(query_features, "query_features", len(S))
-    self_features = exact_factor(self_features, "self_features", len(S))
     r, q = query_features.shape[1], family.query_position
-    if self_features.shape != query_features.shape:
-        raise ValueError(f"self_features must have the shape of query_features "
-                         f"{query_features.shape}, got {self_features.shape}")
-    for name, table in (("self_value_scale", self_value_scale), ("bias", bias)):
-        shape = _safe_shape(table)
-        if shape != (len(S),) or not all(
-                isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
-                for v in np.asarray(table, dtype=object)):
-            raise ValueError(f"{name} must hold |S| = {len(S)} ints or Fractions, got "
-                             f"{type(table).__name__} of shape {shape}")
-    if not isinstance(key_features, dict) or not all(
-            isinstance(t, (int, np.integer)) and 0 <= t < len(family.tokens)
-            and _safe_shape(v) == (r,) for t, v in key_features.items()):
-        raise ValueError(f"key_features must be a dict {{token id: {r} features}} over the "
-                         f"family's {len(family.tokens)} tokens")
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
@@ -202,7 +166,7 @@ def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dic
                 room = min(min(tx - _max_leaf_below(*trees[x], z) / trees[x][0][z][1],
                                1 / trees[x][0][z][1] - tx) for x, tx in zip(X, t, strict=True))
                 delta = room / (2 * len(X))
-                lam = [simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
+                lam = [_simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
                                         v + delta) for v in lam]
                 out[z] = dict(zip(X, lam, strict=True))
                 break
@@ -255,7 +219,7 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
             parent = nodes[z][0]
             up = Fraction(1) if parent is None else tau[parent]
             low = lo(z)
-            tau[z] = simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
+            tau[z] = _simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
             out[(x, z)] = tau[z] / nodes[z][1]
     return out
 
@@ -277,7 +241,7 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
     Q = exact_factor(query_factor, "query_factor", N)
-    K = exact_factor(key_factor, "key_factor", N)
+    K = exact_factor(key_factor, "key_factor", N, Q.shape[1])
     M = ratio_matrix_of_factors(Q, K)
     problems = admissibility_violations(M, bounds)
     if strict and problems:
@@ -369,22 +333,19 @@ def _raw_errors(family, Q, key_features, self_features, self_scale):
     return errors
 
 
-def simplest_between(lo, hi) -> Fraction:
+def _simplest_between(lo, hi) -> Fraction:
     """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
     (continued fractions; keeps the head files short)."""
-    lo, hi = check_fraction(lo, "lo"), check_fraction(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"need lo < hi, got {lo} and {hi}")
     if lo < 0 < hi:
         return Fraction(0)
     if hi <= 0:
-        return -simplest_between(-hi, -lo)
+        return -_simplest_between(-hi, -lo)
     fl = math.floor(lo)
     if fl + 1 < hi:
         return Fraction(fl + 1)
     if lo == fl:
         return fl + Fraction(1, math.floor(1 / (hi - fl)) + 1)
-    return fl + 1 / simplest_between(1 / (hi - fl), 1 / (lo - fl))
+    return fl + 1 / _simplest_between(1 / (hi - fl), 1 / (lo - fl))
 
 
 def _centre_biases(family, Q, key_features, self_features, self_scale):
@@ -399,6 +360,6 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
     for x in range(N):
         centre, half = -(lo[x] + hi[x]) / 2, (hi[x] - lo[x]) / 2
         slack = (Fraction(1, 2) - half) / 4
-        bias[x] = simplest_between(centre - slack, centre + slack) if slack > 0 else centre
+        bias[x] = _simplest_between(centre - slack, centre + slack) if slack > 0 else centre
     max_error = max(max(hi[x] + bias[x], -(lo[x] + bias[x])) for x in range(N))
     return bias, max_error
