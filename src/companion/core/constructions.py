@@ -171,15 +171,30 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
 # ------------------------------------------------------------ exact heads on F(S) (chapter 3)
 
 
-def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
-    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
-    out = np.zeros(tokens.shape[:-1] + (r,), dtype=np.int64)
+def _rows(tokens, row_of, r: int, dtype=object) -> np.ndarray:
+    """row_of(token bytes), r entries, for every token of `tokens`: shape (..., r)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    out = np.zeros(tokens.shape[:-1] + (r,), dtype=dtype)
     view = out.reshape(-1, r)
-    for row, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
-        col = index.get(tok.tobytes())
-        if col is not None:
-            view[row, col] = 1
+    for k, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        view[k] = row_of(tok.tobytes())
     return out
+
+
+def _one_hot(tokens, index: dict, r: int) -> np.ndarray:
+    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
+    eye = np.eye(r, dtype=np.int64)
+    return _rows(tokens, lambda b: eye[index[b]] if b in index else 0, r, np.int64)
+
+
+def _family_head(r: int, query_features, key_features, bias=None) -> KernelAttentionHead:
+    """The heads on F(S): values v(z) = z, readout <x, o> + bias (None: 0)."""
+    return KernelAttentionHead(
+        rank=r, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: (np.zeros(np.shape(x)[:-1], dtype=np.int64) if bias is None
+                                else np.full(np.shape(x)[:-1], bias, dtype=object)))
 
 
 def _family_and_base(family, base) -> tuple[int, int, int]:
@@ -214,11 +229,7 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
         z = np.asarray(z, dtype=np.int64)
         return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
 
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+    return _family_head(r, query_features, key_features)
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
@@ -233,9 +244,6 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
     index = {x.tobytes(): i for i, x in enumerate(S)}
     r = len(S)
 
-    def query_features(x):
-        return _one_hot(np.asarray(x, dtype=np.int64), index, r)
-
     def key_features(z, p):
         z = np.asarray(z, dtype=np.int64)
         ov = z @ S.T
@@ -244,11 +252,7 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
                               for v in ov.ravel()]
         return out
 
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+    return _family_head(r, lambda x: _one_hot(x, index, r), key_features)
 
 
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
@@ -307,35 +311,11 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
     for k in others:
         entry(comp_s, k, c)
     index = {bytes(np.asarray(t, dtype=np.int64).tobytes()): v for t, v in weights.items()}
-    query_col = {S[k].tobytes(): column[k] for k in others}
-    spread_key = S[s].tobytes()
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (N - 1,), dtype=np.int64)
-        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, N - 1)
-        for row, tok in enumerate(flat):
-            b = tok.tobytes()
-            if b == spread_key:
-                view[row, :] = 1
-            elif b in query_col:
-                view[row, query_col[b]] = 1
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        out = np.empty(z.shape[:-1] + (N - 1,), dtype=object)
-        flat, view = z.reshape(-1, z.shape[-1]), out.reshape(-1, N - 1)
-        zero = [Fraction(0)] * (N - 1)
-        for row, tok in enumerate(flat):
-            view[row, :] = zero if p == q else index.get(tok.tobytes(), zero)
-        return out
-
-    return KernelAttentionHead(
-        rank=N - 1, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))
+    eye, zero = np.eye(N - 1, dtype=np.int64), [Fraction(0)] * (N - 1)
+    rows = {S[k].tobytes(): eye[column[k]] for k in others} | {S[s].tobytes(): 1}
+    return _family_head(
+        N - 1, lambda x: _rows(x, lambda b: rows.get(b, 0), N - 1, np.int64),
+        lambda z, p: _rows(z, lambda b: zero if p == q else index.get(b, zero), N - 1), -delta)
 
 
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
