@@ -54,32 +54,19 @@ def _phase_one(M: list[list[Fraction]], rhs: list[Fraction], unit_columns=None):
     cycle) after a run of degenerate pivots."""
     rows, cols = len(M), len(M[0])
     unit_columns = unit_columns or [None] * rows
-    T, basis, artificial = [], [], []
+    artificial = [r for r in range(rows) if unit_columns[r] is None or rhs[r] < 0]
+    basis = list(unit_columns)
+    T = []  # rows with rhs >= 0, then one artificial column per row that needs one
     for r in range(rows):
-        row = list(M[r]) + [rhs[r]]
-        if rhs[r] < 0:
-            row = [-v for v in row]
-        T.append(row)
-    for r in range(rows):
-        j = unit_columns[r]
-        if j is not None and rhs[r] >= 0:
-            basis.append(j)
-        else:
-            basis.append(None)
-            artificial.append(r)
-    # artificial columns appended after the real ones (one per row that needs one)
-    width = cols + len(artificial)
-    for r in range(rows):
-        T[r] = T[r][:-1] + [Fraction(0)] * len(artificial) + [T[r][-1]]
+        sign = -1 if rhs[r] < 0 else 1
+        T.append([sign * v for v in M[r]] + [Fraction(0)] * len(artificial) + [sign * rhs[r]])
     for idx, r in enumerate(artificial):
         T[r][cols + idx] = Fraction(1)
         basis[r] = cols + idx
-    obj = [Fraction(0)] * (width + 1)  # reduced costs of min sum(artificials)
-    for r in artificial:
-        for j in range(width + 1):
-            obj[j] -= T[r][j]
-    for idx in range(len(artificial)):
-        obj[cols + idx] = Fraction(0)
+    width = cols + len(artificial)
+    # reduced costs of min sum(artificials)
+    obj = [Fraction(0) if cols <= j < width else -sum((T[r][j] for r in artificial), Fraction(0))
+           for j in range(width + 1)]
     degenerate = work = 0
     while True:
         candidates = [j for j in range(width) if obj[j] < 0]

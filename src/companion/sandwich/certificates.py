@@ -30,6 +30,7 @@ from companion.sandwich.head_files import (
     parse_rational,
     parse_token,
     rational_str,
+    read_format_file,
     token_str,
     verify_head_file,
     write_json_file,
@@ -102,12 +103,8 @@ def verify_certificate_file(path) -> CertificateReport:
     """Rebuild the family and re-check the certificate from scratch (exact); malformed files
     raise ValueError, wrong claims give passed False with the reasons."""
     path = check_path(path, "path")
-    data = read_json_file(path, "certificate file")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
-    for key in ("family", "c", "value", "rank", "queries", "keys", "ladders"):
-        if key not in data:
-            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    data = read_format_file(path, "certificate file", FORMAT,
+                            ("family", "c", "value", "rank", "queries", "keys", "ladders"))
     family = family_from_spec(data["family"])
     S, n, eps, q = family.S, family.n, family.eps, family.query_position
     N, m = S.shape

@@ -191,13 +191,19 @@ def _vector(values, name: str, r: int) -> list[Fraction]:
     return [parse_rational(v, f"{name}[{i}]") for i, v in enumerate(values)]
 
 
-def _read_head_json(path, fields: tuple) -> dict:
-    data = read_json_file(path, "head file")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
+def read_format_file(path, what: str, fmt: str, fields: tuple) -> dict:
+    """The JSON object of a `what` file of format `fmt` holding `fields`; ValueError else."""
+    data = read_json_file(path, what)
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {fmt!r}")
     for key in fields:
         if key not in data:
             raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    return data
+
+
+def _read_head_json(path, fields: tuple) -> dict:
+    data = read_format_file(path, "head file", FORMAT, fields)
     r = data["rank"]
     if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_FILE_RANK:
         raise ValueError(f"rank must be an int >= 1 (at most {MAX_FILE_RANK}), got {r!r:.40}")

@@ -34,13 +34,10 @@ __all__ = ["build_exact_head"]
 
 @dataclass(frozen=True, eq=False)
 class ExactHead:
-    """An NKA head on F(S) given by tables (all Fractions).
-
-    query_features (N, r): phi_Q(S[x]); key_features {token id: (r,)} at every key position;
-    self_features (N, r): the key map at the query's own position on S[x]; self_value_scale
-    (N,): value mu(x) S[x] at the query's position (v(z) = z at key positions); bias (N,):
-    readout y = <x, o> + bias[x]. max_error: the exact max error this module computed.
-    """
+    """An NKA head on F(S) given by tables (all Fractions): query_features (N, r) phi_Q(S[x]);
+    key_features {token id: (r,)} at key positions; self_features (N, r), the key map at the
+    query's own position on S[x]; self_value_scale (N,), value mu(x) S[x] there; bias (N,),
+    readout y = <x, o> + bias[x]; max_error, the exact max error computed here."""
 
     family: WitnessFamily
     query_features: np.ndarray
@@ -189,14 +186,10 @@ def _max_leaf_below(nodes, leaves, z) -> Fraction:
 
 
 def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
-    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key.
-
-    Along a ladder with link factors c_i, tau(z_i) = t(z_i) prod_{j<=i} c_j must fall
-    strictly from tau = 1 at the bottom key to tau = M[x,y] rho_xy < 1 at complement(y).
-    Parents first, a free key takes the simplest rational in the middle third of
-    (lo, tau(parent)) (tau = 1 at the bottom key), lo the largest tau of the fixed keys and
-    leaves below it; tau then falls strictly along every ladder.
-    """
+    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key: along a
+    ladder tau(z_i) = t(z_i) prod_{j<=i} c_j must fall strictly from 1 at the bottom key to
+    M[x,y] rho_xy < 1 at complement(y); parents first, a free key takes the simplest rational
+    in the middle third of (lo, tau(parent)), lo the largest tau of the keys below it."""
     out = {}
     for x in range(bounds.size):
         nodes, leaves = trees[x]
@@ -226,17 +219,12 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
 
 def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bool = True,
                      self_weight=Fraction(1, 1000)) -> ExactHead:
-    """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact).
-
-    phi_Q(S[x]) = Q_x; phi_K(complement S[y]) = K_y at every key position; an intermediate
-    ladder key z of query x gets t(z) K_x (a scaled copy of the bottom key), one shared by
-    queries X the combination sum_{x in X} lambda_x K_x that puts each t_x(z) inside its
-    window (nonnegative lambda for nonnegative factors); values v(z) = z;
-    readout <x, o> + b(x) with b(x) centring the errors of x's sequences. Rows of M with
-    zeros also get a small self-weight at the query's position with score G_0 (the zeros'
-    common gap). With strict=True, raises ValueError unless M is admissible.
-    self_weight in (0, 1] (shrunk further while a sequence is not exact).
-    """
+    """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact):
+    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys of query x scaled copies
+    t(z) K_x (shared ones: combinations of the sharers' K_x), v(z) = z, readout <x, o> + b(x)
+    with b centring x's errors; rows of M with zeros get a small self-weight (shrunk from
+    self_weight in (0, 1] while needed) with score G_0. strict: ValueError unless M is
+    admissible."""
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size

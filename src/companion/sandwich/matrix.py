@@ -193,14 +193,10 @@ def spread_products(bounds: RatioBounds) -> list[Fraction]:
 
 
 def spread_factors(bounds: RatioBounds, s: int | None = None):
-    """Rank |S| - 1, nonnegative: every query k != s one-hot, query s spread over them.
-
-    M[k,s] = theta u_ks, M[k,y] = tau u_ky (y != k, s), row s proportional to
-    sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. Row s of any admissible M that is a
-    nonnegative combination sum gamma_k M[k,:] of the other rows has gamma_y <= M[s,y] < u_sy,
-    so 1 = M[s,s] < sum u_sk u_ks = P_s: the construction exists iff P_s > 1.
-    Default s: the largest P_s. Returns (Q, K) with r = |S| - 1.
-    """
+    """(Q, K) of rank |S| - 1, nonnegative: every query k != s one-hot, query s (default:
+    the largest P_s) spread over them: M[k,s] = theta u_ks, M[k,y] = tau u_ky, row s
+    proportional to sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. It exists iff P_s > 1
+    (row s of an admissible M that combines the others has 1 = M[s,s] < P_s)."""
     N = check_instance(bounds, "bounds", RatioBounds).size
     P = spread_products(bounds)
     if s is None:
@@ -219,19 +215,10 @@ def spread_factors(bounds: RatioBounds, s: int | None = None):
     tau = Fraction(1, 2 ** max(1, (1 / slack).numerator.bit_length()))
     while not tau < slack:
         tau /= 2
-    Mb = {}
-    for k in others:
-        for y in range(N):
-            Mb[(k, y)] = (Fraction(1) if y == k else theta * u[k, s] if y == s
-                          else tau * u[k, y])
-    col = {k: c for c, k in enumerate(others)}
     Q = np.full((N, N - 1), Fraction(0), dtype=object)
-    for k in others:
-        Q[k, col[k]] = Fraction(1)
-    for k in others:
-        Q[s, col[k]] = u[s, k]
     K = np.empty((N, N - 1), dtype=object)
-    for y in range(N):
-        for k in others:
-            K[y, col[k]] = Mb[(k, y)]
+    for c, k in enumerate(others):
+        Q[k, c], Q[s, c] = Fraction(1), u[s, k]
+        for y in range(N):
+            K[y, c] = Fraction(1) if y == k else theta * u[k, s] if y == s else tau * u[k, y]
     return Q, K
