@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from numbers import Rational
 
@@ -21,6 +20,7 @@ from companion.bounds.gap_domination import min_error_for_ratio
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
     check_beta,
+    check_float,
     check_fraction,
     check_instance,
     check_int,
@@ -34,10 +34,9 @@ __all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_i
            "softmax_kernel_head", "balanced_link_head", "indicator_head",
            "query_indicator_head", "spread_query_head"]
 
-#: Largest token width for lookup-table heads (tables have 2**m rows per position).
+#: Largest token width of lookup-table heads (2**m rows per position) and largest key table
+#: n x 2**m x 2**m of :func:`softmax_kernel_head` (2**24 float64 entries, 128 MB).
 MAX_TABLE_WIDTH = 12
-#: Largest key table n x 2**m x rank of :func:`softmax_kernel_head` (rank 2**m): 2**24
-#: float64 entries, 128 MB.
 MAX_KEY_TABLE = 2**24
 
 
@@ -46,10 +45,8 @@ def _ones(x):
 
 
 def rank_one_head() -> KernelAttentionHead:
-    """Theorem A: uniform attention (phi = 1), v(z) = z, a(x) = 2x, b(x) = -|x|.
-
-    Exact Min-IP at lengths 1 and 2 for every width m: y = <x, x + z> - |x| = <x, z>.
-    """
+    """Theorem A: uniform attention (phi = 1), v(z) = z, a(x) = 2x, b(x) = -|x|; exact at
+    lengths 1 and 2 for every width m: y = <x, x + z> - |x| = <x, z>."""
     return KernelAttentionHead(
         rank=1,
         query_features=_ones,
@@ -61,10 +58,8 @@ def rank_one_head() -> KernelAttentionHead:
 
 
 def softmax_min_ip_head(beta: float) -> SoftmaxAttentionHead:
-    """Proposition F: scores <-beta x, z> in R^m, v(z) = z, readout y = <x, o>.
-
-    Attention concentrates on the tokens of least overlap with the query; error <= (n-1)e^-beta.
-    """
+    """Proposition F: scores <-beta x, z> in R^m, v(z) = z, readout y = <x, o>; error <=
+    (n-1) e^-beta (attention concentrates on the tokens of least overlap with the query)."""
     beta = check_beta(beta)
     return SoftmaxAttentionHead(
         query_map=lambda x: -beta * np.asarray(x, dtype=np.float64),
@@ -140,10 +135,8 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     if g < 1:
         raise ValueError(f"need <x,z> < <x,z'> (gap g >= 1), got gap {g}")
     exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
-    if not exact and not (isinstance(ratio, (float, np.floating)) and math.isfinite(ratio)):
-        raise TypeError(f"ratio must be a Fraction/int or a finite float, got {ratio!r}")
-    if ratio <= 0:
-        raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
+    ratio = (check_fraction if exact else check_float)(ratio, "ratio (D(z)/D(z'))", 0,
+                                                        low_open=True)
     if shift is None:
         shift = min_error_for_ratio(ratio, g, n, 1)
     q = query_index(n, convention)
@@ -206,12 +199,9 @@ def _family_and_base(family, base) -> tuple[int, int, int]:
 
 
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """The trivial exact realisation: one indicator feature per distinct key token.
-
-    phi_K(z) = e_z at key positions and 0 at the query's own position; phi_Q(x)_z =
-    base^-<x,z>, v(z) = z, readout <x, o>. Error on a mixed sequence with gap g is
-    (n-2) g / (base^g + n - 2) < 1/2 for base > n - 2; pure sequences are exact.
-    """
+    """The trivial exact realisation, one indicator feature per key token: phi_K(z) = e_z at
+    key positions (0 at the query's), phi_Q(x)_z = base^-<x,z>, v(z) = z, readout <x, o>;
+    error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
@@ -233,12 +223,9 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """An exact realisation of rank |S|: one indicator feature per query of S.
-
-    phi_Q(x) = e_x and phi_K(z)_x = base^-<x,z> at key positions (0 at the query's own
-    position): the same kernel as :func:`indicator_head`, so the same error on F(S). Any
-    nonnegative kernel table on the |S| queries is realisable this way.
-    """
+    """An exact realisation of rank |S|, one indicator feature per query: phi_Q(x) = e_x,
+    phi_K(z)_x = base^-<x,z> at key positions (0 at the query's), the kernel (and error) of
+    :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
     index = {x.tobytes(): i for i, x in enumerate(S)}

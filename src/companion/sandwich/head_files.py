@@ -22,7 +22,7 @@ from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import check_instance, check_int, check_mapping, check_path, read_json_file
 from companion.core.attention import kernel_attention, kernel_weights
 from companion.core.exact import exact_max_error
-from companion.sandwich.heads import ExactHead, tables_to_kernel_head
+from companion.sandwich.heads import ExactHead, all_nonnegative, tables_to_kernel_head
 from companion.sandwich.matrix import exact_rank
 
 __all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
@@ -281,9 +281,7 @@ def verify_head_file(path) -> HeadReport:
     if set(key_features) - key_ids:
         problems.append(f"{len(set(key_features) - key_ids)} listed key tokens never occur at "
                         "a key position")
-    if data["variant"] == "nonnegative" and any(
-            v < 0 for v in [*Q.ravel(), *self_f.ravel(), *(v for t in key_features.values()
-                                                           for v in t)]):
+    if data["variant"] == "nonnegative" and not all_nonnegative(Q, self_f, key_features):
         problems.append("variant 'nonnegative' but a feature is negative")
     report = HeadReport(str(path), data["family"], data["variant"], len(family.S), len(family),
                         r, None, None, None, False, problems)

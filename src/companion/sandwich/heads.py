@@ -16,7 +16,7 @@ import numpy as np
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_fraction
-from companion.core.attention import KernelAttentionHead
+from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import solve
 from companion.sandwich.matrix import (
     RatioBounds,
@@ -53,15 +53,19 @@ class ExactHead:
 
     @property
     def nonnegative(self) -> bool:
-        tables = [self.query_features.ravel(), self.self_features.ravel()]
-        tables += [np.asarray(v, dtype=object) for v in self.key_features.values()]
-        return all(v >= 0 for t in tables for v in t)
+        return all_nonnegative(self.query_features, self.self_features, self.key_features)
 
     def to_kernel_head(self) -> KernelAttentionHead:
         """The same head as a :class:`KernelAttentionHead` (exact object arrays); tokens
         outside the family get zero features."""
         return tables_to_kernel_head(self.family, self.query_features, self.key_features,
                                      self.self_features, self.self_value_scale, self.bias)
+
+
+def all_nonnegative(*tables) -> bool:
+    """Whether every entry of the tables (arrays, or dicts {token id: features}) is >= 0."""
+    return all(v >= 0 for t in tables
+               for v in np.ravel(list(t.values()) if isinstance(t, dict) else t))
 
 
 def tables_to_kernel_head(family, query_features, key_features, self_features,
@@ -235,7 +239,7 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
     if strict and problems:
         raise ValueError(f"M = Q K^T (rows normalised) is not admissible: {problems[:3]}")
     trees = _ladder_trees(bounds, M)
-    nonnegative = all(v >= 0 for v in Q.ravel()) and all(v >= 0 for v in K.ravel())
+    nonnegative = all_nonnegative(Q, K)
     shared = _shared_key_weights(bounds, M, trees, nonnegative)
     shared_tau = {(x, z): sum((lam[b] * M[x, b] for b in lam), Fraction(0)) * trees[x][0][z][1]
                   for z, lam in shared.items() for x in lam}
@@ -291,34 +295,11 @@ def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
 
 
 def _raw_errors(family, Q, key_features, self_features, self_scale):
-    """Per row: output minus target with bias 0, exact; raises on a negative weight or a zero
-    denominator."""
-    q = family.query_position
-    S = family.S
-    cache: dict = {}
-    errors = []
-    for row in range(len(family)):
-        x = int(family.query_ids[row])
-        num = den = Fraction(0)
-        for p, t in enumerate(family.token_ids[row].tolist()):
-            if p == q:
-                a = exact_dot(Q[x], self_features[x])
-                s = self_scale[x] * int(S[x].sum())
-            else:
-                if (x, t) not in cache:
-                    if t not in key_features:
-                        raise ValueError(f"no key features for token {t} (row {row})")
-                    cache[(x, t)] = exact_dot(Q[x], key_features[t])
-                a = cache[(x, t)]
-                s = int(family.tokens[t] @ S[x])
-            if a < 0:
-                raise ValueError(f"negative attention weight {a} at row {row}, position {p}")
-            num += a * s
-            den += a
-        if den <= 0:
-            raise ValueError(f"attention denominator {den} <= 0 at row {row}")
-        errors.append(num / den - int(family.targets[row]))
-    return errors
+    """Per row: output minus target with bias 0, by the package's exact forward pass."""
+    zero = np.full(len(Q), Fraction(0), dtype=object)
+    head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
+    y = kernel_attention(head, family.sequences, family.convention, exact=True)
+    return [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
 
 
 def _simplest_between(lo, hi) -> Fraction:
