@@ -1,8 +1,6 @@
-"""Exact evaluation: every head the book calls exact is checked here in integer / rational
-arithmetic, never in floats.
+"""Exact evaluation in integer / rational arithmetic, never in floats.
 
-* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head against Min-IP on every
-  input of a given size.
+* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head on every input of a size.
 * Trained table heads (chapter 8, ``prf:prop-signed-certificate``, ``prf:prop-two-heads``):
   plain float64 tables (:class:`HeadTables`, every entry a dyadic rational) evaluated as
   y(X) = sum_h [sum_p alpha^h_p <a_h(x), v^h_p(x_p)> / sum_p alpha^h_p] + b(x) with
@@ -147,13 +145,11 @@ def exact_max_error(outputs, targets) -> Fraction:
 
 # --------------------------------------------------------------------------- linear algebra
 
-#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (the book's
-#: largest is the 46 x 130 kernel table of the |S| = 46 head: 275,080).
+#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (book: 275,080)
+#: and most cost units: step j makes (rows - j)(cols - j) minors of ~j b bits (b: the entries'
+#: bits after clearing denominators), each ~1 + (B/64)^2 units for B bits (~4e7 a second;
+#: the book's largest, 46 x 130 with 162-bit entries, costs 2.6e8).
 MAX_EXACT_WORK = 2**22
-#: Most cost units of one elimination: step j makes (rows - j)(cols - j) entries, minors of
-#: ~j * b bits (b: the largest entry's bits after clearing each row's denominators), and a
-#: product and exact division of B-bit numbers costs about 1 + (B/64)^2 units. ~30-50
-#: million units a second; the book's largest (46 x 130, 162-bit entries) costs 2.6e8.
 MAX_EXACT_COST = 3 * 10**8
 
 

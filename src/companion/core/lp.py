@@ -24,9 +24,8 @@ class FarkasCertificate:
     y: list
 
 
-#: Most simplex work (each pivot: rows x the pivot row's nonzero entries, each weighted by its
-#: size in 64-bit words), a few seconds; the chapter's LPs use a small fraction of it. Past
-#: it the LP is refused (a bound on time, whatever the input's bit sizes or pivot count).
+#: Most simplex work (per pivot: rows x the pivot row's nonzero entries, each weighted by its
+#: size in 64-bit words), a few seconds; the chapter's LPs use a small fraction of it.
 MAX_LP_WORK = 5 * 10**7
 
 

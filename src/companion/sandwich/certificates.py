@@ -1,14 +1,10 @@
-"""Lower ends of the sandwich as files: the quantities the sharper lemma uses, re-checkable
-in exact arithmetic (Chapter 3, {prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`).
-
-A certificate file names its family by definition (as a head file does) and lists, for every
-ordered pair of queries (x, y), the ladder of keys from complement(x) to complement(y), with
-a shift c and the claimed value and rank. :func:`verify_certificate_file` recomputes from the
-raw tokens each link's factor c(g) = (n - 2)(g - 2 eps)/(2 eps), rho_xy as their product, the
-presence of each link's pure and mixed sequences, then
-value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2) and
-rank = floor(value) + 1. :func:`main` is ``python -m companion verify-head FILE ...`` (head
-files and certificates). Also here: the Kneser matrix of E1's closed box.
+"""Lower ends of the sandwich as files, re-checkable exactly (Chapter 3,
+{prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`): a family's definition, the
+ladder of keys from complement(x) to complement(y) for every ordered pair of queries, a
+shift c, and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2) with
+rank = floor(value) + 1, each link's factor c(g) = (n - 2)(g - 2 eps)/(2 eps) recomputed
+from the raw tokens. :func:`main` is ``python -m companion verify-head FILE ...``; also here,
+the Kneser matrix of E1's closed box.
 """
 
 from __future__ import annotations

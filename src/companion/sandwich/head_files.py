@@ -31,13 +31,9 @@ FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
 #: Longest rational string read (Python refuses ints of more than 4300 digits by default).
 MAX_RATIONAL_CHARS = 4000
-#: Most verification work: inputs x rank x (1 + bits / 64)^2, bits the longest rational's
-#: numerator plus denominator bits (exact arithmetic costs about the square of the size).
-#: The book's largest head costs 1.1e6 (a few seconds); a file of very long rationals is
-#: refused before the evaluation instead of running for hours.
+#: Most verification work, inputs x rank x (1 + bits / 64)^2 with bits the longest
+#: rational's (the book's largest head: 1.1e6, a few seconds), and largest rank (book: 45).
 MAX_VERIFY_COST = 2 * 10**6
-#: Largest feature rank a head file may claim (the tables are |S| x rank; the book's
-#: largest rank is 45).
 MAX_FILE_RANK = 4096
 
 
@@ -92,26 +88,22 @@ def family_from_spec(spec) -> WitnessFamily:
     Errors name the field (family.q, ...) after "spec"."""
     if not isinstance(spec, dict):
         raise ValueError(f"spec (the family) must be a JSON object, got {type(spec).__name__}")
+    code, words = spec.get("code"), spec.get("words")
     try:
-        return _family_from_spec(spec)
+        if code == "paley_subset":
+            S = paley_subset(*(check_int(spec.get(k), f"family.{k}", 0) for k in "abq"))
+        elif code != "words":
+            raise ValueError(f"family.code must be 'paley_subset' or 'words', got {code!r:.60}")
+        elif not isinstance(words, list) or not words or not all(isinstance(w, str)
+                                                                 for w in words):
+            raise ValueError("family.words must be a non-empty list of 0/1 strings")
+        else:
+            S = np.array([parse_token(w, "family.words[i]", len(words[0])) for w in words])
+        n = check_int(spec.get("n"), "family.n", 3)
+        eps = parse_rational(spec.get("eps"), "family.eps")
+        return witness_family(S, n, eps, spec.get("convention"))
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"spec (the family): {exc}") from exc
-
-
-def _family_from_spec(spec: dict) -> WitnessFamily:
-    code = spec.get("code")
-    if code == "paley_subset":
-        S = paley_subset(*(check_int(spec.get(k), f"family.{k}", 0) for k in ("a", "b", "q")))
-    elif code == "words":
-        words = spec.get("words")
-        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-            raise ValueError("family.words must be a non-empty list of 0/1 strings")
-        S = np.array([parse_token(w, "family.words[i]", len(words[0])) for w in words])
-    else:
-        raise ValueError(f"family.code must be 'paley_subset' or 'words', got {code!r}")
-    n = check_int(spec.get("n"), "family.n", 3)
-    eps = parse_rational(spec.get("eps"), "family.eps")
-    return witness_family(S, n, eps, spec.get("convention"))
 
 
 def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
@@ -185,9 +177,7 @@ class HeadReport:
 
 def _vector(values, name: str, r: int) -> list[Fraction]:
     if not isinstance(values, list) or len(values) != r:
-        raise ValueError(f"{name} must be a list of {r} rationals, got "
-                         f"{type(values).__name__} of length "
-                         f"{len(values) if isinstance(values, list) else 'n/a'}")
+        raise ValueError(f"{name} must be a list of {r} rationals, got {values!r:.60}")
     return [parse_rational(v, f"{name}[{i}]") for i, v in enumerate(values)]
 
 

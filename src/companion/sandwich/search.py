@@ -131,15 +131,10 @@ def _warm_start(start, rank: int):
 def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegative=False,
                          restarts: int = 4, rounds: int = 30, margin: float = 2e-3,
                          floor: float = 1e-4, start=None) -> SearchResult:
-    """Look for float factors Q, K (|S| x rank) with Q K^T admissible, entries kept in
-    [floor u, (1 - margin) u] off the diagonal so rounding to rationals keeps them inside.
-
-    Signed: L-BFGS on sum (diag - 1)^2 + hinge^2 outside the box (torch, float64, one
-    thread). Nonnegative: alternating projections between the box and nonnegative rank-r
-    matrices (one HALS sweep per projection). Seeded; each restart draws a new start;
-    `start` (an N x N matrix, e.g. an admissible M of higher rank) seeds the first signed
-    restart with its rank-`rank` truncation.
-    """
+    """Float factors Q, K (|S| x rank) with Q K^T admissible, entries off the diagonal in
+    [floor u, (1 - margin) u] so that rounding keeps them inside: L-BFGS on (diag - 1)^2 +
+    hinge^2 (signed; torch, float64) or alternating projections with HALS sweeps
+    (nonnegative). Seeded; `start` (an N x N matrix) seeds the first signed restart."""
     N = check_instance(bounds, "bounds", RatioBounds).size
     rank = check_int(rank, "rank", 1, N)
     seed = check_int(seed, "seed", 0)
