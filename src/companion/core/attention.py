@@ -6,9 +6,8 @@
 * Dense softmax attention: alpha(x, z) = exp(<q(x), k(z)>), no finite rank in general.
 
 A head is a bundle of maps from tokens (..., m) to arrays (key and value maps also get the
-0-based position p), evaluated in float64 or exactly (``exact=True``: ints and Fractions in
-object arrays). Serves chapter 1 (``thm-rank-one``, ``obs-no-zero-error``) and every chapter
-that evaluates a head.
+position p), evaluated in float64 or exactly (``exact=True``: ints and Fractions). Serves
+chapter 1 (``thm-rank-one``, ``obs-no-zero-error``) and every chapter that evaluates a head.
 """
 
 from __future__ import annotations

@@ -117,15 +117,11 @@ def exact_table_outputs(tables: HeadTables, token_ids) -> tuple[list[Fraction], 
             raise ValueError(f"token_ids: head {h} has a vanishing denominator on the input "
                              f"{ids[bad[0]].tolist()}")
         per_head.append((den, num, kq + kk, ka + kv))
-    outputs, dens = [], []
-    for i in range(len(ids)):
-        y = Fraction(int(bias_int[x[i]]), 1 << bias_k)
-        row = []
-        for den, num, k_alpha, k_score in per_head:
-            y += Fraction(int(num[i]), int(den[i]) << k_score)
-            row.append(Fraction(int(den[i]), 1 << k_alpha))
-        outputs.append(y)
-        dens.append(tuple(row))
+    outputs = [Fraction(int(bias_int[x[i]]), 1 << bias_k)
+               + sum((Fraction(int(num[i]), int(den[i]) << k_s) for den, num, _, k_s in per_head),
+                     Fraction(0)) for i in range(len(ids))]
+    dens = [tuple(Fraction(int(den[i]), 1 << k_a) for den, _, k_a, _ in per_head)
+            for i in range(len(ids))]
     return outputs, dens
 
 

@@ -18,8 +18,8 @@ __all__: list[str] = []
 
 @dataclass
 class FarkasCertificate:
-    """y >= 0 with y^T A = 0 and y^T b < 0: summing the rows of A x <= b with weights y
-    gives 0 <= y^T b < 0, so the system has no solution."""
+    """y >= 0 with y^T A = 0 and y^T b < 0: the rows of A x <= b summed with weights y give
+    0 <= y^T b < 0."""
 
     y: list
 

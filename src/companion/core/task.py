@@ -60,8 +60,7 @@ def all_tokens(m: int) -> np.ndarray:
 
 def count_sequences(n: int, m: int) -> int:
     """Number of length-n sequences over {0,1}^m, 2**(n*m); n * m <= 2**24."""
-    check_positive_int(n, "n")
-    check_positive_int(m, "m")
+    n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
     if n * m > 2**24:
         raise ValueError(f"n * m must be at most 2**24 (the count 2**(n*m) would have n*m "
                          f"bits), got n={n}, m={m}")

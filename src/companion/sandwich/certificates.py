@@ -41,8 +41,7 @@ MAX_PAIRS = 2**16
 
 
 def _certificate_to_dict(spec: dict) -> dict:
-    """The certificate file of the family `spec` defines: its own ladders, the best
-    shift c of the sharper lemma, the value and rank it proves."""
+    """The certificate of the family `spec` defines: its ladders, the sharper lemma's c."""
     family = family_from_spec(spec)
     cert, N = family.certificate, len(family.S)
     keys: dict[str, int] = {}
@@ -197,10 +196,10 @@ def main(argv=None) -> int:
             is_cert = read_json_file(p, "certificate file").get("format") == FORMAT
         except (OSError, ValueError, AttributeError):
             is_cert = False  # not a readable JSON object: the head verifier says why
-        kind = "certificate" if is_cert else "head"
         try:
             report = (verify_certificate_file if is_cert else verify_head_file)(p)
         except (ValueError, TypeError, KeyError, OSError) as exc:
+            kind = "certificate" if is_cert else "head"
             print(f"{p}: not a valid {kind} file: {exc}", file=sys.stderr)
             ok = False
             continue
@@ -213,13 +212,10 @@ def main(argv=None) -> int:
 
 
 def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
-    """I + value * A(K(n, 2)) with the C(n, 2) queries placed on the 2-subsets of {0..n-1}
-    so that every pair whose bound is below `value` sits on two intersecting subsets (no
-    edge, entry 0); those pairs must be disjoint, at most n - 2 of them.
-
-    For E1 (n = 8, value 1/5) it lies in the closed box 0 <= M_xy <= 1/rho_xy and has rank 21
-    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there.
-    """
+    """I + value * A(K(n, 2)), the C(n, 2) queries on the 2-subsets of {0..n-1} so that the
+    pairs whose bound is below `value` (disjoint, at most n - 2) sit on intersecting subsets
+    (entry 0). For E1 (n = 8, value 1/5): in the closed box 0 <= M_xy <= 1/rho_xy, rank 21
+    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there."""
     check_instance(bounds, "bounds", RatioBounds)
     value = check_fraction(value, "value", 0, low_open=True)
     N = bounds.size

@@ -29,8 +29,6 @@ from companion.sandwich.matrix import (
 
 __all__ = ["build_exact_head"]
 
-# --------------------------------------------------------------------------- factors -> head
-
 
 @dataclass(frozen=True, eq=False)
 class ExactHead:
@@ -134,8 +132,7 @@ def _ladder_trees(bounds: RatioBounds, M) -> dict:
     return trees
 
 
-#: Where inside each sharer's window (0: at the leaves' value, 1: at the root's) a shared
-#: ladder key's targets are tried, in order.
+#: Where in each sharer's window (0: the leaves' value, 1: the root's) a shared key is tried.
 SHARED_TARGETS = (Fraction(1, 2), Fraction(3, 4), Fraction(7, 8), Fraction(15, 16),
                   Fraction(1, 4))
 

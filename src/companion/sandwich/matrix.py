@@ -23,11 +23,8 @@ from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, 
 __all__ = ["ratio_bounds", "admissibility_violations", "spread_products", "indicator_factors",
            "spread_factors"]
 
-#: Most entries of one exact factor (|S| x r Fractions; the book's largest, |S| = 46 at
-#: r = 46, has 2116).
+#: Most entries of one exact factor (|S| x r Fractions; the book's largest has 2116).
 MAX_FACTOR_ENTRIES = 2**16
-
-# --------------------------------------------------------------------------- the bounds
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,9 +49,6 @@ class RatioBounds:
     @property
     def size(self) -> int:
         return len(self.upper)
-
-    def upper_float(self) -> np.ndarray:
-        return np.vectorize(float, otypes=[np.float64])(self.upper)
 
 
 def ratio_bounds(family: WitnessFamily) -> RatioBounds:
@@ -87,8 +81,7 @@ def ratio_bounds(family: WitnessFamily) -> RatioBounds:
 def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
     """{intermediate token: set of queries whose ladders pass through it}; raises ValueError
     if an intermediate key occurs in a sequence of a query whose ladders do not use it."""
-    q = family.query_position
-    keys = np.delete(family.token_ids, q, axis=1)
+    keys = np.delete(family.token_ids, family.query_position, axis=1)
     seen: dict[int, set] = {}
     for row, qid in enumerate(family.query_ids.tolist()):
         for t in keys[row].tolist():

@@ -30,14 +30,11 @@ __all__ = ["search_ratio_factors", "exact_head_from_search"]
 
 #: Denominators tried, in order, when rounding float factors to rationals.
 ROUNDING_DENOMINATORS = (2**10, 2**14, 2**20, 2**30)
-#: Most restarts x rounds of one search (each round is one L-BFGS run or HALS sweep of an
-#: |S| x |S| matrix; the searches behind results/heads use 4 x 30).
+#: Most restarts x rounds of one search (a round: one L-BFGS run or 100 HALS sweeps; the
+#: searches behind results/heads use 4 x 30) and most denominators tried (an exact check
+#: each).
 MAX_SEARCH_ROUNDS = 10_000
-#: Most denominators :func:`exact_head_from_search` tries (each try is an exact check).
 MAX_DENOMINATORS = 16
-
-
-# --------------------------------------------------------------------------- numerical search
 
 
 @dataclass(frozen=True)
@@ -120,9 +117,7 @@ def _nonnegative_search(upper, r, rng, margin, floor, rounds):
 
 
 def _warm_start(start, rank: int):
-    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair; None passes."""
-    if start is None:
-        return None
+    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair."""
     u, sv, vt = np.linalg.svd(start)
     root = np.sqrt(sv[:rank])
     return np.stack([u[:, :rank] * root, vt[:rank].T * root])
@@ -149,7 +144,7 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
         if start.shape != (N, N) or not np.all(np.isfinite(start)):
             raise ValueError(f"start must be a finite |S| x |S| = {N} x {N} matrix, got shape "
                              f"{start.shape}")
-    upper = bounds.upper_float()
+    upper = np.vectorize(float, otypes=[np.float64])(bounds.upper)
     rng = np.random.default_rng(seed)
     worst = np.inf
     if not nonnegative:
@@ -161,7 +156,8 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
             Q, K, v = _nonnegative_search(upper, rank, rng, margin, floor, rounds)
         else:
             Q, K, v = _signed_search(upper, rank, rng, margin, floor, rounds, torch,
-                                     _warm_start(start, rank) if restart == 0 else None)
+                                     _warm_start(start, rank)
+                                     if restart == 0 and start is not None else None)
         worst = min(worst, v)
         if Q is not None:
             return SearchResult(rank, bool(nonnegative), seed, Q, K, restart, v)
@@ -169,8 +165,7 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
 
 
 def _rationalise(factor: np.ndarray, denominator: int) -> np.ndarray:
-    """Every entry rounded to the nearest multiple of 1/denominator (exact Fractions); a
-    nonnegative entry stays nonnegative."""
+    """Every entry rounded to the nearest multiple of 1/denominator (a Fraction, sign kept)."""
     out = np.empty(factor.shape, dtype=object)
     out.reshape(-1)[:] = [Fraction(round(v * denominator), denominator)
                           for v in factor.ravel().tolist()]
