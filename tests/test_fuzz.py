@@ -60,10 +60,9 @@ SKIP = {
        "attack on lem-shifted-trace (no argument checks by design: the chapter feeds it); "
        "tested in tests/bounds/test_rank_bounds.py"
        for f in ("unit_diagonal_from_factors", "shifted_trace_attack")},
-    "companion.sandwich.certificates:CertificateReport": _REC + " (verify_certificate_file)",
     "companion.bounds.gap_domination:LinkCheck": _REC + " (link_check)",
     "companion.bounds.random_heads:MediantCase": _REC + " (mediant_survey)",
-    "companion.core.exact:ExhaustiveCheck": _REC + " (exhaustive_check)",
+    "companion.core.task:CONVENTIONS": "a constant",
     "companion.bounds.witness:Certificate": _REC + " (witness_family(...).certificate)",
     "companion.bounds.witness:FamilyLink": _REC + " (witness_family)",
     "companion.bounds.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
@@ -76,24 +75,11 @@ SKIP = {
         "DaskMissingError", "SchedulerUnreachableError", "ResultFileError",
         "UnwritablePathError", "OutputInUseError", "UnitFailedError", "SweepInterrupted")},
     "companion.experiments.sweep:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
-    "companion.core.attention:KernelAttentionHead": "takes callables; built and fuzzed through "
-    "constructions.lookup_head and random_heads.random_kernel_head",
-    "companion.core.attention:SoftmaxAttentionHead": "takes callables; built and fuzzed through "
-    "constructions.softmax_min_ip_head",
     "companion.experiments.engine:ModelStack": "wraps torch modules; fuzzed through the "
     "stacked heads and train_batched",
     "companion.experiments.pair_readout:MODES": "a constant",
-    "companion.core.exact:solve": "an unchecked exact kernel of the constructions (square "
-    "systems they build); fuzzed through build_exact_head and cauchy_level_max_error",
-    "companion.core.exact:exact_max_error": "an unchecked exact kernel over outputs its "
-    "callers computed; fuzzed through max_error_exact, signed_max_error_exact, "
-    "multihead_max_error_exact, exact_table_max_error and verify_head_file",
     **{f"companion.book:{c}": "a constant" for c in ("BOOK_WIDTH", "BOOK_COLORS",
                                                        "BOOK_MARKERS", "BOOK_LINESTYLES")},
-    "companion.sandwich.matrix:exact_factor": "shared by sandwich and sandwich_heads; fuzzed "
-    "through ratio_matrix_of_factors, tables_to_kernel_head and build_exact_head",
-    "companion.sandwich.matrix:exact_dot": "a two-line exact inner product; fuzzed through "
-    "ratio_matrix_of_factors and build_exact_head",
     **{f"companion.experiments.heads:{c}": "a constant" for c in (
         "MAPS", "ATTENTIONS", "FEATURES", "ENCODINGS", "READOUTS")},
     "companion.experiments.heads:group_ranks": "internal (no argument checks by design): "
@@ -114,10 +100,6 @@ SKIP = {
     "companion.experiments.e2.protocols:run_e2_protocol": "writes under results/; its "
     "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
     "companion.experiments.reference:ReferenceCheck": _REC + " (check_against_reference)",
-    "companion.sandwich.head_files:HeadReport": _REC + " (verify_head_file)",
-    "companion.sandwich.matrix:RatioBounds": _REC + " (ratio_bounds)",
-    "companion.sandwich.heads:ExactHead": _REC + " (build_exact_head, exact_head_from_search)",
-    "companion.sandwich.search:SearchResult": _REC + " (search_ratio_factors)",
     "companion.experiments.engine:MAX_PARAMETERS": "a constant (the cap check_model_size "
     "enforces; the model classes that hit it are fuzzed)",
     "companion.experiments.engine:check_model_size": "an internal cap whose message names "
@@ -278,18 +260,6 @@ RANK_BOUND = Lazy("builtins:getattr", (CERT, "bound"))
 _TABLE_HEAD = (np.ones((2, 1)), np.ones((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((2, 1)))
 TABLES = Lazy("companion.core.exact:HeadTables", ((_TABLE_HEAD,), np.zeros(2), True, 0))
 _CH8 = {
-    "companion.core.lp:feasible_point": {"A": [[1, 0], [0, 1]], "b": [1, 1]},
-    "companion.core.lp:check_point": {"A": [[1, 0], [0, 1]], "b": [1, 1], "x": [0, 0]},
-    "companion.core.lp:check_farkas": {
-        "A": [[1], [-1]], "b": [0, -1], "cert": Lazy("companion.core.lp:FarkasCertificate",
-                                                      ([1, 1],))},
-    "companion.core.lp:FarkasCertificate": {"y": [1, 2]},
-    "companion.core.exact:HeadTables": {"heads": (_TABLE_HEAD,), "bias": np.zeros(2),
-                                          "positional": True, "query_position": 0},
-    "companion.core.exact:exact_table_outputs": {"tables": TABLES,
-                                                   "token_ids": np.array([[0, 1, 1]])},
-    "companion.core.exact:exact_table_max_error": {
-        "tables": TABLES, "token_ids": np.array([[0, 1, 1]]), "targets": np.array([0])},
     "companion.experiments.heads:multi_heads": {"heads": (2,), "ranks": (1,)},
     "companion.experiments.heads:signed_heads": {"ranks": (1,)},
     "companion.experiments.probes:probe_unit_keys": {
@@ -338,7 +308,6 @@ OVERRIDES = {
     "companion.bounds.random_heads:perturbed_link_survey": {"num_heads": 2},
     "companion.core.constructions:indicator_head": {"base": None},
     "companion.core.constructions:query_indicator_head": {"base": None},
-    "companion.core.constructions:rank_one_length_three_error": {"w": 3, "a": 1, "b": 1},
     "companion.bounds.witness:without_rows": {"rows": [0]},
     "companion.bounds.witness:verify_certificate": {"certificate": CERT},
     "companion.bounds.witness:certificate_error": {"certificate": CERT},
@@ -413,12 +382,9 @@ OVERRIDES = {
     "companion.checks:read_json_file": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
-    "companion.sandwich.head_files:head_to_dict": {"head": EXACT,
-                                                   "construction": "query indicators"},
     "companion.sandwich.head_files:write_head_file": {"head": EXACT,
                                                       "construction": "query indicators",
                                                       "path": "/tmp/companion-fuzz/head.json"},
-    "companion.sandwich.head_files:load_head_file": {"path": HEAD_FILE},
     "companion.sandwich.certificates:write_certificate_file": {
         "path": "/tmp/companion-fuzz/cert.json"},
     "companion.sandwich.certificates:verify_certificate_file": {"path": CERT_FILE},
@@ -426,9 +392,6 @@ OVERRIDES = {
     "companion.sandwich.head_files:read_head_claims": {"path": HEAD_FILE},
     "companion.sandwich.matrix:admissibility_violations": {"M": _arr(
         "companion.sandwich.matrix:ratio_matrix_of_factors", QF, KF)},
-    "companion.sandwich.heads:tables_to_kernel_head": {
-        name: Lazy("builtins:getattr", (EXACT, name)) for name in (
-            "query_features", "key_features", "self_features", "self_value_scale", "bias")},
     "companion.sandwich.search:search_ratio_factors": {"rank": 14, "nonnegative": True},
     "companion.sandwich.search:exact_head_from_search": {"result": SEARCH},
     # E2 (issue 10): pools, table heads, the rule, the pipeline and its verdicts

@@ -31,6 +31,19 @@ def random_head(rng, m, r, d, n, integer=False):
     )
 
 
+def sketch_form(head, seqs, convention="bidirectional"):
+    """The sketch form as an oracle: keys compressed into S = sum_p phi_K(x_p) v(x_p)^T and
+    u = sum_p phi_K(x_p), whose size does not grow with n; y = <a, phi_Q^T S> / phi_Q^T u + b."""
+    q = task.query_index(seqs.shape[-2], convention)
+    x = seqs[..., q, :]
+    phi_k = np.stack([head.key_features(seqs[:, p], p) for p in range(seqs.shape[1])], 1)
+    vals = np.stack([head.values(seqs[:, p], p) for p in range(seqs.shape[1])], 1)
+    S, u = np.einsum("bpr,bpd->brd", phi_k, vals), phi_k.sum(1)
+    phi_q = head.query_features(x)
+    num = (np.einsum("br,brd->bd", phi_q, S) * head.readout_weights(x)).sum(-1)
+    return num / (phi_q * u).sum(-1) + head.readout_bias(x)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(0, 2**31),
@@ -45,7 +58,7 @@ def test_sketch_form_equals_direct_form(seed, m, r, d, n, convention):
     head = random_head(rng, m, r, d, n)
     seqs = rng.integers(0, 2, size=(16, n, m))
     direct = attention.kernel_attention(head, seqs, convention)
-    sketch = attention.kernel_attention_sketch(head, seqs, convention)
+    sketch = sketch_form(head, seqs, convention)
     np.testing.assert_allclose(sketch, direct, rtol=1e-12, atol=1e-12)
 
 
@@ -56,10 +69,7 @@ def test_exact_forms_agree_with_each_other_and_with_floats(seed, m, r, n):
     head = random_head(rng, m, r, 2, n, integer=True)
     seqs = rng.integers(0, 2, size=(8, n, m))
     direct = attention.kernel_attention(head, seqs, exact=True)
-    sketch = attention.kernel_attention_sketch(head, seqs, exact=True)
     num, den = attention.kernel_attention_integer(head, seqs)
-    assert list(direct) == list(sketch)
-    assert [y.numerator * dd == nn * y.denominator for y, nn, dd in zip(direct, num, den)]
     assert all(y * int(dd) == int(nn) for y, nn, dd in zip(direct, num, den))
     np.testing.assert_allclose(
         attention.kernel_attention(head, seqs), [float(y) for y in direct], rtol=1e-12
@@ -79,38 +89,6 @@ def test_output_is_convex_combination_of_per_token_scores():
     assert np.all(y >= scores.min(-1) - 1e-12) and np.all(y <= scores.max(-1) + 1e-12)
 
 
-def test_key_sketch_size_does_not_grow_with_length():
-    phi = np.ones((5, 7, 3))
-    vals = np.ones((5, 7, 2))
-    s, u = attention.key_sketch(phi, vals)
-    assert s.shape == (5, 3, 2) and u.shape == (5, 3)
-    s2, _ = attention.key_sketch(np.ones((5, 70, 3)), np.ones((5, 70, 2)))
-    assert s2.shape == s.shape
-
-
-def test_torch_forward_matches_numpy():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(0)
-    head = random_head(rng, 4, 3, 2, 3)
-    seqs = rng.integers(0, 2, size=(10, 3, 4))
-    x = seqs[:, 0]
-    phi_k = np.stack([head.key_features(seqs[:, p], p) for p in range(3)], 1)
-    vals = np.stack([head.values(seqs[:, p], p) for p in range(3)], 1)
-    got = attention.kernel_attention_torch(
-        *(
-            torch.tensor(a)
-            for a in (
-                head.query_features(x),
-                phi_k,
-                vals,
-                head.readout_weights(x),
-                head.readout_bias(x),
-            )
-        )
-    )
-    np.testing.assert_allclose(got.numpy(), attention.kernel_attention(head, seqs), rtol=1e-12)
-
-
 def _head(**overrides):
     base = dict(
         rank=1,
@@ -122,20 +100,6 @@ def _head(**overrides):
     )
     base.update(overrides)
     return attention.KernelAttentionHead(**base)
-
-
-@pytest.mark.parametrize(
-    "make, exc, match",
-    [
-        (lambda: _head(rank=-1), ValueError, "rank must be an int >= 1"),
-        (lambda: _head(rank=0), ValueError, "rank must be an int >= 1"),
-        (lambda: _head(rank=1.5), TypeError, "rank must be an int"),
-        (lambda: _head(values=3), TypeError, "values must be callable"),
-    ],
-)
-def test_bad_head_definitions(make, exc, match):
-    with pytest.raises(exc, match=match):
-        make()
 
 
 @pytest.mark.parametrize(
@@ -167,17 +131,3 @@ def test_bad_sequences_reach_the_head_as_clear_errors():
         attention.kernel_attention(rank_one_head(), np.array([[[3, 0]]]))
     with pytest.raises(ValueError, match="convention"):
         attention.kernel_attention(rank_one_head(), np.array([[[1, 0]]]), convention="middle")
-
-
-
-def test_torch_forward_refuses_negative_or_zero_sum_features():
-    torch = pytest.importorskip("torch")
-    q, k = torch.ones(2, 3), torch.ones(2, 4, 3)
-    v, a, b = torch.ones(2, 4, 2), torch.ones(2, 2), torch.zeros(2)
-    with pytest.raises(ValueError, match="query_features"):
-        attention.kernel_attention_torch(torch.zeros(2, 3), k, v, a, b)
-    with pytest.raises(ValueError, match="key_features"):
-        attention.kernel_attention_torch(q, -k, v, a, b)
-    with pytest.raises(ValueError, match="values"):
-        attention.kernel_attention_torch(q, k, v * float("nan"), a, b)
-    assert torch.equal(attention.kernel_attention_torch(q, k, v, a, b), torch.full((2,), 2.0))

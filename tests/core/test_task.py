@@ -67,14 +67,6 @@ def test_large_width_pool_uses_distinct_tokens():
     assert pool.shape == (500, 40) and len(np.unique(pool, axis=0)) == 500
 
 
-def test_sample_sequences_draw_from_pool():
-    pool = task.token_pool(6, 20, seed=0)
-    seqs = task.sample_sequences(pool, 3, 100, seed=0)
-    pool_set = {tuple(t) for t in pool}
-    assert seqs.shape == (100, 3, 6)
-    assert all(tuple(t) in pool_set for t in seqs.reshape(-1, 6))
-
-
 @pytest.mark.parametrize(
     "bad, exc, match",
     [
@@ -96,13 +88,9 @@ def test_bad_sequences_are_rejected_with_a_named_argument(bad, exc, match):
     "call, exc, match",
     [
         (lambda: task.query_target(np.zeros((1, 2, 2), int), "left"), ValueError, "convention"),
-        (lambda: task.all_tokens(0), ValueError, "m must be"),
         (lambda: task.all_sequences(0, 2), ValueError, "n must be"),
         (lambda: task.all_sequences(2, 2.0), TypeError, "m must be an int"),
-        (lambda: task.token_pool(3, 9, seed=0), ValueError, "size"),
         (lambda: task.split_pool(task.token_pool(3, 8, 0), 1.0, 0), ValueError, "train_fraction"),
-        (lambda: task.split_pool(np.zeros((4, 3), int), 0.5, 0), ValueError, "distinct"),
-        (lambda: task.sample_sequences(task.token_pool(3, 8, 0), 3, 0, 0), ValueError, "count"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(call, exc, match):

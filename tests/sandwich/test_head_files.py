@@ -12,8 +12,8 @@ import pytest
 from companion import cli
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import witness_family
+from companion.sandwich.certificates import main
 from companion.sandwich.head_files import (
-    main,
     parse_rational,
     read_head_claims,
     verify_head_file,
@@ -220,7 +220,6 @@ def test_long_rationals_and_odd_paths_are_one_line_errors(tmp_path, capsys):
     import time
 
     from companion.checks import MAX_JSON_BYTES
-    from companion.sandwich.head_files import main
 
     data = json.loads((ROOT / "results" / "heads" / "paley_rows_23_signed.json").read_text())
     data["queries"][0]["features"][0] = "1" * 3000 + "/7"

@@ -1,22 +1,16 @@
 """Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
 
-* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head`,
-  Theorem A's rank-1 head, and its exact worst case at length 3.
-* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (any NKA head
-  given by tables over the 2**m tokens, position by position), :func:`softmax_kernel_head`
-  and :func:`balanced_link_head`, the rank-1 head that meets Lemma B with equality.
-* Chapter 3 (``thm-exponential-rank``): the exact heads on a witness family F(S) --
-  :func:`indicator_head` (one feature per key token), :func:`query_indicator_head` (one per
-  query) and :func:`spread_query_head` (|S| - 1 features).
-* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`, Proposition F's head.
-
-Random probe heads live in :mod:`companion.bounds.random_heads`; trained heads in
-:mod:`companion.experiments`.
+* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head` and its
+  worst inputs at length 3.
+* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (tables over
+  the 2**m tokens), :func:`softmax_kernel_head` and :func:`balanced_link_head`.
+* Chapter 3 (``thm-exponential-rank``): exact heads on a witness family F(S),
+  :func:`indicator_head`, :func:`query_indicator_head` and :func:`spread_query_head`.
+* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`.
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from numbers import Rational
 
@@ -25,8 +19,8 @@ import numpy as np
 from companion.bounds.gap_domination import min_error_for_ratio
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
-    check_array,
     check_beta,
+    check_float,
     check_fraction,
     check_instance,
     check_int,
@@ -36,10 +30,13 @@ from companion.checks import (
 from companion.core.attention import KernelAttentionHead, SoftmaxAttentionHead
 from companion.core.task import all_tokens, check_convention, query_index
 
-#: Largest token width for lookup-table heads (tables have 2**m rows per position).
+__all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_ip_head",
+           "softmax_kernel_head", "balanced_link_head", "indicator_head",
+           "query_indicator_head", "spread_query_head"]
+
+#: Largest token width of lookup-table heads (2**m rows per position) and largest key table
+#: n x 2**m x 2**m of :func:`softmax_kernel_head` (2**24 float64 entries, 128 MB).
 MAX_TABLE_WIDTH = 12
-#: Largest key table n x 2**m x rank of :func:`softmax_kernel_head` (rank 2**m): 2**24
-#: float64 entries, 128 MB.
 MAX_KEY_TABLE = 2**24
 
 
@@ -48,10 +45,8 @@ def _ones(x):
 
 
 def rank_one_head() -> KernelAttentionHead:
-    """Theorem A: uniform attention (phi = 1), v(z) = z, a(x) = 2x, b(x) = -|x|.
-
-    Exact Min-IP at lengths 1 and 2 for every width m: y = <x, x + z> - |x| = <x, z>.
-    """
+    """Theorem A: uniform attention (phi = 1), v(z) = z, a(x) = 2x, b(x) = -|x|; exact at
+    lengths 1 and 2 for every width m: y = <x, x + z> - |x| = <x, z>."""
     return KernelAttentionHead(
         rank=1,
         query_features=_ones,
@@ -63,10 +58,8 @@ def rank_one_head() -> KernelAttentionHead:
 
 
 def softmax_min_ip_head(beta: float) -> SoftmaxAttentionHead:
-    """Proposition F: scores <-beta x, z> in R^m, v(z) = z, readout y = <x, o>.
-
-    Attention concentrates on the tokens of least overlap with the query; error <= (n-1)e^-beta.
-    """
+    """Proposition F: scores <-beta x, z> in R^m, v(z) = z, readout y = <x, o>; error <=
+    (n-1) e^-beta (attention concentrates on the tokens of least overlap with the query)."""
     beta = check_beta(beta)
     return SoftmaxAttentionHead(
         query_map=lambda x: -beta * np.asarray(x, dtype=np.float64),
@@ -89,40 +82,24 @@ def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
 
 def lookup_head(query_features, key_features, values, readout_weights,
                 readout_bias) -> KernelAttentionHead:
-    """An NKA head given by tables over the 2**m tokens (row = token's binary code).
-
-    query_features (2**m, r) >= 0; key_features (n, 2**m, r) >= 0 and values (n, 2**m, d)
-    per position p < n; readout_weights (2**m, d); readout_bias (2**m,). Object-dtype tables
-    of Python ints or Fractions give an exact head.
-    """
-    qf, kf, vals, a, b = (check_array(t, name, allow_object=True) for t, name in (
-        (query_features, "query_features"), (key_features, "key_features"), (values, "values"),
-        (readout_weights, "readout_weights"), (readout_bias, "readout_bias")))
-    if qf.ndim != 2:
-        raise ValueError(f"query_features must have shape (2**m, r), got {qf.shape}")
-    size, rank = qf.shape
-    m = int(size).bit_length() - 1
-    if size < 2 or 2**m != size or m > MAX_TABLE_WIDTH:
-        raise ValueError(f"query_features must have 2**m rows with 1 <= m <= {MAX_TABLE_WIDTH}, "
-                         f"got {size}")
-    if kf.ndim != 3 or kf.shape[1:] != (size, rank):
-        raise ValueError(f"key_features must have shape (n, {size}, {rank}), got {kf.shape}")
-    n = kf.shape[0]
-    if vals.ndim != 3 or vals.shape[:2] != (n, size):
-        raise ValueError(f"values must have shape ({n}, {size}, d), got {vals.shape}")
-    if a.shape != (size, vals.shape[2]) or b.shape != (size,):
-        raise ValueError(f"readout tables must have shapes ({size}, {vals.shape[2]}) and ({size},)")
+    """An NKA head given by tables over the 2**m tokens (row = token's binary code):
+    query_features (2**m, r), key_features (n, 2**m, r) and values (n, 2**m, d) per position,
+    readout_weights (2**m, d), readout_bias (2**m,); object tables of ints or Fractions give
+    an exact head."""
+    qf, kf, vals, a, b = (np.asarray(t) for t in (query_features, key_features, values,
+                                                   readout_weights, readout_bias))
+    m, n = len(qf).bit_length() - 1, len(kf)
     if np.any(qf < 0) or np.any(kf < 0):
         raise ValueError("query_features and key_features must be nonnegative (alpha >= 0)")
 
-    def at_position(table, p):
+    def at(table, p):
         return table[check_int(p, "position p", 0, n - 1)]
 
     return KernelAttentionHead(
-        rank=int(rank),
+        rank=qf.shape[1],
         query_features=lambda x: qf[_codes(x, m)],
-        key_features=lambda z, p: at_position(kf, p)[_codes(z, m)],
-        values=lambda z, p: at_position(vals, p)[_codes(z, m)],
+        key_features=lambda z, p: at(kf, p)[_codes(z, m)],
+        values=lambda z, p: at(vals, p)[_codes(z, m)],
         readout_weights=lambda x: a[_codes(x, m)],
         readout_bias=lambda x: b[_codes(x, m)],
     )
@@ -144,12 +121,10 @@ def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
 
 def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
                        convention: str = "bidirectional") -> KernelAttentionHead:
-    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z,
-    1 on every other key, 0 on the query's own slot; scores <x,z> - shift.
-
-    With shift = None it takes the balanced shift l g / (2 (ratio + l)) (k = 1), which makes
-    the pure and the mixed errors equal, so its error is exactly Lemma B's minimum
-    :func:`min_error_for_ratio`. Ratio and shift may be Fractions (exact head).
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z, 1 on
+    every other key, 0 on the query's own slot; scores <x,z> - shift. shift = None: the
+    balanced shift, whose error is exactly Lemma B's minimum :func:`min_error_for_ratio`.
+    Ratio and shift may be Fractions (exact head).
     """
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
@@ -160,10 +135,8 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     if g < 1:
         raise ValueError(f"need <x,z> < <x,z'> (gap g >= 1), got gap {g}")
     exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
-    if not exact and not (isinstance(ratio, (float, np.floating)) and math.isfinite(ratio)):
-        raise TypeError(f"ratio must be a Fraction/int or a finite float, got {ratio!r}")
-    if ratio <= 0:
-        raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
+    ratio = (check_fraction if exact else check_float)(ratio, "ratio (D(z)/D(z'))", 0,
+                                                        low_open=True)
     if shift is None:
         shift = min_error_for_ratio(ratio, g, n, 1)
     q = query_index(n, convention)
@@ -191,15 +164,31 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
 # ------------------------------------------------------------ exact heads on F(S) (chapter 3)
 
 
-def _one_hot(tokens: np.ndarray, index: dict, r: int) -> np.ndarray:
-    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
-    out = np.zeros(tokens.shape[:-1] + (r,), dtype=np.int64)
+def _rows(tokens, row_of, r: int, dtype=object) -> np.ndarray:
+    """row_of(token bytes), r entries, for every token of `tokens`: shape (..., r)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    out = np.zeros(tokens.shape[:-1] + (r,), dtype=dtype)
     view = out.reshape(-1, r)
-    for row, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
-        col = index.get(tok.tobytes())
-        if col is not None:
-            view[row, col] = 1
+    for k, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        view[k] = row_of(tok.tobytes())
     return out
+
+
+def _one_hot(tokens, index: dict, r: int) -> np.ndarray:
+    """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
+    eye = np.eye(r, dtype=np.int64)
+    return _rows(tokens, lambda b: eye[index[b]] if b in index else 0, r, np.int64)
+
+
+def _family_head(r: int, query_features, key_features, bias=None) -> KernelAttentionHead:
+    """The heads on F(S): values v(z) = z, readout <x, o> + bias (None: 0)."""
+    return KernelAttentionHead(
+        rank=r, query_features=query_features, key_features=key_features,
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: (np.zeros(np.shape(x)[:-1], dtype=np.int64) if bias is None
+                                else np.full(np.shape(x)[:-1], bias, dtype=object)))
+
 
 def _family_and_base(family, base) -> tuple[int, int, int]:
     """(n, query position, base) for the indicator heads; base > n - 2 keeps every error < 1/2."""
@@ -210,12 +199,9 @@ def _family_and_base(family, base) -> tuple[int, int, int]:
 
 
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """The trivial exact realisation: one indicator feature per distinct key token.
-
-    phi_K(z) = e_z at key positions and 0 at the query's own position; phi_Q(x)_z =
-    base^-<x,z>, v(z) = z, readout <x, o>. Error on a mixed sequence with gap g is
-    (n-2) g / (base^g + n - 2) < 1/2 for base > n - 2; pure sequences are exact.
-    """
+    """The trivial exact realisation, one indicator feature per key token: phi_K(z) = e_z at
+    key positions (0 at the query's), phi_Q(x)_z = base^-<x,z>, v(z) = z, readout <x, o>;
+    error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
@@ -233,27 +219,17 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
         z = np.asarray(z, dtype=np.int64)
         return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
 
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+    return _family_head(r, query_features, key_features)
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """An exact realisation of rank |S|: one indicator feature per query of S.
-
-    phi_Q(x) = e_x and phi_K(z)_x = base^-<x,z> at key positions (0 at the query's own
-    position): the same kernel as :func:`indicator_head`, so the same error on F(S). Any
-    nonnegative kernel table on the |S| queries is realisable this way.
-    """
+    """An exact realisation of rank |S|, one indicator feature per query: phi_Q(x) = e_x,
+    phi_K(z)_x = base^-<x,z> at key positions (0 at the query's), the kernel (and error) of
+    :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
     index = {x.tobytes(): i for i, x in enumerate(S)}
     r = len(S)
-
-    def query_features(x):
-        return _one_hot(np.asarray(x, dtype=np.int64), index, r)
 
     def key_features(z, p):
         z = np.asarray(z, dtype=np.int64)
@@ -263,25 +239,15 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
                               for v in ov.ravel()]
         return out
 
-    return KernelAttentionHead(
-        rank=r, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))
+    return _family_head(r, lambda x: _one_hot(x, index, r), key_features)
 
 
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
                       tau=Fraction(1, 10**4)) -> KernelAttentionHead:
     """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
-    one, and the remaining query s spread evenly over all of them.
-
-    Scores are shifted down by delta = 1/2 - eta (readout <x, o> - delta), so a link of gap g
-    only needs a weight ratio above l (g - 1 + eta)/(1 - eta) (l = n - 2), just above the
-    gap-domination factor. Query k's own column puts weight 1 on its complement, the product
-    of 1/A along its ladders on chain keys, tau on single-link keys and c on complement(s);
-    the spread query sees the column sums. c must satisfy
-    (|S|-1) c > A(G) * (column sum of every other key of s) and c < 1/A(G_ks); raises
-    ValueError if no such c (or no query s whose ladders are all single links) exists.
+    one, s, spread over all of them. Scores shift down by delta = 1/2 - eta, so a link of gap
+    g needs a weight ratio above l (g - 1 + eta)/(1 - eta); raises ValueError if no spread
+    weight c, or no query s whose ladders are all single links, exists.
     """
     check_instance(family, "family", WitnessFamily)
     eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
@@ -332,66 +298,17 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
     for k in others:
         entry(comp_s, k, c)
     index = {bytes(np.asarray(t, dtype=np.int64).tobytes()): v for t, v in weights.items()}
-    query_col = {S[k].tobytes(): column[k] for k in others}
-    spread_key = S[s].tobytes()
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (N - 1,), dtype=np.int64)
-        flat, view = x.reshape(-1, x.shape[-1]), out.reshape(-1, N - 1)
-        for row, tok in enumerate(flat):
-            b = tok.tobytes()
-            if b == spread_key:
-                view[row, :] = 1
-            elif b in query_col:
-                view[row, query_col[b]] = 1
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        out = np.empty(z.shape[:-1] + (N - 1,), dtype=object)
-        flat, view = z.reshape(-1, z.shape[-1]), out.reshape(-1, N - 1)
-        zero = [Fraction(0)] * (N - 1)
-        for row, tok in enumerate(flat):
-            view[row, :] = zero if p == q else index.get(tok.tobytes(), zero)
-        return out
-
-    return KernelAttentionHead(
-        rank=N - 1, query_features=query_features, key_features=key_features,
-        values=lambda z, p: np.asarray(z, dtype=np.int64),
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: np.full(np.shape(x)[:-1], -delta, dtype=object))
-# --- Theorem A's head at length 3: the exact worst case ------------------------------------
-#
-# With uniform weights over (x, z, z') the head returns y = (2a + 2b - w)/3, where w = |x|,
-# a = <x, z>, b = <x, z'>, and the target is min(a, b). With a <= b <= w <= m the error is
-# y - t = (2b - a - w)/3, which lies in [-(w - a)/3, (b - a)/3] and so in [-m/3, m/3].
-
-
-def rank_one_length_three_error(w: int, a: int, b: int) -> Fraction:
-    """y - t of the rank-1 head on a length-3 input with |x| = w and key overlaps a, b:
-    (2a + 2b - w)/3 - min(a, b), exactly. Requires 0 <= a, b <= w."""
-    for name, v in (("w", w), ("a", a), ("b", b)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if not (0 <= a <= w and 0 <= b <= w):
-        raise ValueError(f"overlaps must satisfy 0 <= a, b <= w = |x|, got w={w}, a={a}, b={b}")
-    return Fraction(2 * int(a) + 2 * int(b) - int(w), 3) - min(int(a), int(b))
-
-
-def rank_one_length_three_max_error(m: int) -> Fraction:
-    """m/3: the rank-1 head's largest |y - t| over all length-3 inputs on {0,1}^m (proved:
-    |2b - a - w| <= m whenever 0 <= a <= b <= w <= m)."""
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m (token width) must be an int >= 1, got {m!r}")
-    return Fraction(int(m), 3)
+    eye, zero = np.eye(N - 1, dtype=np.int64), [Fraction(0)] * (N - 1)
+    rows = {S[k].tobytes(): eye[column[k]] for k in others} | {S[s].tobytes(): 1}
+    return _family_head(
+        N - 1, lambda x: _rows(x, lambda b: rows.get(b, 0), N - 1, np.int64),
+        lambda z, p: _rows(z, lambda b: zero if p == q else index.get(b, zero), N - 1), -delta)
 
 
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
-    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3:
-    (1^m, 0, 1^m) and (1^m, 1^m, 0), overshooting by m/3, and (1^m, 0, 0), undershooting.
-    Shape (3, 3, m); the proof shows there are no others. Limit: m <= 10**6."""
-    rank_one_length_three_max_error(m)  # validates m
+    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3,
+    its maximum (``prop-rank-one-length-three``): (1^m, 0, 1^m) and (1^m, 1^m, 0) overshoot,
+    (1^m, 0, 0) undershoots. Shape (3, 3, m); m <= 10**6."""
     m = check_int(m, "m (token width)", 1, 10**6)
     one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

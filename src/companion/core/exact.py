@@ -1,23 +1,14 @@
-"""Exact evaluation: every head the book calls exact is checked here in integer / rational
-arithmetic, never in floats.
+"""Exact evaluation in integer / rational arithmetic, never in floats.
 
-* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head against Min-IP over every
-  input of a given size.
+* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head on every input of a size.
 * Trained table heads (chapter 8, ``prf:prop-signed-certificate``, ``prf:prop-two-heads``):
-  a model (one signed head, or H nonnegative heads summed by a readout) is exported as plain
-  tables (:class:`HeadTables`, every float64 entry a dyadic rational) and evaluated on every
-  input of a family:
-
-      y(X) = sum_h [ sum_p alpha^h_p <a_h(x), v^h_p(x_p)> / sum_p alpha^h_p ] + b(x),
-      alpha^h_p = <phi^h_Q(x), phi^h_K,p(x_p)>.
-
-  Nothing is rounded: a head reported as solving a family has exact max error < 1/2 there. A
-  vanishing denominator (possible only for signed features) is refused: the head then defines
-  no output on that input, so it cannot count as a solution.
+  plain float64 tables (:class:`HeadTables`, every entry a dyadic rational) evaluated as
+  y(X) = sum_h [sum_p alpha^h_p <a_h(x), v^h_p(x_p)> / sum_p alpha^h_p] + b(x) with
+  alpha^h_p = <phi^h_Q(x), phi^h_K,p(x_p)>; a vanishing denominator is refused.
 * One exact linear algebra for every chapter: :func:`exact_rank`, :func:`rank_factorisation`
-  and :func:`solve` share one fraction-free Gauss-Jordan elimination over Python integers
-  (every division exact, entries stay minors of the integer matrix), and
-  :func:`exact_max_error` is the one exact max |y - t| over Fractions."""
+  and :func:`solve` share one fraction-free Gauss-Jordan elimination over Python integers,
+  and :func:`exact_max_error` is the one exact max |y - t|.
+"""
 
 from __future__ import annotations
 
@@ -28,20 +19,16 @@ from numbers import Rational
 
 import numpy as np
 
-from companion.checks import check_bool, check_instance, check_int
+from companion.checks import check_array, check_int
 from companion.core.attention import KernelAttentionHead, kernel_attention_integer
 from companion.core.task import check_convention, iter_sequences, query_target
 
-__all__ = ["ExhaustiveCheck", "exhaustive_check", "HeadTables", "exact_table_outputs",
-           "exact_table_max_error", "exact_rank", "rank_factorisation", "solve",
-           "exact_max_error"]
+__all__ = ["exhaustive_check", "exact_rank", "rank_factorisation"]
 
 
-#: Largest exhaustive check (number of sequences) the functions here accept: 2**22 (~7 s on
-#: a shared core; the book's largest is 2**21, length 3 at width 7). Compared by exponent:
-#: 2**(n*m) itself is never built, so n = 10**9 is refused at once.
+#: Largest exhaustive check, 2**22 sequences (~7 s on a shared core; the book's largest is
+#: 2**21). Compared by exponent: 2**(n*m) itself is never built.
 MAX_EXHAUSTIVE_BITS = 22
-MAX_EXHAUSTIVE_SEQUENCES = 2**MAX_EXHAUSTIVE_BITS
 
 
 @dataclass(frozen=True)
@@ -61,12 +48,10 @@ class ExhaustiveCheck:
 def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str = "bidirectional",
                      chunk: int = 2**16) -> ExhaustiveCheck:
     """Evaluate an integer-valued head exactly on every length-n sequence over {0,1}^m
-    (n*m <= MAX_EXHAUSTIVE_BITS = 22).
-
-    |y - t| = |num - t den| / den is compared in integers, so the maximum is exact.
-    """
+    (n*m <= MAX_EXHAUSTIVE_BITS); |y - t| = |num - t den| / den is compared in integers."""
     check_convention(convention)
     n, m = check_int(n, "n", 1), check_int(m, "m", 1)
+    chunk = check_int(chunk, "chunk", 1, 2**24)
     if n * m > MAX_EXHAUSTIVE_BITS:
         raise ValueError(
             f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences; the limit is "
@@ -76,8 +61,7 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     best = (Fraction(-1), None)
     for batch in iter_sequences(n, m, chunk):
         num, den = kernel_attention_integer(head, batch, convention)
-        t = query_target(batch, convention)
-        gap = np.abs(num - t * den)  # |y - t| * den, an exact integer
+        gap = np.abs(num - query_target(batch, convention) * den)  # |y - t| * den, exact
         total += len(batch)
         exact += int((gap == 0).sum())
         within += int((2 * gap < den).sum())
@@ -90,104 +74,37 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     return ExhaustiveCheck(n, m, convention, total, exact, within, best[0], best[1])
 
 
-#: Most inputs one exact evaluation accepts (Python integers: ~10 us per input and head).
-MAX_EXACT_ROWS = 2**20
-#: Most table entries of one head (the exact pair tables are T * P * T Python integers).
-MAX_TABLE_ENTRIES = 2**22
-
-
-def _float_table(t, name: str, ndim: int) -> np.ndarray:
-    if isinstance(t, (str, bytes)) or t is None:
-        raise TypeError(f"{name} must be a float array, got {type(t).__name__}")
-    try:
-        arr = np.asarray(t, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a rectangular float array ({exc})") from exc
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
-    if arr.size > MAX_TABLE_ENTRIES:
-        raise ValueError(f"{name} has {arr.size} entries, above {MAX_TABLE_ENTRIES}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must hold finite numbers")
-    return arr
-
-
+@dataclass(frozen=True)
 class HeadTables:
-    """A trained model as plain float64 tables: ``heads`` = ((phi_Q (T, r), phi_K (P, T, r),
+    """A trained model as float64 tables: ``heads`` = ((phi_Q (T, r), phi_K (P, T, r),
     v (P, T, d), a (T, d)), ...), ``bias`` (T,); P = n (position-dependent keys) or 1."""
 
-    def __init__(self, heads, bias, positional: bool, query_position: int):
-        if not isinstance(heads, (tuple, list)) or not heads:
-            raise TypeError("heads must be a non-empty tuple of (phi_Q, phi_K, v, a) tables")
-        tables = []
-        for i, h in enumerate(heads):
-            if not isinstance(h, (tuple, list)) or len(h) != 4:
-                raise TypeError(f"heads[{i}] must be a tuple (phi_Q, phi_K, v, a)")
-            fq, fk, v, a = (_float_table(t, f"heads[{i}][{j}]", nd)
-                            for j, (t, nd) in enumerate(zip(h, (2, 3, 3, 2))))
-            if fk.shape[1:] != fq.shape or v.shape[:2] != fk.shape[:2] \
-                    or a.shape != (fq.shape[0], v.shape[2]):
-                raise ValueError(f"heads[{i}]: table shapes {fq.shape}, {fk.shape}, {v.shape}, "
-                                 f"{a.shape} do not fit together")
-            tables.append((fq, fk, v, a))
-        if len({t[0].shape[0] for t in tables}) != 1:
-            raise ValueError("heads must all be tables over the same T tokens")
-        self.heads = tuple(tables)
-        self.bias = _float_table(bias, "bias", 1)
-        if self.bias.shape != (tables[0][0].shape[0],):
-            raise ValueError(f"bias must have shape ({tables[0][0].shape[0]},), "
-                             f"got {self.bias.shape}")
-        self.positional = check_bool(positional, "positional")
-        self.query_position = check_int(query_position, "query_position", 0, 1024)
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        """Feature rank of each head."""
-        return tuple(h[0].shape[1] for h in self.heads)
+    heads: tuple
+    bias: np.ndarray
+    positional: bool
+    query_position: int
 
 
 def _dyadic(arr: np.ndarray) -> tuple[np.ndarray, int]:
     """(ints as an object array, K) with arr == ints / 2^K entry by entry."""
-    fr = [Fraction(v) for v in arr.ravel().tolist()]
+    fr = [Fraction(v) for v in np.ravel(arr).tolist()]
     K = max((f.denominator.bit_length() - 1 for f in fr), default=0)
-    ints = np.empty(arr.shape, dtype=object)
+    ints = np.empty(np.shape(arr), dtype=object)
     ints.reshape(-1)[:] = [f.numerator << (K - (f.denominator.bit_length() - 1)) for f in fr]
     return ints, K
-
-
-def _check_ids(tables: HeadTables, token_ids) -> np.ndarray:
-    if isinstance(token_ids, (str, bytes)) or token_ids is None:
-        raise TypeError(f"token_ids must be an int array (N, n), got {type(token_ids).__name__}")
-    ids = np.asarray(token_ids)
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer) or ids.size == 0:
-        raise ValueError(f"token_ids must be a non-empty int array (N, n), got {ids.shape}")
-    if len(ids) > MAX_EXACT_ROWS:
-        raise ValueError(f"token_ids has {len(ids)} rows, above MAX_EXACT_ROWS")
-    n, t = ids.shape[1], tables.heads[0][0].shape[0]
-    if not tables.query_position < n:
-        raise ValueError(f"token_ids rows have length {n}; query_position "
-                         f"{tables.query_position} does not fit")
-    if ids.min() < 0 or ids.max() >= t:
-        raise ValueError(f"token_ids must lie in [0, {t - 1}]")
-    for h, (_, fk, _, _) in enumerate(tables.heads):
-        if fk.shape[0] != (n if tables.positional else 1):
-            raise ValueError(f"token_ids has length {n} but head {h} has {fk.shape[0]} key "
-                             "tables")
-    return ids
 
 
 def exact_table_outputs(tables: HeadTables, token_ids) -> tuple[list[Fraction], list[tuple]]:
     """Outputs on every row of ``token_ids`` (N, n) in exact arithmetic, and each row's
     denominators (D_1, ..., D_H). ValueError naming the input if a denominator vanishes."""
-    check_instance(tables, "tables", HeadTables)
-    ids = _check_ids(tables, token_ids)
-    n, t = ids.shape[1], tables.heads[0][0].shape[0]
+    ids = np.asarray(token_ids)
+    n, t = ids.shape[1], len(tables.heads[0][0])
     bias_int, bias_k = _dyadic(tables.bias)
     pos = np.arange(n) if tables.positional else np.zeros(n, dtype=np.int64)
     x = ids[:, tables.query_position]
     per_head = []
-    for h, (fq, fk, v, a) in enumerate(tables.heads):
-        (Q, kq), (K, kk), (V, kv), (A, ka) = (_dyadic(t_) for t_ in (fq, fk, v, a))
+    for h, head in enumerate(tables.heads):
+        (Q, kq), (K, kk), (V, kv), (A, ka) = (_dyadic(t_) for t_ in head)
         P = K.shape[0]
         # integer pair tables: alpha[x, p, z] * 2^(kq+kk) and score[x, p, z] * 2^(ka+kv)
         alpha = Q.dot(K.reshape(P * t, -1).T).reshape(t, P, t)
@@ -200,46 +117,35 @@ def exact_table_outputs(tables: HeadTables, token_ids) -> tuple[list[Fraction], 
             raise ValueError(f"token_ids: head {h} has a vanishing denominator on the input "
                              f"{ids[bad[0]].tolist()}")
         per_head.append((den, num, kq + kk, ka + kv))
-    outputs, dens = [], []
-    for i in range(len(ids)):
-        y = Fraction(int(bias_int[x[i]]), 1 << bias_k)
-        row = []
-        for den, num, k_alpha, k_score in per_head:
-            y += Fraction(int(num[i]), int(den[i]) << k_score)
-            row.append(Fraction(int(den[i]), 1 << k_alpha))
-        outputs.append(y)
-        dens.append(tuple(row))
+    outputs = [Fraction(int(bias_int[x[i]]), 1 << bias_k)
+               + sum((Fraction(int(num[i]), int(den[i]) << k_s) for den, num, _, k_s in per_head),
+                     Fraction(0)) for i in range(len(ids))]
+    dens = [tuple(Fraction(int(den[i]), 1 << k_a) for den, _, k_a, _ in per_head)
+            for i in range(len(ids))]
     return outputs, dens
 
 
 def exact_table_max_error(tables: HeadTables, token_ids, targets) -> Fraction:
     """max_i |y_i - t_i| over the rows, exactly (see :func:`exact_table_outputs`)."""
-    check_instance(tables, "tables", HeadTables)
-    ids = _check_ids(tables, token_ids)
-    if isinstance(targets, (str, bytes)) or targets is None:
-        raise TypeError(f"targets must be an int array, got {type(targets).__name__}")
-    try:
-        targets = np.asarray(targets)
-    except ValueError as exc:  # ragged
-        raise TypeError(f"targets must be a rectangular int array ({exc})") from exc
-    if targets.shape != (len(ids),) or not np.issubdtype(targets.dtype, np.integer):
-        raise ValueError(f"targets must be ints of shape ({len(ids)},), got {targets.shape} "
-                         f"{targets.dtype}")
-    outputs, _ = exact_table_outputs(tables, ids)
-    return exact_max_error(outputs, targets)
+    return exact_max_error(exact_table_outputs(tables, token_ids)[0], targets)
+
+
+def exact_max_error(outputs, targets) -> Fraction:
+    """max_i |y_i - t_i| over paired outputs (ints / Fractions) and integer targets, exactly
+    (every target through int(): never an int64 subtraction)."""
+    return max(abs(Fraction(y) - int(t))
+               for y, t in zip(np.ravel(np.asarray(outputs, dtype=object)).tolist(),
+                               np.ravel(np.asarray(targets, dtype=object)).tolist(),
+                               strict=True))
 
 
 # --------------------------------------------------------------------------- linear algebra
 
-#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (the book's
-#: largest is the 46 x 130 kernel table of the |S| = 46 head: 275,080).
+#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (book: 275,080)
+#: and most cost units: step j makes (rows - j)(cols - j) minors of ~j b bits (b: the entries'
+#: bits after clearing denominators), each ~1 + (B/64)^2 units for B bits (~4e7 a second;
+#: the book's largest, 46 x 130 with 162-bit entries, costs 2.6e8).
 MAX_EXACT_WORK = 2**22
-#: Most cost units of one elimination: step j makes (rows - j)(cols - j) entries, minors of
-#: ~j * b bits (b: the largest integer entry's bits after clearing each row's denominators,
-#: plus log2 of the size), and a product and exact division of B-bit numbers costs about
-#: 1 + (B/64)^2 units (CPython divides in quadratic time). So big rationals are limited by
-#: their bit size, not only by the shape. ~30-50 million units a second on one core; the
-#: book's largest (46 x 130, 162-bit entries) costs 2.6e8.
 MAX_EXACT_COST = 3 * 10**8
 
 
@@ -259,38 +165,27 @@ def _bit_cap(rows: int, cols: int) -> int:
 
 
 def _exact(v, name: str):
-    """v as an int or Fraction (finite floats read exactly; numpy ints through int(): never an
-    int64 on the way)."""
+    """v as an int or Fraction (finite floats read exactly; numpy ints through int())."""
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{name} must hold ints or Fractions (exact), got bool")
     if isinstance(v, (int, np.integer)):
         return int(v)
     if isinstance(v, Rational):
         return Fraction(int(v.numerator), int(v.denominator))
-    if isinstance(v, (float, np.floating)):
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must hold finite numbers, got {v}")
-        return Fraction(float(v))
-    raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must hold finite numbers, got {v}")
+    return Fraction(float(v))
 
 
 def _integer_rows(M, name: str) -> list[list[int]]:
-    """M (ints / Fractions / finite floats, list of rows or array) as integer rows: each row
-    times the lcm of its denominators (the same row space), within the work limits."""
-    if isinstance(M, (str, bytes, dict)) or M is None or not hasattr(M, "__len__"):
-        raise TypeError(f"{name} must be a 2-d matrix of ints or Fractions, got "
-                        f"{type(M).__name__}")
-    try:
-        arr = np.asarray(M, dtype=object)
-    except ValueError as exc:  # ragged
-        raise TypeError(f"{name} must be a rectangular matrix ({exc})") from exc
-    if arr.ndim == 1 and len(arr) and all(isinstance(r, (list, tuple)) for r in arr):
-        raise TypeError(f"{name} must be a rectangular matrix (rows of unequal length)")
-    if arr.ndim != 2 or 0 in arr.shape:
+    """M (ints / Fractions / finite floats) as integer rows: each row times the lcm of its
+    denominators (the same row space), within the work limits."""
+    check_array(M, name, 2, allow_object=True)
+    arr = np.asarray(M, dtype=object)
+    if 0 in arr.shape:
         raise ValueError(f"{name} must be a non-empty 2-d matrix, got shape {arr.shape}")
     rows, cols = arr.shape
-    k = min(rows, cols)
-    work = rows * cols * k
+    work = rows * cols * min(rows, cols)
     if work > MAX_EXACT_WORK:
         raise ValueError(f"{name} has shape {arr.shape}: rows x columns x min(rows, columns) "
                          f"= {work} exceeds MAX_EXACT_WORK = {MAX_EXACT_WORK}")
@@ -321,12 +216,10 @@ def _integer_rows(M, name: str) -> list[list[int]]:
 
 def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
             ) -> tuple[list[list[int]], list[int], int]:
-    """Fraction-free Gauss-Jordan on the first ``ncols`` columns (in place): returns (mat,
-    pivot columns, d) with the pivot rows first; each pivot entry equals d and the other
-    entries of a pivot column are 0, so mat[i] / d is the reduced row echelon form. Every
-    division by the previous pivot is exact (the entries are minors of the input). With
-    ``jordan=False`` only the rows below a pivot are cleared (Bareiss: enough for the rank,
-    about half the work)."""
+    """Fraction-free Gauss-Jordan on the first ``ncols`` columns (in place): (mat, pivot
+    columns, d) with the pivot rows first, each pivot entry d and the rest of its column 0,
+    so mat[i] / d is the reduced row echelon form; every division is exact (the entries are
+    minors). ``jordan=False`` clears only below each pivot (Bareiss: enough for the rank)."""
     prev, rank = 1, 0
     pivots = []
     for c in range(ncols):
@@ -349,9 +242,8 @@ def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
 
 
 def exact_rank(M) -> int:
-    """Rank over Q of a matrix of ints / Fractions (finite floats read exactly), by
-    fraction-free elimination. Limits: shape work (MAX_EXACT_WORK) and minor bit size
-    (MAX_MINOR_BITS, MAX_EXACT_BIT_WORK)."""
+    """Rank over Q of a matrix of ints / Fractions (finite floats read exactly), within
+    MAX_EXACT_WORK and MAX_EXACT_COST."""
     rows = _integer_rows(M, "M")
     return len(_reduce(rows, len(rows[0]), jordan=False)[1])
 
@@ -362,21 +254,15 @@ def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
     rows = _integer_rows(M, "M")
     original = np.asarray(M, dtype=object)
     red, pivots, d = _reduce([list(r) for r in rows], len(rows[0]))
-    U = np.array([[_as_fraction(original[i, c]) for c in pivots]
+    U = np.array([[Fraction(_exact(original[i, c], "M")) for c in pivots]
                   for i in range(len(rows))], dtype=object).reshape(len(rows), len(pivots))
     V = np.array([[Fraction(v, d) for v in red[k]] for k in range(len(pivots))],
                  dtype=object).reshape(len(pivots), len(rows[0])).T
     return U, V
 
 
-def _as_fraction(v) -> Fraction:
-    v = _exact(v, "M")
-    return v if isinstance(v, Fraction) else Fraction(v)
-
-
 def solve(A, b) -> list[Fraction] | None:
-    """The solution of the square system A x = b (Fractions), None if A is singular.
-    Unchecked: an exact kernel of the constructions (A, b of ints / Fractions)."""
+    """The solution of the square system A x = b (ints / Fractions), None if A is singular."""
     n = len(A)
     rows = []
     for row, v in zip(A, b, strict=True):
@@ -387,12 +273,3 @@ def solve(A, b) -> list[Fraction] | None:
     if len(pivots) < n:
         return None
     return [Fraction(red[i][n], d) for i in range(n)]
-
-
-def exact_max_error(outputs, targets) -> Fraction:
-    """max_i |y_i - t_i| over paired outputs (ints / Fractions) and integer targets, exactly
-    (every target through int(): never an int64 subtraction)."""
-    return max(abs(_as_fraction(y) - int(t))
-               for y, t in zip(np.ravel(np.asarray(outputs, dtype=object)).tolist(),
-                               np.ravel(np.asarray(targets, dtype=object)).tolist(),
-                               strict=True))

@@ -1,28 +1,15 @@
-"""Lower ends of the sandwich as files: the quantities the sharper lemma uses, re-checkable
-in exact arithmetic (Chapter 3, {prf:ref}`lem-shifted-trace` and
-{prf:ref}`cor-strict-sandwich`).
-
-A certificate file names its family by definition (as a head file does) and lists, for
-every ordered pair of queries (x, y), the ladder of keys from complement(x) to
-complement(y), together with a shift c and the claimed value and rank.
-:func:`verify_certificate_file` rebuilds the family and recomputes everything from the raw
-tokens: the overlaps along each ladder, each link's factor
-c(g) = (n - 2)(g - 2 eps)/(2 eps), rho_xy as their product, the presence of each link's pure
-sequences and of every arrangement of its mixed sequence, then
-value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2)
-and rank = floor(value) + 1: a head with max error < eps has M_xy < 1/rho_xy strictly, so its
-ratio matrix beats the value unless it is the identity.
-
-    python -m companion verify-head results/heads/*.json   (head files and certificates)
-
-Also here: the Kneser matrix that reaches the value on E1's closed box
-(:func:`kneser_box_matrix`).
+"""Lower ends of the sandwich as files, re-checkable exactly (Chapter 3,
+{prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`): a family's definition, the
+ladder of keys from complement(x) to complement(y) for every ordered pair of queries, a
+shift c, and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2) with
+rank = floor(value) + 1, each link's factor c(g) = (n - 2)(g - 2 eps)/(2 eps) recomputed
+from the raw tokens. :func:`main` is ``python -m companion verify-head FILE ...``; also here,
+the Kneser matrix of E1's closed box.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from collections import Counter
@@ -33,47 +20,42 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.rank_bounds import sharp_rank_bound
-from companion.checks import check_fraction, read_json_file
-from companion.sandwich.head_files import family_from_spec, parse_rational
-from companion.sandwich.head_files import main as verify_head_files
+from companion.checks import check_fraction, check_instance, check_path, read_json_file
+from companion.sandwich.head_files import (
+    family_from_spec,
+    parse_rational,
+    parse_token,
+    rational_str,
+    read_format_file,
+    token_str,
+    verify_head_file,
+    write_json_file,
+)
 from companion.sandwich.matrix import RatioBounds
+
+__all__ = ["write_certificate_file", "verify_certificate_file", "main", "kneser_box_matrix"]
 
 FORMAT = "companion/rank-lower-bound/v1"
 #: Most ordered pairs a certificate file may list (the book's largest, |S| = 46, has 2070).
 MAX_PAIRS = 2**16
 
 
-def _bits(token) -> str:
-    return "".join(str(int(b)) for b in token)
-
-
-def _rational_str(v: Fraction) -> str:
-    return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
-
-
-def _path(path) -> Path:
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-    return Path(path)
-
-
-def certificate_to_dict(spec: dict) -> dict:
-    """The certificate file of the family `spec` defines: its own ladders, the best
-    shift c of the sharper lemma, the value and rank it proves."""
+def _certificate_to_dict(spec: dict) -> dict:
+    """The certificate of the family `spec` defines: its ladders, the sharper lemma's c."""
     family = family_from_spec(spec)
     cert, N = family.certificate, len(family.S)
     keys: dict[str, int] = {}
     ladders = []
     for (i, j), chain in sorted(cert.chains.items()):
-        ladders.append([i, j, [keys.setdefault(_bits(t), len(keys)) for t in chain]])
+        ladders.append([i, j, [keys.setdefault(token_str(t), len(keys)) for t in chain]])
     bound = sharp_rank_bound(N, dict(Counter(1 / r for r in cert.rho.values())))
     return {
         "format": FORMAT,
         "family": spec,
         "claim": (f"every head (kernel >= 0, any real features) with max error < "
                   f"{family.eps} on this family has feature rank >= {bound.rank}"),
-        "c": _rational_str(bound.c),
-        "value": _rational_str(bound.value),
+        "c": rational_str(bound.c),
+        "value": rational_str(bound.value),
         "rank": bound.rank,
         "argument": ("ladder (x, y): keys z_0 = complement(x), ..., z_k = complement(y) with "
                      "overlaps with x rising by g_i; the family holds their pure sequences and "
@@ -81,35 +63,15 @@ def certificate_to_dict(spec: dict) -> dict:
                      "eps has M_xy = K(x, ybar)/K(x, xbar) <= 1/R < 1/rho_xy, rho_xy = prod "
                      "(n-2)(g_i - 2 eps)/(2 eps); M has unit diagonal and rank <= r, so r >= "
                      "N^2 (1-c)^2 / ||M - cJ||_F^2 > value unless M = I"),
-        "queries": [_bits(x) for x in family.S],
+        "queries": [token_str(x) for x in family.S],
         "keys": list(keys),
         "ladders": ladders,
     }
 
 
 def write_certificate_file(path, spec: dict) -> Path:
-    """Write :func:`certificate_to_dict` as compact JSON (one ladder per line)."""
-    path = _path(path)
-    data = certificate_to_dict(spec)
-    lines = ["{"]
-    for k, v in data.items():
-        if k not in ("keys", "ladders"):
-            lines.append(f"  {json.dumps(k)}: {json.dumps(v)},")
-    lines.append(f'  "keys": {json.dumps(data["keys"])},')
-    lines.append('  "ladders": [')
-    lines.append(",\n".join(f"    {json.dumps(e, separators=(',', ':'))}"
-                            for e in data["ladders"]))
-    lines.append("  ]")
-    lines.append("}")
-    if str(path) in ("", ".") or path.is_dir():
-        raise ValueError(f"path must name a file, got the folder {str(path)!r}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r}: cannot write there ({exc.strerror or exc})") \
-            from exc
-    return path
+    """Write the certificate of the family `spec` defines (compact JSON, one ladder a line)."""
+    return write_json_file(path, _certificate_to_dict(spec), ("ladders",))
 
 
 @dataclass
@@ -132,22 +94,12 @@ class CertificateReport:
                 f"ladders, value {self.value} -> feature rank >= {self.rank} -> {verdict}")
 
 
-def _token(text, name: str, m: int) -> np.ndarray:
-    if not isinstance(text, str) or len(text) != m or set(text) - {"0", "1"}:
-        raise ValueError(f"{name} must be a string of {m} characters 0/1, got {text!r:.60}")
-    return np.array([int(ch) for ch in text], dtype=np.int64)
-
-
 def verify_certificate_file(path) -> CertificateReport:
     """Rebuild the family and re-check the certificate from scratch (exact); malformed files
     raise ValueError, wrong claims give passed False with the reasons."""
-    path = _path(path)
-    data = read_json_file(path, "certificate file")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"path {str(path)!r} must hold a JSON object with format {FORMAT!r}")
-    for key in ("family", "c", "value", "rank", "queries", "keys", "ladders"):
-        if key not in data:
-            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    path = check_path(path, "path")
+    data = read_format_file(path, "certificate file", FORMAT,
+                            ("family", "c", "value", "rank", "queries", "keys", "ladders"))
     family = family_from_spec(data["family"])
     S, n, eps, q = family.S, family.n, family.eps, family.query_position
     N, m = S.shape
@@ -159,12 +111,12 @@ def verify_certificate_file(path) -> CertificateReport:
     queries, keys, ladders = data["queries"], data["keys"], data["ladders"]
     if not isinstance(queries, list) or len(queries) != N:
         raise ValueError(f"queries must list the family's {N} queries")
-    Q = [_token(t, f"queries[{i}]", m) for i, t in enumerate(queries)]
-    if sorted(_bits(x) for x in Q) != sorted(_bits(x) for x in S) or len(set(queries)) != N:
+    Q = [parse_token(t, f"queries[{i}]", m) for i, t in enumerate(queries)]
+    if sorted(map(token_str, Q)) != sorted(map(token_str, S)) or len(set(queries)) != N:
         raise ValueError("queries must be the family's queries, each once")
     if not isinstance(keys, list) or not isinstance(ladders, list) or len(ladders) > MAX_PAIRS:
         raise ValueError(f"keys and ladders must be lists (at most {MAX_PAIRS} ladders)")
-    Z = [_token(t, f"keys[{i}]", m) for i, t in enumerate(keys)]
+    Z = [parse_token(t, f"keys[{i}]", m) for i, t in enumerate(keys)]
     present = {seq.tobytes() for seq in np.asarray(family.sequences, dtype=np.int64)}
 
     def has(x, keys_):
@@ -229,8 +181,8 @@ def verify_certificate_file(path) -> CertificateReport:
 
 
 def main(argv=None) -> int:
-    """`verify-head`: each file is checked as a head file or, by its format, as a lower-bound
-    certificate; one line per file, exit status 0 if all pass and 2 otherwise."""
+    """`verify-head`: each file is checked, by its format, as a lower-bound certificate or a
+    head file; one line per file (failures on stderr), exit status 0 if all pass, else 2."""
     if argv is not None and (not isinstance(argv, (list, tuple))
                              or not all(isinstance(a, str) for a in argv)):
         raise TypeError(f"argv must be a list of str (file paths), got {argv!r:.60}")
@@ -244,13 +196,11 @@ def main(argv=None) -> int:
             is_cert = read_json_file(p, "certificate file").get("format") == FORMAT
         except (OSError, ValueError, AttributeError):
             is_cert = False  # not a readable JSON object: the head verifier says why
-        if not is_cert:
-            ok = verify_head_files([p]) == 0 and ok
-            continue
         try:
-            report = verify_certificate_file(p)
-        except (ValueError, TypeError) as exc:
-            print(f"{p}: not a valid certificate file: {exc}", file=sys.stderr)
+            report = (verify_certificate_file if is_cert else verify_head_file)(p)
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            kind = "certificate" if is_cert else "head"
+            print(f"{p}: not a valid {kind} file: {exc}", file=sys.stderr)
             ok = False
             continue
         print(report.summary(), file=sys.stdout if report.passed else sys.stderr)
@@ -262,15 +212,11 @@ def main(argv=None) -> int:
 
 
 def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
-    """I + value * A(K(n, 2)) with the C(n, 2) queries placed on the 2-subsets of {0..n-1}
-    so that every pair whose bound is below `value` sits on two intersecting subsets (no
-    edge, entry 0); those pairs must be disjoint, at most n - 2 of them.
-
-    For E1 (n = 8, value 1/5) it lies in the closed box 0 <= M_xy <= 1/rho_xy and has rank 21
-    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there.
-    """
-    if not isinstance(bounds, RatioBounds):
-        raise TypeError(f"bounds must be RatioBounds, got {type(bounds).__name__}")
+    """I + value * A(K(n, 2)), the C(n, 2) queries on the 2-subsets of {0..n-1} so that the
+    pairs whose bound is below `value` (disjoint, at most n - 2) sit on intersecting subsets
+    (entry 0). For E1 (n = 8, value 1/5): in the closed box 0 <= M_xy <= 1/rho_xy, rank 21
+    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there."""
+    check_instance(bounds, "bounds", RatioBounds)
     value = check_fraction(value, "value", 0, low_open=True)
     N = bounds.size
     n = round((1 + math.isqrt(1 + 8 * N)) / 2)

@@ -1,10 +1,8 @@
 """From factors of an admissible ratio matrix to an explicit exact head (Chapter 3,
-{prf:ref}`prop-sandwich-matrix-problem` (ii)).
-
-Intermediate ladder keys become scaled copies of the bottom key (or, when shared by several
-queries, exact nonnegative combinations of their bottom keys); the query's own position
-carries weight only in rows with zeros; biases centre each query's exact error range. Every
-head is checked in exact rational arithmetic before it is returned.
+{prf:ref}`prop-sandwich-matrix-problem` (ii)): intermediate ladder keys become scaled copies
+of the bottom key (or, when shared, exact combinations of the sharers' bottom keys), the
+query's own position carries weight only in rows with zeros, and biases centre each query's
+exact error range. Every head is checked exactly before it is returned.
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ import numpy as np
 
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_fraction, check_instance
-from companion.core.attention import KernelAttentionHead
+from companion.checks import check_fraction
+from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import solve
 from companion.sandwich.matrix import (
     RatioBounds,
@@ -29,18 +27,15 @@ from companion.sandwich.matrix import (
     ratio_matrix_of_factors,
 )
 
-# --------------------------------------------------------------------------- factors -> head
+__all__ = ["build_exact_head"]
 
 
 @dataclass(frozen=True, eq=False)
 class ExactHead:
-    """An NKA head on F(S) given by tables (all Fractions).
-
-    query_features (N, r): phi_Q(S[x]); key_features {token id: (r,)} at every key position;
-    self_features (N, r): the key map at the query's own position on S[x]; self_value_scale
-    (N,): value mu(x) S[x] at the query's position (v(z) = z at key positions); bias (N,):
-    readout y = <x, o> + bias[x]. max_error: the exact max error this module computed.
-    """
+    """An NKA head on F(S) given by tables (all Fractions): query_features (N, r) phi_Q(S[x]);
+    key_features {token id: (r,)} at key positions; self_features (N, r), the key map at the
+    query's own position on S[x]; self_value_scale (N,), value mu(x) S[x] there; bias (N,),
+    readout y = <x, o> + bias[x]; max_error, the exact max error computed here."""
 
     family: WitnessFamily
     query_features: np.ndarray
@@ -56,19 +51,7 @@ class ExactHead:
 
     @property
     def nonnegative(self) -> bool:
-        tables = [self.query_features.ravel(), self.self_features.ravel()]
-        tables += [np.asarray(v, dtype=object) for v in self.key_features.values()]
-        return all(v >= 0 for t in tables for v in t)
-
-    def kernel_table(self) -> np.ndarray:
-        """alpha(S[x], z) at key positions for every query x and key token: (N, T) Fractions."""
-        ids = sorted(self.key_features)
-        out = np.empty((len(self.query_features), len(ids)), dtype=object)
-        for x, q in enumerate(self.query_features):
-            for c, t in enumerate(ids):
-                out[x, c] = sum((a * b for a, b in zip(q, self.key_features[t], strict=True)),
-                                Fraction(0))
-        return out
+        return all_nonnegative(self.query_features, self.self_features, self.key_features)
 
     def to_kernel_head(self) -> KernelAttentionHead:
         """The same head as a :class:`KernelAttentionHead` (exact object arrays); tokens
@@ -77,38 +60,18 @@ class ExactHead:
                                      self.self_features, self.self_value_scale, self.bias)
 
 
-def _safe_shape(table):
-    """np.shape, or None for ragged nested lists (where numpy raises)."""
-    try:
-        return np.shape(table)
-    except ValueError:
-        return None
+def all_nonnegative(*tables) -> bool:
+    """Whether every entry of the tables (arrays, or dicts {token id: features}) is >= 0."""
+    return all(v >= 0 for t in tables
+               for v in np.ravel(list(t.values()) if isinstance(t, dict) else t))
 
 
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
     from lookup tables keyed by token (see :class:`ExactHead`)."""
-    family = check_instance(family, "family", WitnessFamily)
     S = np.asarray(family.S, dtype=np.int64)
-    query_features = exact_factor(query_features, "query_features", len(S))
-    self_features = exact_factor(self_features, "self_features", len(S))
     r, q = query_features.shape[1], family.query_position
-    if self_features.shape != query_features.shape:
-        raise ValueError(f"self_features must have the shape of query_features "
-                         f"{query_features.shape}, got {self_features.shape}")
-    for name, table in (("self_value_scale", self_value_scale), ("bias", bias)):
-        shape = _safe_shape(table)
-        if shape != (len(S),) or not all(
-                isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
-                for v in np.asarray(table, dtype=object)):
-            raise ValueError(f"{name} must hold |S| = {len(S)} ints or Fractions, got "
-                             f"{type(table).__name__} of shape {shape}")
-    if not isinstance(key_features, dict) or not all(
-            isinstance(t, (int, np.integer)) and 0 <= t < len(family.tokens)
-            and _safe_shape(v) == (r,) for t, v in key_features.items()):
-        raise ValueError(f"key_features must be a dict {{token id: {r} features}} over the "
-                         f"family's {len(family.tokens)} tokens")
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
@@ -169,8 +132,7 @@ def _ladder_trees(bounds: RatioBounds, M) -> dict:
     return trees
 
 
-#: Where inside each sharer's window (0: at the leaves' value, 1: at the root's) a shared
-#: ladder key's targets are tried, in order.
+#: Where in each sharer's window (0: the leaves' value, 1: the root's) a shared key is tried.
 SHARED_TARGETS = (Fraction(1, 2), Fraction(3, 4), Fraction(7, 8), Fraction(15, 16),
                   Fraction(1, 4))
 
@@ -202,7 +164,7 @@ def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dic
                 room = min(min(tx - _max_leaf_below(*trees[x], z) / trees[x][0][z][1],
                                1 / trees[x][0][z][1] - tx) for x, tx in zip(X, t, strict=True))
                 delta = room / (2 * len(X))
-                lam = [simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
+                lam = [_simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
                                         v + delta) for v in lam]
                 out[z] = dict(zip(X, lam, strict=True))
                 break
@@ -225,14 +187,10 @@ def _max_leaf_below(nodes, leaves, z) -> Fraction:
 
 
 def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
-    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key.
-
-    Along a ladder with link factors c_i, tau(z_i) = t(z_i) prod_{j<=i} c_j must fall
-    strictly from tau = 1 at the bottom key to tau = M[x,y] rho_xy < 1 at complement(y).
-    Parents first, a free key takes the simplest rational in the middle third of
-    (lo, tau(parent)) (tau = 1 at the bottom key), lo the largest tau of the fixed keys and
-    leaves below it; tau then falls strictly along every ladder.
-    """
+    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key: along a
+    ladder tau(z_i) = t(z_i) prod_{j<=i} c_j must fall strictly from 1 at the bottom key to
+    M[x,y] rho_xy < 1 at complement(y); parents first, a free key takes the simplest rational
+    in the middle third of (lo, tau(parent)), lo the largest tau of the keys below it."""
     out = {}
     for x in range(bounds.size):
         nodes, leaves = trees[x]
@@ -255,35 +213,30 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
             parent = nodes[z][0]
             up = Fraction(1) if parent is None else tau[parent]
             low = lo(z)
-            tau[z] = simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
+            tau[z] = _simplest_between(low + (up - low) / 3, low + 2 * (up - low) / 3)
             out[(x, z)] = tau[z] / nodes[z][1]
     return out
 
 
 def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bool = True,
                      self_weight=Fraction(1, 1000)) -> ExactHead:
-    """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact).
-
-    phi_Q(S[x]) = Q_x; phi_K(complement S[y]) = K_y at every key position; an intermediate
-    ladder key z of query x gets t(z) K_x (a scaled copy of the bottom key), one shared by
-    queries X the combination sum_{x in X} lambda_x K_x that puts each t_x(z) inside its
-    window (nonnegative lambda for nonnegative factors); values v(z) = z;
-    readout <x, o> + b(x) with b(x) centring the errors of x's sequences. Rows of M with
-    zeros also get a small self-weight at the query's position with score G_0 (the zeros'
-    common gap). With strict=True, raises ValueError unless M is admissible.
-    self_weight in (0, 1] (shrunk further while a sequence is not exact).
-    """
+    """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact):
+    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys of query x scaled copies
+    t(z) K_x (shared ones: combinations of the sharers' K_x), v(z) = z, readout <x, o> + b(x)
+    with b centring x's errors; rows of M with zeros get a small self-weight (shrunk from
+    self_weight in (0, 1] while needed) with score G_0. strict: ValueError unless M is
+    admissible."""
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
     Q = exact_factor(query_factor, "query_factor", N)
-    K = exact_factor(key_factor, "key_factor", N)
+    K = exact_factor(key_factor, "key_factor", N, Q.shape[1])
     M = ratio_matrix_of_factors(Q, K)
     problems = admissibility_violations(M, bounds)
     if strict and problems:
         raise ValueError(f"M = Q K^T (rows normalised) is not admissible: {problems[:3]}")
     trees = _ladder_trees(bounds, M)
-    nonnegative = all(v >= 0 for v in Q.ravel()) and all(v >= 0 for v in K.ravel())
+    nonnegative = all_nonnegative(Q, K)
     shared = _shared_key_weights(bounds, M, trees, nonnegative)
     shared_tau = {(x, z): sum((lam[b] * M[x, b] for b in lam), Fraction(0)) * trees[x][0][z][1]
                   for z, lam in shared.items() for x in lam}
@@ -339,52 +292,26 @@ def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
 
 
 def _raw_errors(family, Q, key_features, self_features, self_scale):
-    """Per row: output minus target with bias 0, exact; raises on a negative weight or a zero
-    denominator."""
-    q = family.query_position
-    S = family.S
-    cache: dict = {}
-    errors = []
-    for row in range(len(family)):
-        x = int(family.query_ids[row])
-        num = den = Fraction(0)
-        for p, t in enumerate(family.token_ids[row].tolist()):
-            if p == q:
-                a = exact_dot(Q[x], self_features[x])
-                s = self_scale[x] * int(S[x].sum())
-            else:
-                if (x, t) not in cache:
-                    if t not in key_features:
-                        raise ValueError(f"no key features for token {t} (row {row})")
-                    cache[(x, t)] = exact_dot(Q[x], key_features[t])
-                a = cache[(x, t)]
-                s = int(family.tokens[t] @ S[x])
-            if a < 0:
-                raise ValueError(f"negative attention weight {a} at row {row}, position {p}")
-            num += a * s
-            den += a
-        if den <= 0:
-            raise ValueError(f"attention denominator {den} <= 0 at row {row}")
-        errors.append(num / den - int(family.targets[row]))
-    return errors
+    """Per row: output minus target with bias 0, by the package's exact forward pass."""
+    zero = np.full(len(Q), Fraction(0), dtype=object)
+    head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
+    y = kernel_attention(head, family.sequences, family.convention, exact=True)
+    return [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
 
 
-def simplest_between(lo, hi) -> Fraction:
+def _simplest_between(lo, hi) -> Fraction:
     """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
     (continued fractions; keeps the head files short)."""
-    lo, hi = check_fraction(lo, "lo"), check_fraction(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"need lo < hi, got {lo} and {hi}")
     if lo < 0 < hi:
         return Fraction(0)
     if hi <= 0:
-        return -simplest_between(-hi, -lo)
+        return -_simplest_between(-hi, -lo)
     fl = math.floor(lo)
     if fl + 1 < hi:
         return Fraction(fl + 1)
     if lo == fl:
         return fl + Fraction(1, math.floor(1 / (hi - fl)) + 1)
-    return fl + 1 / simplest_between(1 / (hi - fl), 1 / (lo - fl))
+    return fl + 1 / _simplest_between(1 / (hi - fl), 1 / (lo - fl))
 
 
 def _centre_biases(family, Q, key_features, self_features, self_scale):
@@ -399,6 +326,6 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
     for x in range(N):
         centre, half = -(lo[x] + hi[x]) / 2, (hi[x] - lo[x]) / 2
         slack = (Fraction(1, 2) - half) / 4
-        bias[x] = simplest_between(centre - slack, centre + slack) if slack > 0 else centre
+        bias[x] = _simplest_between(centre - slack, centre + slack) if slack > 0 else centre
     max_error = max(max(hi[x] + bias[x], -(lo[x] + bias[x])) for x in range(N))
     return bias, max_error

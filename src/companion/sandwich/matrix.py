@@ -2,19 +2,11 @@
 
 Column y of the kernel table is the key token complement(y). A ratio matrix M (|S| x |S|) is
 *admissible* for F(S) if M[x,x] = 1, 0 <= M[x,y] < 1/rho_xy (rho_xy = prod c_{n,1/2}(g) over
-the certificate's ladder for (x, y)) and the zeros of each row all sit at one gap G_xy.
-Every head with error < 1/2 on F(S) has M[x,y] = K(x, ybar)/K(x, xbar) admissible of rank
-<= its feature rank; conversely every admissible M of rank r (or nonnegative rank r) gives
-an exact head of feature rank r (with nonnegative features), built by
-:func:`companion.sandwich.heads.build_exact_head`. So the minimum feature rank on F(S) is
-the minimum rank of an admissible M, and the sandwich narrows to [Lemma D' bound, best
-admissible M found].
-
-This module holds the bounds, the exact admissibility check and rank, the ratio matrix of
-two factors, and the explicit factors: query indicators and the one-query spread
-(its exact feasibility criterion sum_k u_sk u_ks > 1, {prf:ref}`prop-one-query-spread`).
-The head builder is in :mod:`companion.sandwich.heads`, the numerical search for low-rank
-factors in :mod:`companion.sandwich.search`.
+the certificate's ladder for (x, y)) and the zeros of each row all sit at one gap G_xy. The
+minimum feature rank of an exact head on F(S) is the minimum rank of an admissible M (heads
+from factors: :func:`companion.sandwich.heads.build_exact_head`). Here: the bounds, the exact
+admissibility check, the ratio matrix of two factors and the explicit factors (query
+indicators; the one-query spread, {prf:ref}`prop-one-query-spread`).
 """
 
 from __future__ import annotations
@@ -25,14 +17,14 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_fraction
-from companion.core.exact import MAX_EXACT_WORK, exact_rank  # noqa: F401 (the sandwich's rank)
+from companion.checks import check_array, check_fraction, check_instance, check_int
+from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, chapter 3)
 
-#: Most entries of one exact factor (|S| x r Fractions; the book's largest, |S| = 46 at
-#: r = 46, has 2116).
+__all__ = ["ratio_bounds", "admissibility_violations", "spread_products", "indicator_factors",
+           "spread_factors"]
+
+#: Most entries of one exact factor (|S| x r Fractions; the book's largest has 2116).
 MAX_FACTOR_ENTRIES = 2**16
-
-# --------------------------------------------------------------------------- the bounds
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,27 +50,11 @@ class RatioBounds:
     def size(self) -> int:
         return len(self.upper)
 
-    def upper_float(self) -> np.ndarray:
-        return np.vectorize(float, otypes=[np.float64])(self.upper)
-
-
-def _check_bounds(bounds) -> RatioBounds:
-    if not isinstance(bounds, RatioBounds):
-        raise TypeError(f"bounds must be RatioBounds (see ratio_bounds), got "
-                        f"{type(bounds).__name__}")
-    return bounds
-
-
-def _check_family(family) -> WitnessFamily:
-    if not isinstance(family, WitnessFamily):
-        raise TypeError(f"family must be a WitnessFamily, got {type(family).__name__}")
-    return family
-
 
 def ratio_bounds(family: WitnessFamily) -> RatioBounds:
     """The box of admissible ratio matrices of F(S): 1/rho_xy from the family's certificate,
     with the ladders and which queries share each intermediate ladder key."""
-    family = _check_family(family)
+    check_instance(family, "family", WitnessFamily)
     cert = family.certificate
     S = np.asarray(cert.S, dtype=np.int64)
     N = len(S)
@@ -105,8 +81,7 @@ def ratio_bounds(family: WitnessFamily) -> RatioBounds:
 def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
     """{intermediate token: set of queries whose ladders pass through it}; raises ValueError
     if an intermediate key occurs in a sequence of a query whose ladders do not use it."""
-    q = family.query_position
-    keys = np.delete(family.token_ids, q, axis=1)
+    keys = np.delete(family.token_ids, family.query_position, axis=1)
     seen: dict[int, set] = {}
     for row, qid in enumerate(family.query_ids.tolist()):
         for t in keys[row].tolist():
@@ -125,22 +100,10 @@ def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
 # --------------------------------------------------------------------------- admissibility
 
 
-def _as_fraction_matrix(M, N: int, name: str = "M") -> np.ndarray:
-    arr = np.asarray(M, dtype=object)
-    if arr.shape != (N, N):
-        raise ValueError(f"{name} must be an |S| x |S| = {N} x {N} matrix, got shape {arr.shape}")
-    out = np.empty((N, N), dtype=object)
-    for idx, v in np.ndenumerate(arr):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)):
-            raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
-        out[idx] = Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
-    return out
-
-
 def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     """Every reason M is not admissible (empty list: admissible). Exact arithmetic."""
-    N = _check_bounds(bounds).size
-    M = _as_fraction_matrix(M, N)
+    N = check_instance(bounds, "bounds", RatioBounds).size
+    M = exact_factor(M, "M", N, N)
     problems = []
     for x in range(N):
         if M[x, x] != 1:
@@ -161,27 +124,23 @@ def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     return problems
 
 
-def exact_factor(F, name: str, N: int | None) -> np.ndarray:
-    if (isinstance(F, (str, bytes, int, float, Fraction, np.generic)) or F is None
-            or (isinstance(F, np.ndarray) and F.ndim == 0)):
-        raise TypeError(f"{name} must be a 2-d array of ints or Fractions, got "
-                        f"{type(F).__name__}")
-    try:
-        arr = np.asarray(F, dtype=object)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a rectangular 2-d array ({exc})") from exc
-    if N is None:
-        N = arr.shape[0]
-    if arr.ndim != 2 or arr.shape[0] != N or arr.shape[1] < 1:
-        raise ValueError(f"{name} must have shape (|S| = {N}, r >= 1), got {arr.shape}")
+def exact_factor(F, name: str, rows: int | None = None, cols: int | None = None) -> np.ndarray:
+    """F (ints or Fractions) as an object array of Fractions of shape (rows, cols), each
+    None for any size >= 1; at most MAX_FACTOR_ENTRIES entries."""
+    arr = check_array(F, name, 2, allow_object=True)
+    rows = arr.shape[0] if rows is None else rows
+    if arr.shape[0] != rows or arr.shape[1] < 1 or cols not in (None, arr.shape[1]):
+        raise ValueError(f"{name} must have shape ({rows}, {cols or 'r >= 1'}), got {arr.shape}")
     if arr.size > MAX_FACTOR_ENTRIES:
         raise ValueError(f"{name} has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
                          f"{MAX_FACTOR_ENTRIES}")
+    if arr.dtype.kind not in "iuO" or not all(
+            isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
+            for v in arr.flat):
+        raise TypeError(f"{name} must hold ints or Fractions (exact), got dtype {arr.dtype}")
     out = np.empty(arr.shape, dtype=object)
-    for idx, v in np.ndenumerate(arr):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)):
-            raise TypeError(f"{name} must hold ints or Fractions (exact), got {type(v).__name__}")
-        out[idx] = Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
+    out.reshape(-1)[:] = [Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
+                          for v in arr.flat]
     return out
 
 
@@ -190,18 +149,10 @@ def exact_dot(a, b) -> Fraction:
     return sum((u * v for u, v in zip(a, b, strict=True)), Fraction(0))
 
 
-def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
-    """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x phi_Q(S[x]), K_y phi_K(complement S[y]).
-    Limit: |S|**2 * r <= MAX_EXACT_WORK = 2**22."""
-    Q = exact_factor(query_factor, "query_factor", None)
+def ratio_matrix_of_factors(Q, K) -> np.ndarray:
+    """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x = phi_Q(S[x]), K_y = phi_K(complement
+    S[y]), both exact factors of one shape."""
     N = len(Q)
-    K = exact_factor(key_factor, "key_factor", N)
-    if Q.shape != K.shape:
-        raise ValueError(f"query_factor and key_factor must have the same shape, got {Q.shape} "
-                         f"and {K.shape}")
-    if N * N * Q.shape[1] > MAX_EXACT_WORK:
-        raise ValueError(f"query_factor of shape {Q.shape} needs |S|**2 * r = "
-                         f"{N * N * Q.shape[1]} products, above MAX_EXACT_WORK = {MAX_EXACT_WORK}")
     M = np.empty((N, N), dtype=object)
     for x in range(N):
         d = exact_dot(Q[x], K[x])
@@ -219,7 +170,7 @@ def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
     """Rank |S|, nonnegative: Q = I, K_y[x] = M[x,y] with M = I + fill * (1/rho) off the
     diagonal (the query-indicator head's kernel table, any fill in (0, 1))."""
     fill = check_fraction(fill, "fill", 0, 1, low_open=True, high_open=True)
-    N = _check_bounds(bounds).size
+    N = check_instance(bounds, "bounds", RatioBounds).size
     Q = np.array([[Fraction(int(i == j)) for j in range(N)] for i in range(N)], dtype=object)
     K = np.array([[Fraction(1) if x == y else fill * bounds.upper[x, y] for x in range(N)]
                   for y in range(N)], dtype=object)
@@ -229,27 +180,21 @@ def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
 def spread_products(bounds: RatioBounds) -> list[Fraction]:
     """P_s = sum_{k != s} u_sk u_ks (u = 1/rho): a one-query spread of query s exists iff
     P_s > 1 (see :func:`spread_factors`)."""
-    N = _check_bounds(bounds).size
+    N = check_instance(bounds, "bounds", RatioBounds).size
     return [sum((bounds.upper[s, k] * bounds.upper[k, s] for k in range(N) if k != s),
                 Fraction(0)) for s in range(N)]
 
 
 def spread_factors(bounds: RatioBounds, s: int | None = None):
-    """Rank |S| - 1, nonnegative: every query k != s one-hot, query s spread over them.
-
-    M[k,s] = theta u_ks, M[k,y] = tau u_ky (y != k, s), row s proportional to
-    sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. Row s of any admissible M that is a
-    nonnegative combination sum gamma_k M[k,:] of the other rows has gamma_y <= M[s,y] < u_sy,
-    so 1 = M[s,s] < sum u_sk u_ks = P_s: the construction exists iff P_s > 1.
-    Default s: the largest P_s. Returns (Q, K) with r = |S| - 1.
-    """
-    N = _check_bounds(bounds).size
+    """(Q, K) of rank |S| - 1, nonnegative: every query k != s one-hot, query s (default:
+    the largest P_s) spread over them: M[k,s] = theta u_ks, M[k,y] = tau u_ky, row s
+    proportional to sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. It exists iff P_s > 1
+    (row s of an admissible M that combines the others has 1 = M[s,s] < P_s)."""
+    N = check_instance(bounds, "bounds", RatioBounds).size
     P = spread_products(bounds)
     if s is None:
         s = max(range(N), key=lambda k: (P[k], k))
-    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < N:
-        raise ValueError(f"s must be an int in [0, |S|) = [0, {N}), got {s!r}")
-    s = int(s)
+    s = check_int(s, "s", 0, N - 1)
     if not P[s] > 1:
         raise ValueError(f"no one-query spread of query {s} exists: sum_k u_sk u_ks = {P[s]} "
                          "<= 1")
@@ -263,19 +208,10 @@ def spread_factors(bounds: RatioBounds, s: int | None = None):
     tau = Fraction(1, 2 ** max(1, (1 / slack).numerator.bit_length()))
     while not tau < slack:
         tau /= 2
-    Mb = {}
-    for k in others:
-        for y in range(N):
-            Mb[(k, y)] = (Fraction(1) if y == k else theta * u[k, s] if y == s
-                          else tau * u[k, y])
-    col = {k: c for c, k in enumerate(others)}
     Q = np.full((N, N - 1), Fraction(0), dtype=object)
-    for k in others:
-        Q[k, col[k]] = Fraction(1)
-    for k in others:
-        Q[s, col[k]] = u[s, k]
     K = np.empty((N, N - 1), dtype=object)
-    for y in range(N):
-        for k in others:
-            K[y, col[k]] = Mb[(k, y)]
+    for c, k in enumerate(others):
+        Q[k, c], Q[s, c] = Fraction(1), u[s, k]
+        for y in range(N):
+            K[y, c] = Fraction(1) if y == k else theta * u[k, s] if y == s else tau * u[k, y]
     return Q, K

@@ -1,7 +1,6 @@
 """Numerical search for low-rank admissible ratio matrices (Chapter 3, the sandwich's upper
-ends): float factors found by L-BFGS (signed) or HALS (nonnegative), rounded to rationals
-and re-checked exactly by :func:`companion.sandwich.heads.build_exact_head`. Search results
-are never trusted: only the exact check of the rounded head counts.
+ends): float factors by L-BFGS (signed) or HALS (nonnegative), rounded to rationals; only the
+exact check of the rounded head (:func:`companion.sandwich.heads.build_exact_head`) counts.
 """
 
 from __future__ import annotations
@@ -12,26 +11,30 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_float, check_int_sequence
+from companion.checks import (
+    check_array,
+    check_float,
+    check_instance,
+    check_int,
+    check_int_sequence,
+)
 from companion.sandwich.heads import ExactHead, build_exact_head
 from companion.sandwich.matrix import (
-    MAX_FACTOR_ENTRIES,
     RatioBounds,
     admissibility_violations,
     ratio_bounds,
     ratio_matrix_of_factors,
 )
 
+__all__ = ["search_ratio_factors", "exact_head_from_search"]
+
 #: Denominators tried, in order, when rounding float factors to rationals.
 ROUNDING_DENOMINATORS = (2**10, 2**14, 2**20, 2**30)
-#: Most restarts x rounds of one search (each round is one L-BFGS run or HALS sweep of an
-#: |S| x |S| matrix; the searches behind results/heads use 4 x 30).
+#: Most restarts x rounds of one search (a round: one L-BFGS run or 100 HALS sweeps; the
+#: searches behind results/heads use 4 x 30) and most denominators tried (an exact check
+#: each).
 MAX_SEARCH_ROUNDS = 10_000
-#: Most denominators :func:`exact_head_from_search` tries (each try is an exact check).
 MAX_DENOMINATORS = 16
-
-
-# --------------------------------------------------------------------------- numerical search
 
 
 @dataclass(frozen=True)
@@ -114,13 +117,8 @@ def _nonnegative_search(upper, r, rng, margin, floor, rounds):
 
 
 def _warm_start(start, rank: int):
-    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair; None passes."""
-    if start is None:
-        return None
-    X = np.asarray(start, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] != X.shape[1] or not np.all(np.isfinite(X)):
-        raise ValueError(f"start must be a finite square matrix, got shape {X.shape}")
-    u, sv, vt = np.linalg.svd(X)
+    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair."""
+    u, sv, vt = np.linalg.svd(start)
     root = np.sqrt(sv[:rank])
     return np.stack([u[:, :rank] * root, vt[:rank].T * root])
 
@@ -128,32 +126,25 @@ def _warm_start(start, rank: int):
 def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegative=False,
                          restarts: int = 4, rounds: int = 30, margin: float = 2e-3,
                          floor: float = 1e-4, start=None) -> SearchResult:
-    """Look for float factors Q, K (|S| x rank) with Q K^T admissible, entries kept in
-    [floor u, (1 - margin) u] off the diagonal so rounding to rationals keeps them inside.
-
-    Signed: L-BFGS on sum (diag - 1)^2 + hinge^2 outside the box (torch, float64, one
-    thread). Nonnegative: alternating projections between the box and nonnegative rank-r
-    matrices (one HALS sweep per projection). Seeded; each restart draws a new start;
-    `start` (an N x N matrix, e.g. an admissible M of higher rank) seeds the first signed
-    restart with its rank-`rank` truncation.
-    """
-    if not isinstance(bounds, RatioBounds):
-        raise TypeError(f"bounds must be RatioBounds, got {type(bounds).__name__}")
-    N = bounds.size
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= rank <= N:
-        raise ValueError(f"rank must be an int in [1, |S|] = [1, {N}], got {rank!r}")
-    for name, v in (("restarts", restarts), ("rounds", rounds), ("seed", seed)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    """Float factors Q, K (|S| x rank) with Q K^T admissible, entries off the diagonal in
+    [floor u, (1 - margin) u] so that rounding keeps them inside: L-BFGS on (diag - 1)^2 +
+    hinge^2 (signed; torch, float64) or alternating projections with HALS sweeps
+    (nonnegative). Seeded; `start` (an N x N matrix) seeds the first signed restart."""
+    N = check_instance(bounds, "bounds", RatioBounds).size
+    rank = check_int(rank, "rank", 1, N)
+    seed = check_int(seed, "seed", 0)
+    restarts, rounds = check_int(restarts, "restarts", 0), check_int(rounds, "rounds", 0)
     if restarts * rounds > MAX_SEARCH_ROUNDS:
         raise ValueError(f"restarts x rounds = {restarts * rounds} exceeds MAX_SEARCH_ROUNDS = "
                          f"{MAX_SEARCH_ROUNDS}")
     margin = check_float(margin, "margin", 0, 1, low_open=True, high_open=True)
     floor = check_float(floor, "floor", 0, 1, low_open=True, high_open=True)
-    if start is not None and np.shape(start) != (N, N):
-        raise ValueError(f"start must be an |S| x |S| = {N} x {N} matrix, got shape "
-                         f"{np.shape(start)}")
-    upper = bounds.upper_float()
+    if start is not None:
+        start = check_array(start, "start", 2).astype(np.float64)
+        if start.shape != (N, N) or not np.all(np.isfinite(start)):
+            raise ValueError(f"start must be a finite |S| x |S| = {N} x {N} matrix, got shape "
+                             f"{start.shape}")
+    upper = np.vectorize(float, otypes=[np.float64])(bounds.upper)
     rng = np.random.default_rng(seed)
     worst = np.inf
     if not nonnegative:
@@ -162,36 +153,22 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
         torch.set_num_threads(1)
     for restart in range(restarts):
         if nonnegative:
-            Q, K, v = _nonnegative_search(upper, int(rank), rng, margin, floor, rounds)
+            Q, K, v = _nonnegative_search(upper, rank, rng, margin, floor, rounds)
         else:
-            Q, K, v = _signed_search(upper, int(rank), rng, margin, floor, rounds, torch,
-                                     _warm_start(start, int(rank)) if restart == 0 else None)
+            Q, K, v = _signed_search(upper, rank, rng, margin, floor, rounds, torch,
+                                     _warm_start(start, rank)
+                                     if restart == 0 and start is not None else None)
         worst = min(worst, v)
         if Q is not None:
-            return SearchResult(int(rank), bool(nonnegative), int(seed), Q, K, restart, v)
-    return SearchResult(int(rank), bool(nonnegative), int(seed), None, None, None, worst)
+            return SearchResult(rank, bool(nonnegative), seed, Q, K, restart, v)
+    return SearchResult(rank, bool(nonnegative), seed, None, None, None, worst)
 
 
-def rationalise(factor: np.ndarray, denominator: int) -> np.ndarray:
-    """Round every entry to the nearest multiple of 1/denominator (exact Fractions); a
-    nonnegative entry stays nonnegative. Limit: MAX_FACTOR_ENTRIES = 2**16 entries."""
-    if isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer)) or (
-            denominator < 1):
-        raise ValueError(f"denominator must be an int >= 1, got {denominator!r}")
-    if isinstance(factor, (str, bytes)) or factor is None:
-        raise TypeError(f"factor must be an array of floats, got {type(factor).__name__}")
-    try:
-        arr = np.asarray(factor, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"factor must be a rectangular array of real numbers ({exc})") from exc
-    if arr.size > MAX_FACTOR_ENTRIES:
-        raise ValueError(f"factor has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
-                         f"{MAX_FACTOR_ENTRIES}")
-    if not np.all(np.isfinite(arr)) or not np.all(np.isfinite(arr * float(denominator))):
-        raise ValueError("factor must hold finite floats (also after scaling by denominator)")
-    out = np.empty(arr.shape, dtype=object)
-    for idx, v in np.ndenumerate(arr):
-        out[idx] = Fraction(int(round(v * denominator)), int(denominator))
+def _rationalise(factor: np.ndarray, denominator: int) -> np.ndarray:
+    """Every entry rounded to the nearest multiple of 1/denominator (a Fraction, sign kept)."""
+    out = np.empty(factor.shape, dtype=object)
+    out.reshape(-1)[:] = [Fraction(round(v * denominator), denominator)
+                          for v in factor.ravel().tolist()]
     return out
 
 
@@ -212,7 +189,7 @@ def exact_head_from_search(family: WitnessFamily, result: SearchResult,
     Qf, Kf = result.query_factor, result.key_factor
     Qf = Qf / np.einsum("ij,ij->i", Qf, Kf)[:, None]
     for den in denominators:
-        Q, K = rationalise(Qf, den), rationalise(Kf, den)
+        Q, K = _rationalise(Qf, den), _rationalise(Kf, den)
         try:
             M = ratio_matrix_of_factors(Q, K)
         except ValueError:
