@@ -106,6 +106,7 @@ def max_error_brute_force(beta, n: int, m: int, convention: str = "bidirectional
             f"got n={n}, m={m}; use max_error (overlap profiles) instead")
     beta = check_beta(beta)
     check_convention(convention)
+    chunk = check_int(chunk, "chunk", 1)
     return float(max(_errors(beta, seqs, convention).max()
                      for seqs in iter_sequences(n, m, chunk=chunk)))
 

@@ -91,7 +91,7 @@ def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
 def token_pool(m: int, size: int, seed: int) -> np.ndarray:
     """`size` distinct tokens of {0,1}^m drawn uniformly without replacement (seeded)."""
     rng = np.random.default_rng(check_int(seed, "seed", 0))
-    if m <= 20:
+    if m <= 20 or 2 * size > 2**m:  # a dense draw: permute (rejection would never end)
         codes = rng.choice(2**m, size=size, replace=False)
     else:  # rejection sampling: the space is too large to permute
         seen: set[int] = set()
