@@ -96,3 +96,11 @@ def test_bad_sequences_are_rejected_with_a_named_argument(bad, exc, match):
 def test_bad_arguments_raise_clear_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_token_pool_dense_draw_at_a_wide_width_is_the_whole_cube():
+    """Drawing (nearly) the whole cube permutes instead of rejection sampling, which would
+    never end; every token appears once."""
+    pool = task.token_pool(21, 2**21, 0)
+    codes = pool.astype(np.int64) @ (1 << np.arange(21, dtype=np.int64))[::-1]
+    assert pool.shape == (2**21, 21) and len(np.unique(codes)) == 2**21
