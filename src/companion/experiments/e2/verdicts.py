@@ -21,7 +21,7 @@ from companion.experiments.e2.rule import (
     verdict,
 )
 
-__all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table",
+__all__ = ["e2_summary", "verdict_table", "decomposition_table",
            "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
 
 
@@ -31,42 +31,42 @@ __all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table"
 _CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
 
 
-def _check_result(result, name: str) -> dict:
-    """A reading result (:func:`reading_result`, :func:`load_reading`): its config and one
-    entry per size, else an error naming `name`."""
+def _check_result(result, name: str = "result") -> dict:
+    """A reading result (:func:`~.readings.load_reading`), else an error naming `name`."""
     check_mapping(result, name)
     cfg, sizes = result.get("config"), result.get("sizes")
-    if not isinstance(cfg, dict) or not isinstance(sizes, dict) or any(
-            k not in cfg for k in _CONFIG_KEYS):
-        raise ValueError(f"{name} must be a reading result (reading_result / load_reading): a "
-                         f"dict with 'config' (holding {', '.join(_CONFIG_KEYS)}) and 'sizes'")
-    if cfg["reading"] not in READINGS or len(sizes) != len(cfg["sizes"]):
-        raise ValueError(f"{name}: config['reading'] must be one of {tuple(READINGS)} and "
-                         f"'sizes' must have one entry per config size")
+    if not (isinstance(cfg, dict) and isinstance(sizes, dict) and all(
+            k in cfg for k in _CONFIG_KEYS) and cfg["reading"] in READINGS
+            and len(sizes) == len(cfg["sizes"])):
+        raise ValueError(f"{name} must be a reading result (load_reading): 'config' (with "
+                         f"{', '.join(_CONFIG_KEYS)}) and one entry of 'sizes' per size")
     return result
 
 
-def _check_summary(summary, name: str = "summary") -> dict:
-    check_mapping(summary, name)
+def _check_summary(summary) -> dict:
+    check_mapping(summary, "summary")
     if not (isinstance(summary.get("readings"), dict)
             and isinstance(summary.get("stored_protocols"), dict)):
-        raise ValueError(f"{name} must be an E2 summary (e2_summary): a dict with dicts "
-                         f"'readings' and 'stored_protocols'")
+        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
+                         "'readings' and 'stored_protocols'")
     return summary
 
 
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
     """The capacity curve for a test distribution: accuracy on the heads' own training
-    sequences of that distribution, or on all their training sequences if they trained on
-    none of it."""
+    sequences of it, or on all of them if they trained on none of it."""
     return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
 
 
-def judge_reading(result: dict) -> dict:
+def _judged(m, p, size, ranks, test, fit, dense, threshold) -> dict:
+    """One size of one curve under the rule: its test and fit curves, its dense seeds."""
+    return {"m": m, "P": p, "size": size,
+            "rule": curve_rule(ranks, test, fit, threshold=threshold), "dense": dense_exact(dense)}
+
+
+def _judge_reading(result: dict) -> dict:
     """The rule applied to a reading: per readout and test distribution, per size the
-    transition (r*, refined r*, first crossing), its sharpness, the capacity share below it
-    and dense exactness, and the verdict over the sizes."""
-    _check_result(result, "result")
+    judged curve, and the verdict over the sizes."""
     cfg = result["config"]
     out = {}
     for readout in cfg["readouts"]:
@@ -76,11 +76,10 @@ def judge_reading(result: dict) -> dict:
             for (m, p), key in zip(cfg["sizes"], result["sizes"], strict=True):
                 e = result["sizes"][key][readout]
                 acc = e["heads"]["accuracy"]
-                rule = curve_rule(cfg["ranks"], acc[f"test/{test}"], _fit_curve(acc, test),
-                                  threshold=cfg["threshold"])
-                dense = dense_exact(e["dense"]["accuracy"][f"test/{test}"])
-                per_size.append({"m": m, "P": p, "size": m if cfg["reading"] == "X" else p,
-                                 "rule": rule, "dense": dense})
+                per_size.append(_judged(m, p, m if cfg["reading"] == "X" else p, cfg["ranks"],
+                                        acc[f"test/{test}"], _fit_curve(acc, test),
+                                        e["dense"]["accuracy"][f"test/{test}"],
+                                        cfg["threshold"]))
             out[readout][test] = {"sizes": per_size, **verdict(per_size)}
     return out
 
@@ -99,28 +98,23 @@ def _size_line(s: dict) -> dict:
 def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     """The content of results/e2_summary.json: the rule's constants, the paper's reported
     transitions, the headline, and per reading (and per stored protocol, judged by the same
-    rule on its training and test curves) the sizes, r* per size (or None), the threshold,
-    the sharpness and dense exact seeds / seeds, with each verdict."""
+    rule on its uniform test and training curves) the sizes, r* per size (or None), the
+    threshold, the sharpness and dense exact seeds / seeds, with each verdict."""
     check_mapping(readings, "readings")
     for name, res in readings.items():
-        _check_result(res, f"readings[{name!r:.40}]")
-        if res["config"]["reading"] != name:
+        if _check_result(res, f"readings[{name!r:.40}]")["config"]["reading"] != name:
             raise ValueError(f"readings: the result under {name!r:.40} is reading "
                              f"{res['config']['reading']!r}")
-    if stored is not None:
-        check_mapping(stored, "stored")
-        for name, res in stored.items():
-            cfg = res.get("config") if isinstance(res, dict) else None
-            if not (isinstance(cfg, dict) and isinstance(res.get("widths"), dict) and all(
-                    k in cfg for k in ("ranks", "threshold", "pool_sizes", "widths",
-                                       "readout", "seeds"))):
-                raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
-                                 f"(load_e2_protocols): 'config' and 'widths'")
+    for name, res in check_mapping(stored or {}, "stored").items():
+        if not (isinstance(res, dict) and isinstance(res.get("widths"), dict)
+                and isinstance(res.get("config"), dict) and all(k in res["config"] for k in (
+                    "ranks", "threshold", "pool_sizes", "widths", "readout", "seeds"))):
+            raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
+                             f"(load_e2_protocols): 'config' and 'widths'")
     out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
     for name, res in readings.items():
-        judged = judge_reading(res)
         cfg = res["config"]
         out["readings"][name] = {
             "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
@@ -128,20 +122,18 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
             "by_readout": {ro: {t: {"verdict": v["verdict"], "reason": v["reason"],
                                     "per_size": [_size_line(s) for s in v["sizes"]]}
                                 for t, v in tests.items()}
-                           for ro, tests in judged.items()}}
+                           for ro, tests in _judge_reading(res).items()}}
     for name, res in (stored or {}).items():
-        ranks, per_size = res["config"]["ranks"], []
-        for m, e in res["widths"].items():
-            rule = curve_rule(ranks, e["accuracy"]["uniform"], e["train_accuracy"],
-                              threshold=res["config"]["threshold"])
-            per_size.append({"m": int(m), "P": res["config"]["pool_sizes"][
-                res["config"]["widths"].index(int(m))], "size": int(m), "rule": rule,
-                "dense": dense_exact(e["dense"]["uniform"])})
+        cfg = res["config"]
+        per_size = [_judged(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
+                            cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
+                            e["dense"]["uniform"], cfg["threshold"])
+                    for m, e in res["widths"].items()]
         v = verdict(per_size)
         out["stored_protocols"][name] = {
-            "problem_size": "m", "readout": res["config"]["readout"], "test": "uniform",
-            "seeds": len(res["config"]["seeds"]), "verdict": v["verdict"],
-            "reason": v["reason"], "per_size": [_size_line(s) for s in per_size]}
+            "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
+            "seeds": len(cfg["seeds"]), "verdict": v["verdict"], "reason": v["reason"],
+            "per_size": [_size_line(s) for s in per_size]}
     return out
 
 
@@ -207,7 +199,7 @@ def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
     """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
     with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
     doubling grid); a * marks the ranks where generalisation is at least capacity."""
-    _check_result(result, "result")
+    _check_result(result)
     cfg = result["config"]
     check_choice(readout, "readout", tuple(cfg["readouts"]))
     check_choice(test, "test", tuple(cfg["tests"]))
@@ -229,7 +221,7 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
     """Exact-sequence accuracy by rank (rows, then dense) and size (columns) of one reading:
     'median [min, max]' over seeds on the held-out sequences of distribution ``test``."""
-    _check_result(result, "result")
+    _check_result(result)
     cfg = result["config"]
     check_choice(readout, "readout", tuple(cfg["readouts"]))
     check_choice(test, "test", tuple(cfg["tests"]))
