@@ -57,13 +57,13 @@ def test_the_ledger_carries_the_headline_verdict():
 
 def test_a_judged_reading_has_a_verdict_per_readout_and_test():
     res = _committed()["S-code"]
-    judged = rv._judge_reading(res)
+    judged = rv.e2_summary({"S-code": res})["readings"]["S-code"]["by_readout"]
     assert set(judged) == {"learned", "overlap"}
     for tests in judged.values():
         assert set(tests) == {"uniform", "witness"}
         for v in tests.values():
             assert v["verdict"] in ("reproduced", "reproduced with our sizes", "differs")
-            assert [s["P"] for s in v["sizes"]] == [22, 46, 62]
+            assert [s["P"] for s in v["per_size"]] == [22, 46, 62]
 
 
 def test_gaps_by_rank_split_the_missing_accuracy_of_each_rank():

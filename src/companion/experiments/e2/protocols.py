@@ -28,6 +28,7 @@ from companion.checks import (
 )
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS
 from companion.experiments.e2.readings import E2Config, load_reading, run_reading, train_unit
+from companion.experiments.e2.verdicts import rank_table
 
 __all__ = ["E2_QUICK", "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "run_e2_sweep",
            "summarise_e2", "accuracy_table", "run_e2_protocol", "load_e2_result",
@@ -113,19 +114,10 @@ def accuracy_table(result: dict, distribution: str, caption: str | None = None) 
     'median [min, max]' over seeds on a test distribution, or the median on "train"."""
     check_choice(distribution, "distribution", (*TEST_DISTRIBUTIONS, "train"))
     train = distribution == "train"
-
-    def cell(values) -> str:
-        a = np.asarray(values)
-        return f"{np.median(a):.2f}" + ("" if train else f" [{a.min():.2f}, {a.max():.2f}]")
-
-    widths = result["widths"]
-    heads = [e["train_accuracy"] if train else e["accuracy"][distribution]
-             for e in widths.values()]
-    dense = [e["dense_train_accuracy"] if train else e["dense"][distribution]
-             for e in widths.values()]
-    rows = [[r] + [cell(h[i]) for h in heads] for i, r in enumerate(result["config"]["ranks"])]
-    rows.append(["dense"] + [cell(d) for d in dense])
-    return Table(rows, columns=["r"] + [f"m = {m}" for m in widths], caption=caption)
+    return rank_table(result["config"]["ranks"], {
+        f"m = {m}": ((e["train_accuracy"], e["dense_train_accuracy"]) if train
+                     else (e["accuracy"][distribution], e["dense"][distribution]))
+        for m, e in result["widths"].items()}, spread=not train, caption=caption)
 
 
 _SHARED = {"pool_sizes": (256, 256, 256), "n_train": 3000, "hidden": (32,), "lr": 0.01,

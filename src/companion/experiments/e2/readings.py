@@ -22,6 +22,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import torch
@@ -35,7 +36,6 @@ from companion.checks import (
     check_float,
     check_instance,
     check_int,
-    check_int_sequence,
     check_path,
     check_tokens,
     read_json_file,
@@ -88,63 +88,49 @@ def _tuple(value):
     return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def _seq(value, name: str) -> tuple:
+def _seq(value, name: str, item=None, empty: bool = False) -> tuple:
+    """`value` as a tuple of ``item(entry, name[i])`` (nested lists as tuples), non-empty
+    unless `empty`; a TypeError or ValueError naming it."""
     out = _tuple(value)
     if not isinstance(out, tuple):
         raise TypeError(f"{name} must be a tuple, got {value!r:.80}")
-    return out
-
-
-def _int(low, high=None):
-    return lambda v, name: check_int(v, name, low, high)
+    if not (out or empty):
+        raise ValueError(f"{name} must be non-empty")
+    return out if item is None else tuple(item(v, f"{name}[i]") for v in out)
 
 
 def _ints(low, high=None, empty=False):
-    return lambda v, name: tuple(check_int_sequence(_tuple(v), name, low, high,
-                                                    allow_empty=empty))
+    return partial(_seq, item=partial(check_int, low=low, high=high), empty=empty)
 
 
-def _float(low, high, low_open=False, high_open=False):
-    return lambda v, name: check_float(v, name, low, high, low_open=low_open,
-                                       high_open=high_open)
-
-
-def _choice(choices):
-    return lambda v, name: check_choice(v, name, choices)
-
-
-def _choices(choices):
+def _pair(first, second):
     def check(value, name):
-        out = tuple(check_choice(v, f"{name}[i]", choices) for v in _seq(value, name))
-        if not out:
-            raise ValueError(f"{name} must be non-empty")
-        return out
-    return check
-
-
-def _pairs(first, second):
-    def check(value, name):
-        pairs = _tuple(value)
-        if not (isinstance(pairs, tuple) and pairs and all(
-                isinstance(p, tuple) and len(p) == 2 for p in pairs)):
-            raise TypeError(f"{name} must be a non-empty sequence of pairs, got {value!r:.80}")
-        return tuple((first(a, f"{name}[i][0]"), second(b, f"{name}[i][1]")) for a, b in pairs)
-    return check
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise TypeError(f"{name} must be a pair, got {value!r:.80}")
+        return first(value[0], f"{name}[0]"), second(value[1], f"{name}[1]")
+    return partial(_seq, item=check)
 
 
 #: How each configuration field is checked and normalised (for the fields a class has).
 _FIELDS = {
-    "reading": _choice(tuple(READINGS)), "sizes": _pairs(_int(2, 62), _int(4)),
-    "widths": _ints(1, 62), "pool_sizes": _ints(1), "ranks": _ints(1, 4096),
-    "seeds": _ints(0), "hidden": _ints(1, empty=True), "n_train": _int(1, MAX_SEQUENCES),
-    "n_test": _int(1, MAX_SEQUENCES), "steps": _int(1), "value_dim": _int(1),
-    "data_seed": _int(0), "train_fraction": _float(0, 1, True, True),
-    "threshold": _float(0, 1, True), "near_tie_fraction": _float(0, 1),
-    "train_mix": _pairs(_choice(HARD_DISTRIBUTIONS), _float(0, 1, True)),
-    "tests": _choices(HARD_DISTRIBUTIONS), "readouts": _choices(READOUTS),
-    "dense_learned_lr": lambda v, name: None if v is None else _float(0, 10, True)(v, name),
-    "feature": _choice(FEATURES), "encoding": _choice(ENCODINGS),
-    "readout": _choice(READOUTS), "skip": check_bool,
+    "reading": partial(check_choice, choices=tuple(READINGS)),
+    "sizes": _pair(partial(check_int, low=2, high=62), partial(check_int, low=4)),
+    "widths": _ints(1, 62), "pool_sizes": _ints(1), "ranks": _ints(1, 4096), "seeds": _ints(0),
+    "hidden": _ints(1, empty=True), "n_train": partial(check_int, low=1, high=MAX_SEQUENCES),
+    "n_test": partial(check_int, low=1, high=MAX_SEQUENCES), "steps": partial(check_int, low=1),
+    "value_dim": partial(check_int, low=1), "data_seed": partial(check_int, low=0),
+    "train_fraction": partial(check_float, low=0, high=1, low_open=True, high_open=True),
+    "threshold": partial(check_float, low=0, high=1, low_open=True),
+    "near_tie_fraction": partial(check_float, low=0, high=1),
+    "train_mix": _pair(partial(check_choice, choices=HARD_DISTRIBUTIONS),
+                       partial(check_float, low=0, high=1, low_open=True)),
+    "tests": partial(_seq, item=partial(check_choice, choices=HARD_DISTRIBUTIONS)),
+    "readouts": partial(_seq, item=partial(check_choice, choices=READOUTS)),
+    "dense_learned_lr": lambda v, name: v if v is None else check_float(v, name, 0, 10,
+                                                                        low_open=True),
+    "feature": partial(check_choice, choices=FEATURES),
+    "encoding": partial(check_choice, choices=ENCODINGS),
+    "readout": partial(check_choice, choices=READOUTS), "skip": check_bool,
 }
 
 
@@ -159,7 +145,7 @@ class _Checked(FrozenConfig):
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
         groups = (self.ranks,) if self.rank_groups is None else self.rank_groups
-        groups = tuple(_ints(1)(g, "rank_groups[i]") for g in _seq(groups, "rank_groups"))
+        groups = _seq(groups, "rank_groups", _ints(1))
         if sorted(r for g in groups for r in g) != sorted(self.ranks):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         self._put("rank_groups", groups)

@@ -118,17 +118,18 @@ def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
 
 
 def verdict(sizes: list[dict]) -> dict:
-    """The rule's verdict from per-size items in increasing size order, each with "rule"
-    (:func:`curve_rule`) and "dense" (:func:`dense_exact`)."""
-    exact = [s for s in sizes if s["rule"]["sharp"] and s["dense"]["all_exact"]]
-    exact_stars = [s["rule"]["r_star"] for s in exact]
+    """The rule's verdict from per-size lines in increasing size order, each with the
+    curve's "r_star" and "sharp" (:func:`curve_rule`) and its "dense_exact_seeds" of "seeds"
+    (:func:`dense_exact`)."""
+    exact = [s for s in sizes if s["sharp"] and s["dense_exact_seeds"] == s["seeds"]]
+    exact_stars = [s["r_star"] for s in exact]
     for i in range(len(exact) - 2):
         if exact_stars[i:i + 3] == list(PAPER_TRANSITIONS):
             return {"verdict": "reproduced", "reason": "sharp at 8, 16, 64; dense exact"}
     # the failing conditions in the order the rule states them: transitions, sharpness,
     # movement of the sharp transitions, dense exactness where they are sharp
-    with_t = [s for s in sizes if s["rule"]["r_star"] is not None]
-    stars = [s["rule"]["r_star"] for s in with_t if s["rule"]["sharp"]]
+    with_t = [s for s in sizes if s["r_star"] is not None]
+    stars = [s["r_star"] for s in with_t if s["sharp"]]
     if len(with_t) < 3:
         reason = f"a transition at only {len(with_t)} of {len(sizes)} sizes"
     elif len(stars) < 3:
