@@ -29,12 +29,12 @@ def test_gap_and_tight_triples_have_their_defining_property():
     pool = token_pool(12, 300, 1)
     gram = pool @ pool.T
     rng = np.random.default_rng(0)
-    for gap, idx in [(g, data._gap_triples(gram, 400, rng, g)) for g in (1, 2, 3)] + [
-            (1, data._near_tie_triples(gram, 400, rng))]:
+    for gap, idx in [(g, data._draw_triples(f"gap{g}", pool, 400, rng, gram)) for g in (1, 2)
+                     ] + [(1, data._near_tie_triples(gram, 400, rng))]:
         assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
         assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
         assert (idx[:, 0] != idx[:, 2]).all()
-    idx = data._tight_triples(gram, 400, rng)
+    idx = data._draw_triples("tight", pool, 400, rng, gram)
     g = _gram_of(pool, idx)
     cross = np.stack([g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], 1)
     assert (cross.max(1) - cross.min(1) == 1).all()
@@ -48,13 +48,15 @@ def test_a_pool_without_near_ties_fails_instead_of_hanging():
     with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
         data._near_tie_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="gap-1"):
-        data._gap_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), 1)
+        data._draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
 
 
 def test_partner_triples_put_a_low_overlap_partner_against_a_worse_key():
     pool = token_pool(12, 400, 3)
     gram = pool @ pool.T
-    part = data._partners(gram, 4)
+    g = gram.astype(np.float64)
+    np.fill_diagonal(g, np.inf)
+    part = np.argsort(g, axis=1, kind="stable")[:, :4]  # each token's 4 lowest-overlap others
     idx = data._partner_triples(gram, 300, np.random.default_rng(1), k=4, min_gap=2)
     for row in idx:
         ok = False

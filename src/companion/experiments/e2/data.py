@@ -1,17 +1,13 @@
 """E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
 a pool) and the splits of train from test.
 
-Distributions (:data:`HARD_DISTRIBUTIONS`; seeded rejection samplers on the pool's Gram
-matrix): uniform triples; ``gap1`` / ``gap2`` (a query whose two competitors differ in overlap
-by exactly 1 or 2); ``tight`` (all cross overlaps within 1); ``partner`` (each query's
-lowest-overlap partner against another's); ``witness`` ((x, x̄, y) as in the witness family,
-plus a quarter of pure (x, y, y)). The stored protocols' ``near_tie`` is gap 1 drawn one triple
-at a time (:data:`TEST_DISTRIBUTIONS`).
-
-Splits, the readings of the paper's "larger, disjoint train/test pools": disjoint tokens by
-complementary pairs (reading X: both pools closed under complement), disjoint random tokens
-split 70/30 as the stored protocols A–I were seeded (``pools="tokens"``), or disjoint
-*sequences* over one pool, each multiset on one side by a seeded hash (S-code, S-random).
+Distributions (seeded rejection samplers on the pool's Gram matrix): uniform; ``gap1`` /
+``gap2`` (a query's two competitors differ in overlap by exactly 1 or 2); ``tight`` (all cross
+overlaps within 1); ``partner`` (each query's lowest-overlap partner against another's);
+``witness`` ((x, x̄, y) as in the witness family, a quarter pure (x, y, y)); the stored
+protocols' ``near_tie``, gap 1 drawn one triple at a time. Splits: disjoint tokens by
+complementary pairs (reading X) or, seeded as the stored protocols A–I, by distinct random
+tokens; or disjoint *sequences* over one pool by a seeded hash of each multiset (S-*).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from companion.core.task import split_pool, token_pool
 __all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs"]
 
 HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "tight", "partner", "witness")
-#: The stored protocols' distributions (``pools="tokens"``), train mixture and tests alike.
+#: The stored protocols' distributions, train mixture and tests alike.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
 #: Largest pool a configuration accepts (the samplers hold P x P int64 overlaps).
 MAX_POOL = 2**12
@@ -78,21 +74,6 @@ def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
     return _rejection(draw, accept, count, rng, what)
 
 
-def _gap_triples(gram, count: int, rng, gap: int) -> np.ndarray:
-    """Triples in which query x's two competitors differ in overlap by exactly `gap`."""
-    return _distinct_triples(gram, count, rng, f"gap-{gap}",
-                             lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
-
-
-def _tight_triples(gram, count: int, rng) -> np.ndarray:
-    """Cross overlaps within 1 and not all equal: at least two queries face a gap of 1."""
-    def keep(x, z, w):
-        o = np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1)
-        return o.max(1) - o.min(1) == 1
-
-    return _distinct_triples(gram, count, rng, "tight", keep)
-
-
 def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     """The stored protocols' near-ties, draw for draw: query x and competitor z uniform, the
     other competitor uniform among the tokens at overlap gap 1 from z's; positions permuted."""
@@ -117,18 +98,13 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     return out
 
 
-def _partners(gram, k: int = 4) -> np.ndarray:
-    """For every pool token, the indices of its k lowest-overlap other tokens: (P, k)."""
-    g = np.asarray(gram, dtype=np.float64).copy()
-    np.fill_diagonal(g, np.inf)
-    return np.argsort(g, axis=1, kind="stable")[:, :k]
-
-
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
     """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
     <x, z'> >= <x, z> + `min_gap` (as in the witness family: a weight ratio > 2 min_gap - 1)."""
     size = len(gram)
-    part = _partners(gram, k)
+    g = np.asarray(gram, dtype=np.float64).copy()
+    np.fill_diagonal(g, np.inf)
+    part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
 
     def draw(b):
         x = rng.integers(0, size, size=b)
@@ -185,10 +161,13 @@ def _draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndar
         return rng.integers(0, len(gram), size=(count, 3))
     if name == "near_tie":
         return _near_tie_triples(gram, count, rng)
-    if name in ("gap1", "gap2"):
-        return _gap_triples(gram, count, rng, int(name[-1]))
-    if name == "tight":
-        return _tight_triples(gram, count, rng)
+    if name in ("gap1", "gap2"):  # a query x whose competitors differ in overlap by the gap
+        gap = int(name[-1])
+        return _distinct_triples(gram, count, rng, f"gap-{gap}",
+                                 lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
+    if name == "tight":  # cross overlaps within 1, not all equal: two queries face a gap 1
+        return _distinct_triples(gram, count, rng, "tight", lambda x, z, w: np.ptp(
+            np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1), axis=1) == 1)
     if name == "partner":
         return _partner_triples(gram, count, rng)
     return _witness_triples(pool, count, rng)

@@ -1,11 +1,8 @@
 """The protocols stored before the readings (chapter 7): MLP maps of the token bits on disjoint
-random token pools, as configurations (:class:`~.readings.E2Config`, reading "tokens") of the
-one E2 pipeline, :func:`~.readings.run_reading` and :func:`~.readings.load_reading`.
-
-Their files (results/e2_quick.json, results/e2_protocols/<name>.json) hold one unit per
-width, ``"m<width>"`` (older files: one ``"sweep"`` unit). Here: the presets (the book's quick
-mode is protocol H), every protocol we ran (:data:`E2_PROTOCOLS`), the chapter's summary rows
-and tables, and the live subset the chapter re-trains.
+random token pools, as configurations (:class:`~.readings.E2Config`) of the one E2 pipeline.
+Their files (results/e2_quick.json, results/e2_protocols/<name>.json) hold one unit per width
+``"m<width>"`` (older files: one ``"sweep"`` unit). Here: the presets (the book's quick mode is
+protocol H), every protocol we ran, the chapter's rows and tables, and the live subset.
 """
 
 from __future__ import annotations
@@ -52,10 +49,9 @@ E2_SMOKE = dataclasses.replace(E2_QUICK, widths=(6, 8), pool_sizes=(40, 48), n_t
 
 def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, restart=False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a stored protocol's sweep (:func:`~.readings.run_reading`), each width
-    stored in ``out`` as it finishes (None: in memory): ``{"config", "widths"}``, per width
-    the test exact-sequence accuracies per distribution, train accuracies, the rule's
-    transition ranks r* and dense accuracies per seed."""
+    """Run (or resume) a protocol's sweep (:func:`~.readings.run_reading`), each width stored
+    in ``out`` as it finishes: ``{"config", "widths"}``, per width the test accuracies per
+    distribution, train accuracies, the rule's transition ranks r* and dense accuracies."""
     check_instance(config, "config", E2Config)
     return run_reading(config, out, device, progress, restart, scheduler, threads)
 
@@ -97,9 +93,9 @@ def _summary_row(m: str, e: dict) -> dict:
 
 
 def summarise_e2(result: dict) -> list[dict]:
-    """One row per width: median test accuracy per rank (each test distribution), the
-    rule's transition rank r*, train accuracy and the largest step of the median curve, and
-    the dense heads' accuracy (min over seeds) — what the chapter's tables print."""
+    """One row per width: median test accuracy per rank (each test distribution), the rule's
+    r*, train accuracy, the largest step of the median curve, and the dense heads' accuracy
+    (min over seeds) — what the chapter's tables print."""
     check_mapping(result, "result")
     try:
         return [_summary_row(m, e)
@@ -141,9 +137,8 @@ E2_PROTOCOLS: dict = {
 def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
                     base: E2Config | None = None, device="cpu", progress=False,
                     restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run one protocol (`changes` to `base`, default `E2_QUICK`) as an E2 sweep stored at
-    `out_dir/<name>.json`; finished widths of an existing file for the same configuration
-    are reused, not recomputed."""
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) stored at
+    `out_dir/<name>.json`, reusing the finished widths of a file for the same configuration."""
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
     check_instance(changes, "changes", dict)
@@ -165,20 +160,17 @@ def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
 
 # --------------------------------------------------------------------------- the live subset
 
-#: What chapter 7 re-trains live (seconds): the smallest width (whose heads move least between
-#: CPU code paths: results/cross_path_spread.json), ranks 4 and 16 of the quick mode's first
-#: rank group (padded, as there, to 16), seed 0, and the dense head of seed 0 — the same data
-#: and per-model initialisation as inside the quick sweep. Checked against the committed quick
-#: sweep (:mod:`companion.experiments.reference`), never printed.
+#: What chapter 7 re-trains live (seconds) and checks against the committed quick sweep: the
+#: width whose heads move least between CPU code paths (results/cross_path_spread.json), ranks
+#: 4 and 16 of the first rank group (padded to 16 as there), seed 0, and its dense head.
 E2_LIVE = {"width": 8, "ranks": (4, 16), "seeds": (0,)}
 
 
 def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
                    ranks: Sequence[int] = E2_LIVE["ranks"],
                    seeds: Sequence[int] = E2_LIVE["seeds"], device="cpu") -> dict:
-    """Train ``ranks`` x ``seeds`` (ranks of one rank group of ``config``, including its
-    largest, so that the padding is the sweep's) and the dense heads of ``seeds`` at one width
-    of ``config``; returns the width's record as a sweep stores it."""
+    """Train ``ranks`` x ``seeds`` (of one rank group of ``config``, with its largest: the
+    sweep's padding) and the dense heads of ``seeds`` at one width: the width's record."""
     cfg = check_instance(config, "config", E2Config)
     width = check_int(width, "width", 1)
     ranks = tuple(check_int_sequence(ranks, "ranks", 1))

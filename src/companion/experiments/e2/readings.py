@@ -1,19 +1,11 @@
-"""The E2 pipeline (chapter 7): a configuration -> units -> one function that trains a unit ->
-one reader of the stored units, for the three readings of the paper's "larger, disjoint
-train/test pools" and for the protocols stored before them.
-
-* **X** — exp-affine maps phi(x) = exp(Wx + c) (positive random features of the softmax
-  kernel) on disjoint, complement-closed token pools; problem size = token width m.
-* **S-code** — lookup tables over one Paley-Hadamard code pool with complements (Lemma D's
-  identity structure); train and test are disjoint sets of *sequences*; size = P = 2(m - 1).
-* **S-random** — as S-code over a random complement-closed pool at m = 12; size = P.
-* **the stored protocols A–I** (:class:`E2Config`, reading "tokens"; presets in
-  :mod:`companion.experiments.e2.protocols`) — MLP maps of the bits on disjoint random token
-  pools, the heads and dense heads of one width trained as one unit ``"m<width>"``.
-
-Every head of a unit is trained as one tensor program and scored by exact-sequence accuracy
-(all three rounded outputs equal their targets) on every evaluation set of
-:func:`reading_data`; the rule that judges the curves is :mod:`companion.experiments.e2.rule`.
+"""The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader of
+the stored units, for the three readings of the paper's "larger, disjoint train/test pools"
+(READINGS: X, exp-affine maps on disjoint complement-closed token pools, size m; S-code and
+S-random, lookup tables over one Paley-Hadamard code / random closed pool, disjoint sets of
+*sequences*, size P) and for the protocols stored before them (:class:`E2Config`: MLP maps on
+disjoint random token pools, one unit per width). Every head of a unit is trained as one
+tensor program and scored by exact-sequence accuracy (all three rounded outputs equal their
+targets) on every evaluation set of :func:`reading_data`.
 """
 
 from __future__ import annotations
@@ -41,27 +33,11 @@ from companion.checks import (
     read_json_file,
 )
 from companion.core.task import min_ip_targets
-from companion.experiments.e2.data import (
-    HARD_DISTRIBUTIONS,
-    MAX_POOL,
-    MAX_SEQUENCES,
-    TEST_DISTRIBUTIONS,
-    complement_closed_pool,
-    disjoint_pool_split,
-    pool_inputs,
-    shared_pool_split,
-)
+from companion.experiments import heads
+from companion.experiments.e2 import data as e2data
+from companion.experiments.e2.data import HARD_DISTRIBUTIONS, MAX_POOL, TEST_DISTRIBUTIONS
 from companion.experiments.e2.rule import curve_rule
 from companion.experiments.engine import ModelStack, train_batched
-from companion.experiments.heads import (
-    ENCODINGS,
-    FEATURES,
-    READOUTS,
-    mlp_kernel_heads,
-    mlp_softmax_heads,
-    pool_kernel_heads,
-    pool_softmax_heads,
-)
 from companion.experiments.sweep import FrozenConfig, Unit, check_writable, run_sweep
 
 __all__ = ["READINGS", "ReadingConfig", "E2Config", "READINGS_FULL", "READINGS_SMOKE",
@@ -111,32 +87,33 @@ def _pair(first, second):
     return partial(_seq, item=check)
 
 
+_COUNT = partial(check_int, low=1, high=e2data.MAX_SEQUENCES)  # training or test sequences
 #: How each configuration field is checked and normalised (for the fields a class has).
 _FIELDS = {
     "reading": partial(check_choice, choices=tuple(READINGS)),
     "sizes": _pair(partial(check_int, low=2, high=62), partial(check_int, low=4)),
     "widths": _ints(1, 62), "pool_sizes": _ints(1), "ranks": _ints(1, 4096), "seeds": _ints(0),
-    "hidden": _ints(1, empty=True), "n_train": partial(check_int, low=1, high=MAX_SEQUENCES),
-    "n_test": partial(check_int, low=1, high=MAX_SEQUENCES), "steps": partial(check_int, low=1),
-    "value_dim": partial(check_int, low=1), "data_seed": partial(check_int, low=0),
+    "hidden": _ints(1, empty=True), "n_train": _COUNT, "n_test": _COUNT,
+    "steps": partial(check_int, low=1), "value_dim": partial(check_int, low=1),
+    "data_seed": partial(check_int, low=0),
     "train_fraction": partial(check_float, low=0, high=1, low_open=True, high_open=True),
     "threshold": partial(check_float, low=0, high=1, low_open=True),
     "near_tie_fraction": partial(check_float, low=0, high=1),
     "train_mix": _pair(partial(check_choice, choices=HARD_DISTRIBUTIONS),
                        partial(check_float, low=0, high=1, low_open=True)),
     "tests": partial(_seq, item=partial(check_choice, choices=HARD_DISTRIBUTIONS)),
-    "readouts": partial(_seq, item=partial(check_choice, choices=READOUTS)),
+    "readouts": partial(_seq, item=partial(check_choice, choices=heads.READOUTS)),
     "dense_learned_lr": lambda v, name: v if v is None else check_float(v, name, 0, 10,
                                                                         low_open=True),
-    "feature": partial(check_choice, choices=FEATURES),
-    "encoding": partial(check_choice, choices=ENCODINGS),
-    "readout": partial(check_choice, choices=READOUTS), "skip": check_bool,
+    "feature": partial(check_choice, choices=heads.FEATURES),
+    "encoding": partial(check_choice, choices=heads.ENCODINGS),
+    "readout": partial(check_choice, choices=heads.READOUTS), "skip": check_bool,
 }
 
 
 class _Checked(FrozenConfig):
-    """Validates and normalises every field on construction (:data:`_FIELDS`), the ranks and
-    their groups, the schedule and the sizes (:meth:`_check_sizes`)."""
+    """Checks and normalises every field on construction (:data:`_FIELDS`), then the ranks
+    and their groups, the schedule and the sizes."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -155,9 +132,8 @@ class _Checked(FrozenConfig):
 
 @dataclass(frozen=True)
 class ReadingConfig(_Checked):
-    """One reading's sweep: sizes (m, P), data, ranks (grid plus refinement), seeds,
-    training. ``train_fraction``: X, the share of complementary pairs in the train pool;
-    S-*, the share of multisets on the train side. ``dense_learned_lr``: the dense heads'
+    """One reading's sweep. ``train_fraction``: the share of complementary pairs in the train
+    pool (X) or of multisets on the train side (S-*); ``dense_learned_lr``: the dense heads'
     rate with the learned readout (None: ``lr``)."""
 
     reading: str = "S-code"
@@ -235,11 +211,9 @@ READINGS_SMOKE = {
 @dataclass(frozen=True)
 class E2Config(_Checked):
     """One stored protocol's sweep (reading "tokens"; presets in
-    :mod:`companion.experiments.e2.protocols`). Per width: a pool of ``pool_sizes[i]``
-    distinct tokens split ``train_fraction`` / rest, ``n_train`` training sequences (a
-    ``near_tie_fraction`` of them near-ties), ``n_test`` per test distribution; the heads of
-    every rank x seed and the dense heads of every seed trained together. Its fields are
-    those of the stored files."""
+    :mod:`companion.experiments.e2.protocols`): per width a pool of ``pool_sizes[i]`` distinct
+    tokens split ``train_fraction`` / rest, ``n_train`` training sequences (a
+    ``near_tie_fraction`` of them near-ties); its fields are those of the stored files."""
 
     widths: tuple[int, ...] = (8, 10, 12)
     pool_sizes: tuple[int, ...] = (256, 256, 256)
@@ -307,13 +281,13 @@ def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
 def _reading_data(cfg, m: int, pool_size: int) -> dict:
     mix = dict(cfg.train_mix)
     if cfg.reading in ("X", "tokens"):
-        return disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train, cfg.n_test,
-                                   mix, cfg.tests, cfg.data_seed,
-                                   pools="pairs" if cfg.reading == "X" else "tokens")
+        return e2data.disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train,
+                                          cfg.n_test, mix, cfg.tests, cfg.data_seed,
+                                          pools="pairs" if cfg.reading == "X" else "tokens")
     pool = (paley_hadamard_code(m - 1) if cfg.reading == "S-code"
-            else complement_closed_pool(m, pool_size // 2, cfg.data_seed))
-    return shared_pool_split(np.asarray(pool, dtype=np.int64), cfg.n_train, cfg.n_test, mix,
-                             cfg.tests, cfg.data_seed, test_fraction=1 - cfg.train_fraction)
+            else e2data.complement_closed_pool(m, pool_size // 2, cfg.data_seed))
+    return e2data.shared_pool_split(np.asarray(pool, dtype=np.int64), cfg.n_train, cfg.n_test,
+                                    mix, cfg.tests, cfg.data_seed, 1 - cfg.train_fraction)
 
 
 # --------------------------------------------------------------------------- one unit
@@ -330,36 +304,29 @@ def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> 
 def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
     """The stacked models of a unit and the (rank or "dense", seed) key of each row: one
     kernel-head family per rank group (its ranks x seeds, padded to the group's largest
-    rank) unless which == "dense", and the dense heads (every seed) unless which == "heads".
-    Also used by benchmarks/bench_training.py; a validated configuration feeds it."""
-    seeds = list(cfg.seeds)
+    rank) unless which == "dense", and the dense heads of every seed unless "heads"."""
+    seeds, table = list(cfg.seeds), cfg.kind == "table"
     parts, keys = [], []
-    if which != "dense":
-        for group in cfg.rank_groups:
-            ranks, sd = [r for r in group for _ in seeds], seeds * len(group)
-            if cfg.kind == "table":
-                parts.append(pool_kernel_heads(pool_size, ranks, sd, readout, cfg.value_dim))
-            else:
-                parts.append(mlp_kernel_heads(m, ranks, sd, cfg.hidden, cfg.value_dim,
-                                              cfg.feature, cfg.encoding, cfg.skip, readout))
-            keys += list(zip(ranks, sd, strict=True))
+    for group in cfg.rank_groups if which != "dense" else ():
+        ranks, sd = [r for r in group for _ in seeds], seeds * len(group)
+        parts.append(heads.pool_kernel_heads(pool_size, ranks, sd, readout, cfg.value_dim)
+                     if table else heads.mlp_kernel_heads(m, ranks, sd, cfg.hidden, cfg.value_dim,
+                                                          cfg.feature, cfg.encoding, cfg.skip,
+                                                          readout))
+        keys += list(zip(ranks, sd, strict=True))
     if which != "heads":
-        if cfg.kind == "table":
-            parts.append(pool_softmax_heads(pool_size, seeds, m, readout, cfg.value_dim))
-        else:
-            parts.append(mlp_softmax_heads(m, seeds, cfg.hidden, cfg.value_dim,
-                                           encoding=cfg.encoding, skip=cfg.skip,
-                                           readout=readout))
+        parts.append(heads.pool_softmax_heads(pool_size, seeds, m, readout, cfg.value_dim)
+                     if table else heads.mlp_softmax_heads(m, seeds, cfg.hidden, cfg.value_dim,
+                                                           encoding=cfg.encoding, skip=cfg.skip,
+                                                           readout=readout))
         keys += [("dense", s) for s in seeds]
     return (parts[0] if which == "dense" else ModelStack(parts)), keys
 
 
 def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cpu") -> dict:
-    """The one unit function: train the models of one unit (:func:`unit_models`) as one
-    tensor program and score them on every evaluation set. A reading's units
-    (which = "heads" or "dense") return that part's record; a stored protocol's unit
-    (which = "both") returns the stored record of width m: test accuracy per distribution,
-    train accuracy, best max error, dense per seed, and the rule's r* per distribution."""
+    """The one unit function: train a unit's models (:func:`unit_models`) together, score
+    them on every evaluation set, and return the record of that part (a reading's units,
+    which = "heads" or "dense") or of width m (a stored protocol's unit, which = "both")."""
     data = _reading_data(cfg, m, pool_size)
     model, keys = unit_models(cfg, m, pool_size, readout, which)
     pool, idx = data["train"]
@@ -368,12 +335,12 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
         lr = cfg.dense_learned_lr
     targets = torch.as_tensor(min_ip_targets(pool[idx]).reshape(-1), dtype=torch.float32,
                               device=device)
-    res = train_batched(model, pool_inputs(pool, idx, device), targets, steps=cfg.steps,
-                        lr=lr, final_lr_fraction=cfg.final_lr_fraction, seed=cfg.data_seed,
-                        device=device)
+    res = train_batched(model, e2data.pool_inputs(pool, idx, device), targets,
+                        steps=cfg.steps, lr=lr, final_lr_fraction=cfg.final_lr_fraction,
+                        seed=cfg.data_seed, device=device)
     with torch.no_grad():
-        acc = {name: _exact_sequence_accuracy(res.model(pool_inputs(epool, eidx, device)),
-                                              min_ip_targets(epool[eidx]))
+        acc = {name: _exact_sequence_accuracy(
+                   res.model(e2data.pool_inputs(epool, eidx, device)), min_ip_targets(epool[eidx]))
                for name, (epool, eidx) in data["evals"].items()}
     best = res.best_max_error.numpy()
     at = {key: i for i, key in enumerate(keys)}
@@ -392,15 +359,15 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
             "train_max_error": best[order].reshape(shape).tolist()}
     if which != "both":
         return out[which]
-    heads, dense = out["heads"], out["dense"]
+    h, d = out["heads"], out["dense"]
     ranks = list(cfg.ranks)
-    test = {name: heads["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS}
+    test = {name: h["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS}
     return {
-        "pool_train": heads["pool_train"], "pool_test": heads["pool_test"], "ranks": ranks,
-        "accuracy": test, "train_accuracy": heads["accuracy"]["fit/all"],
-        "train_max_error": heads["train_max_error"],
-        "dense": {name: dense["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS},
-        "dense_train_accuracy": dense["accuracy"]["fit/all"],
+        "pool_train": h["pool_train"], "pool_test": h["pool_test"], "ranks": ranks,
+        "accuracy": test, "train_accuracy": h["accuracy"]["fit/all"],
+        "train_max_error": h["train_max_error"],
+        "dense": {name: d["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS},
+        "dense_train_accuracy": d["accuracy"]["fit/all"],
         "transition_r": {name: curve_rule(ranks, test[name], threshold=cfg.threshold)["r_star"]
                          for name in TEST_DISTRIBUTIONS}}
 
@@ -413,8 +380,8 @@ def _key(m: int, pool_size: int, readout: str, which: str) -> str:
 
 
 def _units(cfg, device) -> list[Unit]:
-    """A stored protocol's units, one per width ("m<width>"); a reading's, one per (size,
-    readout, heads | dense), the slow heads units first so that a cluster starts them early."""
+    """One unit per width "m<width>" (a protocol) or per (size, readout, heads | dense), the
+    slow heads first (a reading)."""
     dev = str(device)
     if cfg.reading == "tokens":
         return [Unit(f"m{m}", train_unit, (cfg, m, p, cfg.readout, "both", dev), device=dev)
@@ -428,10 +395,10 @@ _RUN_INFO = ("wall_time", "environment", "cpu_seconds")  # where and how long a 
 
 
 def _result(config: dict, units: dict) -> dict | None:
-    """The result the stored units of `config` make, or None while a unit is missing: a
-    stored protocol's ``{"config", "widths": {"<m>": record}}`` (older files: one "sweep"
-    unit), its r* recomputed by the rule; a reading's ``{"config", "sizes": {"m<m>-P<P>":
-    {readout: {"heads", "dense"}}}}``."""
+    """What the stored units of `config` make, or None while one is missing: a protocol's
+    ``{"config", "widths": {"<m>": record}}`` (older files: one "sweep" unit; r* recomputed
+    by the rule), a reading's ``{"config", "sizes": {"m<m>-P<P>": {readout: {"heads",
+    "dense"}}}}``."""
     def unit(key):
         return {k: v for k, v in units[key].items() if k not in _RUN_INFO}
 
@@ -465,9 +432,9 @@ def reading_path(out_dir, reading: str, mode: str = "full"):
 
 def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a reading or a stored protocol, every unit stored in ``out`` as it
-    finishes (None: in memory); returns what :func:`load_reading` reads of the file.
-    ``scheduler``: see :mod:`companion.experiments.sweep`; ``threads``: torch threads."""
+    """Run (or resume) a reading or a stored protocol, each unit stored in ``out`` as it
+    finishes (None: in memory; ``scheduler``: see :mod:`companion.experiments.sweep`);
+    returns what :func:`load_reading` reads of the file."""
     cfg = check_instance(config, "config", (ReadingConfig, E2Config))
     check_device(device)
     if out is not None:
@@ -478,9 +445,8 @@ def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progre
 
 
 def load_reading(path) -> dict | None:
-    """A stored E2 results file (a reading's, or a stored protocol's such as
-    results/e2_quick.json) as :func:`run_reading` returns it, or None while a unit is
-    missing."""
+    """A stored E2 results file (a reading's, or a protocol's such as results/e2_quick.json)
+    as :func:`run_reading` returns it, or None while a unit is missing."""
     data = read_json_file(path, "E2 results file")
     if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
             and isinstance(data.get("units"), dict)
