@@ -33,9 +33,6 @@ MAX_SEQUENCES = 10**5
 _MAX_CANDIDATES = 2 * 10**7
 
 
-# --------------------------------------------------------------------------- distributions
-
-
 def _multiset_codes(idx: np.ndarray, pool_size: int) -> np.ndarray:
     """One int per sequence, equal iff two sequences hold the same tokens in any order."""
     s = np.sort(idx, axis=1)
@@ -194,9 +191,6 @@ def query_gaps(seqs) -> np.ndarray:
     return out
 
 
-# --------------------------------------------------------------------------- splits
-
-
 def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
     """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
     "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>" and
@@ -303,9 +297,6 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
         _, first = np.unique(_multiset_codes(idx, size), return_index=True)
         test_idx[name] = idx[np.sort(first)][:n_test]  # distinct test sequences
     return _data(pool, pool, parts, test_idx, {})
-
-
-# --------------------------------------------------------------------------- model inputs
 
 
 @dataclass(frozen=True, eq=False)

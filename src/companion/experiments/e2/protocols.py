@@ -73,9 +73,6 @@ def stored_config_hash(path) -> str | None:
     return data.get("config_hash")
 
 
-# --------------------------------------------------------------------------- summaries, protocols
-
-
 def _summary_row(m: str, e: dict) -> dict:
     row = {"m": int(m), "ranks": e["ranks"], "pool_train": e["pool_train"],
            "pool_test": e["pool_test"]}
@@ -157,8 +154,6 @@ def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
             found[path.stem] = res
     return found
 
-
-# --------------------------------------------------------------------------- the live subset
 
 #: What chapter 7 re-trains live (seconds) and checks against the committed quick sweep: the
 #: width whose heads move least between CPU code paths (results/cross_path_spread.json), ranks

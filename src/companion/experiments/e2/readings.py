@@ -56,9 +56,6 @@ READINGS = {"X": ("mlp", "disjoint closed random", "m"),
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 
-# --------------------------------------------------------------------------- configurations
-
-
 def _tuple(value):
     """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
     return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -262,9 +259,6 @@ class E2Config(_Checked):
         return (("uniform", 1 - self.near_tie_fraction), ("near_tie", self.near_tie_fraction))
 
 
-# --------------------------------------------------------------------------- data
-
-
 def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
     """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
     "pool_train", "pool_test"} with evaluation sets "test/<d>" (held out), "fit/<d>" and
@@ -288,9 +282,6 @@ def _reading_data(cfg, m: int, pool_size: int) -> dict:
             else e2data.complement_closed_pool(m, pool_size // 2, cfg.data_seed))
     return e2data.shared_pool_split(np.asarray(pool, dtype=np.int64), cfg.n_train, cfg.n_test,
                                     mix, cfg.tests, cfg.data_seed, 1 - cfg.train_fraction)
-
-
-# --------------------------------------------------------------------------- one unit
 
 
 def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> np.ndarray:
@@ -372,9 +363,6 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
                          for name in TEST_DISTRIBUTIONS}}
 
 
-# --------------------------------------------------------------------------- sweeps and files
-
-
 def _key(m: int, pool_size: int, readout: str, which: str) -> str:
     return f"m{m}-P{pool_size}/{readout}/{which}"
 
@@ -453,9 +441,6 @@ def load_reading(path) -> dict | None:
             and all(isinstance(u, dict) for u in data["units"].values())):
         raise ValueError(f"path {str(path)!r} is not an E2 results file (config, units)")
     return _result(data["config"], data["units"])
-
-
-# --------------------------------------------------------------------------- explicit heads
 
 
 def complement_power_rank(m: int, k: int) -> int:

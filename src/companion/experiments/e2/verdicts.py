@@ -25,25 +25,20 @@ __all__ = ["e2_summary", "verdict_table", "decomposition_table",
            "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
 
 
-# --------------------------------------------------------------------------- the rule
-
-
 _CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
 
 
-def _check_result(result, name: str = "result", readout=None, test=None) -> dict:
-    """A reading result (:func:`~.readings.load_reading`) holding `readout` and `test` when
-    given, else an error naming `name` (or the readout, the test)."""
-    check_mapping(result, name)
+def _check_result(result, readout, test) -> dict:
+    """A reading result (:func:`~.readings.load_reading`) holding `readout` and `test`."""
+    check_mapping(result, "result")
     cfg, sizes = result.get("config"), result.get("sizes")
     if not (isinstance(cfg, dict) and isinstance(sizes, dict) and all(
             k in cfg for k in _CONFIG_KEYS) and cfg["reading"] in READINGS
             and len(sizes) == len(cfg["sizes"])):
-        raise ValueError(f"{name} must be a reading result (load_reading): 'config' (with "
+        raise ValueError(f"result must be a reading result (load_reading): 'config' (with "
                          f"{', '.join(_CONFIG_KEYS)}) and one entry of 'sizes' per size")
-    if readout is not None:
-        check_choice(readout, "readout", tuple(cfg["readouts"]))
-        check_choice(test, "test", tuple(cfg["tests"]))
+    check_choice(readout, "readout", tuple(cfg["readouts"]))
+    check_choice(test, "test", tuple(cfg["tests"]))
     return result
 
 
@@ -99,38 +94,34 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     rule on its uniform test and training curves) the sizes, r* per size (or None), the
     threshold, the sharpness and dense exact seeds / seeds, with each verdict."""
     check_mapping(readings, "readings")
-    for name, res in readings.items():
-        if _check_result(res, f"readings[{name!r:.40}]")["config"]["reading"] != name:
-            raise ValueError(f"readings: the result under {name!r:.40} is reading "
-                             f"{res['config']['reading']!r}")
-    for name, res in check_mapping(stored or {}, "stored").items():
-        if not (isinstance(res, dict) and isinstance(res.get("widths"), dict)
-                and isinstance(res.get("config"), dict) and all(k in res["config"] for k in (
-                    "ranks", "threshold", "pool_sizes", "widths", "readout", "seeds"))):
-            raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
-                             f"(load_e2_protocols): 'config' and 'widths'")
     out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
-    for name, res in readings.items():
-        cfg = res["config"]
-        out["readings"][name] = {
-            "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
-            "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]), "threshold": cfg["threshold"],
-            "by_readout": {ro: {t: _reading_lines(res, ro, t) for t in cfg["tests"]}
-                           for ro in cfg["readouts"]}}
-    for name, res in (stored or {}).items():
-        cfg = res["config"]
-        lines = [_line(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
-                       cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
-                       e["dense"]["uniform"], cfg["threshold"]) for m, e in res["widths"].items()]
-        out["stored_protocols"][name] = {
-            "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
-            "seeds": len(cfg["seeds"]), **verdict(lines), "per_size": lines}
+    try:
+        for name, res in readings.items():
+            cfg = res["config"]
+            if cfg["reading"] != name:
+                raise ValueError(f"the result under {name!r:.40} is reading {cfg['reading']!r}")
+            out["readings"][name] = {
+                "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
+                "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]),
+                "threshold": cfg["threshold"],
+                "by_readout": {ro: {t: _reading_lines(res, ro, t) for t in cfg["tests"]}
+                               for ro in cfg["readouts"]}}
+        for name, res in check_mapping(stored or {}, "stored").items():
+            cfg = res["config"]
+            lines = [_line(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
+                           cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
+                           e["dense"]["uniform"], cfg["threshold"])
+                     for m, e in res["widths"].items()]
+            out["stored_protocols"][name] = {
+                "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
+                "seeds": len(cfg["seeds"]), **verdict(lines), "per_size": lines}
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise ValueError(f"readings, stored: reading results (load_reading) and stored "
+                         f"protocols (load_e2_protocols) by name; reading them failed: "
+                         f"{exc!r:.160}") from exc
     return out
-
-
-# --------------------------------------------------------------------------- tables
 
 
 def _dash(value, form: str = "") -> str:
@@ -185,7 +176,7 @@ def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
     """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
     with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
     doubling grid); a * marks the ranks where generalisation is at least capacity."""
-    cfg = _check_result(result, readout=readout, test=test)["config"]
+    cfg = _check_result(result, readout, test)["config"]
     columns = {}
     for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
         acc = e[readout]["heads"]["accuracy"]
@@ -216,7 +207,7 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
     """Exact-sequence accuracy by rank and size of one reading, 'median [min, max]' over
     seeds on the held-out sequences of distribution ``test``."""
-    cfg = _check_result(result, readout=readout, test=test)["config"]
+    cfg = _check_result(result, readout, test)["config"]
     return rank_table(cfg["ranks"], {
         f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}": (
             e[readout]["heads"]["accuracy"][f"test/{test}"],
