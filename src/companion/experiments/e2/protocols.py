@@ -171,10 +171,13 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
     ranks = tuple(check_int_sequence(ranks, "ranks", 1))
     check_device(device)
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
-    if width not in cfg.widths or not groups or max(ranks) != max(groups[0]):
+    if width not in cfg.widths or not groups:
         raise ValueError(f"width, ranks: the width must be one of {cfg.widths} and the ranks "
-                         f"lie in one rank group of {[list(g) for g in cfg.rank_groups]}, "
-                         f"with its largest (the sweep's padding); got {width}, {list(ranks)}")
+                         f"lie in one rank group of {[list(g) for g in cfg.rank_groups]}; got "
+                         f"{width}, {list(ranks)}")
+    if max(ranks) != max(groups[0]):
+        raise ValueError(f"ranks must include their group's largest rank {max(groups[0])} "
+                         f"(the padding of the sweep), got {list(ranks)}")
     pool = cfg.pool_sizes[cfg.widths.index(width)]
     live = dataclasses.replace(cfg, widths=(width,), pool_sizes=(pool,), ranks=ranks,
                                rank_groups=(ranks,),
