@@ -333,7 +333,7 @@ def test_cli_e2_writes_hashed_results_and_does_not_rerun(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a finished E2 sweep was run again")
 
-    monkeypatch.setattr(ood, "e2_width_result", boom)
+    monkeypatch.setattr("companion.experiments.e2.readings.train_unit", boom)
     assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0
 
 

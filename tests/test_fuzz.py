@@ -67,10 +67,8 @@ SKIP = {
     "companion.bounds.witness:FamilyLink": _REC + " (witness_family)",
     "companion.bounds.witness:WitnessFamily": _REC + " (witness_family, without_rows)",
     "companion.experiments.engine:TrainResult": _REC + " (train_batched)",
-    "companion.experiments.e2.data:Split": _REC + " (reading_data)",
-    "companion.experiments.e2.data:PoolBits": _REC + " (pool_inputs)",
     "companion.experiments.pair_readout:PairPlan": _REC + " (make_pair_plan)",
-    "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, e2_units)",
+    "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, run_reading)",
     **{f"companion.experiments.sweep:{c}": "an exception class" for c in (
         "DaskMissingError", "SchedulerUnreachableError", "ResultFileError",
         "UnwritablePathError", "OutputInUseError", "UnitFailedError", "SweepInterrupted")},
@@ -113,17 +111,9 @@ SKIP = {
        for f in ("min_level_degree", "exact_probe_tables")},
     "companion.experiments.e2.readings:unit_models": "an internal builder of a unit's "
     "stacked heads (public for benchmarks/bench_training.py; no checks by design); fuzzed "
-    "through reading_unit and e2_width_result",
-    "companion.experiments.e2.rule:verdict": "internal: fed only by "
-    "verdicts.judge_reading with curve_rule / dense_exact records (no checks by design); "
-    "fuzzed through judge_reading and e2_summary",
-    **{f"companion.experiments.e2.data:{f}": "an internal sampler of reading_data (no "
-       "argument checks by design: a validated configuration feeds it); fuzzed through "
-       "reading_data, reading_unit and e2_width_result"
-       for f in ("disjoint_pool_split", "shared_pool_split")},
+    "through run_reading and run_e2_sweep",
     **{f"companion.experiments.{c}": "a constant" for c in (
-        "e2.data:HARD_DISTRIBUTIONS", "e2.data:TEST_DISTRIBUTIONS", "e2.data:MAX_POOL",
-        "e2.data:MAX_SEQUENCES", "e2.rule:RULE_THRESHOLD",
+        "e2.data:TEST_DISTRIBUTIONS", "e2.rule:RULE_THRESHOLD",
         "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT", "e2.rule:PAPER_TRANSITIONS",
         "e2.readings:READINGS", "e2.readings:HEADLINE", "e2.protocols:E2_PROTOCOLS",
         "e2.protocols:E2_LIVE")},
@@ -133,8 +123,6 @@ SKIP = {
     **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
-    "companion.experiments.e2.readings:config_dict": "store.config_dict re-exported "
-    "(fuzzed as companion.experiments.sweep:config_dict)",
     "companion.experiments.sweep:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",
@@ -313,8 +301,6 @@ OVERRIDES = {
     "companion.bounds.witness:certificate_error": {"certificate": CERT},
     "companion.transcript.bound:count_transcripts": {"key_tokens": np.array([[1, 0, 0, 0, 0, 0, 0],
                                                                     [0, 1, 1, 0, 0, 0, 0]])},
-    "companion.experiments.e2.protocols:e2_result": {"store": Lazy(
-        "companion.experiments.sweep:ResultStore", (None, TINY_E2))},
     "companion.bounds.asymptotics:explicit_code_plan": {"bases": Lazy(
         "companion.bounds.asymptotics:base_codes", (), {"widths": (12,), "max_size": 50})},
     "companion.bounds.asymptotics:explicit_code_log2_bounds": {"bases": Lazy(
@@ -328,15 +314,11 @@ OVERRIDES = {
     "companion.bounds.code_search:greedy_code": {"m": 8, "candidates": 200, "max_size": 30},
     "companion.transcript.sketch:QuantisedSketchModel": {},
     "companion.experiments.e2.data:pool_inputs": {},
-    "companion.experiments.e2.readings:e2_width_result": {"cfg": TINY_E2, "m": 6,
-                                                          "pool_size": 40},
-    "companion.experiments.e2.protocols:e2_units": {"cfg": TINY_E2},
     "companion.experiments.e2.protocols:run_e2_sweep": {"config": TINY_E2},
     "companion.experiments.e2.protocols:summarise_e2": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
     "companion.experiments.e2.protocols:accuracy_table": {"result": Lazy(
         f"{_OS}:run_e2_sweep", (TINY_E2,))},
-    "companion.experiments.e2.protocols:protocol_path": {"out_dir": "results/x", "name": "p"},
     "companion.experiments.e2.protocols:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
     "companion.experiments.e2.readings:E2Config": {},
     "companion.experiments.e1:E1Config": {},
@@ -395,26 +377,18 @@ OVERRIDES = {
     "companion.sandwich.search:search_ratio_factors": {"rank": 14, "nonnegative": True},
     "companion.sandwich.search:exact_head_from_search": {"result": SEARCH},
     # E2 (issue 10): pools, table heads, the rule, the pipeline and its verdicts
-    f"{_PS}:complement_closed_pool": {"m": 6, "pairs": 8},
     f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
     "companion.experiments.heads:pool_kernel_heads": {"ranks": (1, 2), "seeds": (0, 1)},
     "companion.experiments.heads:pool_softmax_heads": {"score_dim": 4},
     f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
                           "train_acc": np.array([[0.2], [0.9], [1.0]])},
-    f"{_TR}:dense_exact": {"dense_acc": np.array([1.0, 0.995, 0.98])},
     f"{_ER}:ReadingConfig": {},
     f"{_ER}:reading_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
-    f"{_ER}:reading_unit": {"cfg": TINY_READING, "size": 0, "readout": "overlap",
-                            "which": "heads"},
-    f"{_ER}:reading_units": {"cfg": TINY_READING},
-    f"{_ER}:reading_result": {"store": Lazy("companion.experiments.sweep:ResultStore",
-                                            (None, TINY_READING))},
     f"{_ER}:run_reading": {"config": TINY_READING},
     f"{_ER}:reading_path": {"out_dir": "results/x", "reading": "X"},
     f"{_ER}:load_reading": {"path": "results/e2_S-code_full.json"},
     f"{_ER}:complement_power_rank": {"m": 6, "k": 2},
     f"{_ER}:complement_power_head_accuracy": {"pool": CLOSED_POOL, "k": 2},
-    f"{_RV}:judge_reading": {"result": READING},
     f"{_RV}:e2_summary": {"readings": READINGS_},
     f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
     f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},

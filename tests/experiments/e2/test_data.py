@@ -29,33 +29,34 @@ def test_gap_and_tight_triples_have_their_defining_property():
     pool = token_pool(12, 300, 1)
     gram = pool @ pool.T
     rng = np.random.default_rng(0)
-    for gap in (1, 2, 3):
-        for one_at_a_time in (False, True):
-            idx = data._gap_triples(gram, 400, rng, gap, one_at_a_time)
-            assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
-            assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
-            assert (idx[:, 0] != idx[:, 2]).all()
-    idx = data._tight_triples(gram, 400, rng)
+    for gap, idx in [(g, data._draw_triples(f"gap{g}", pool, 400, rng, gram)) for g in (1, 2)
+                     ] + [(1, data._near_tie_triples(gram, 400, rng))]:
+        assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
+        assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
+        assert (idx[:, 0] != idx[:, 2]).all()
+    idx = data._draw_triples("tight", pool, 400, rng, gram)
     g = _gram_of(pool, idx)
     cross = np.stack([g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], 1)
     assert (cross.max(1) - cross.min(1) == 1).all()
     assert ((data.query_gaps(pool[idx]) == 1).sum(1) >= 2).all()
     # uniform triples are a different distribution: many queries face a gap >= 2
-    u = data.query_gaps(pool[data._uniform_triples(300, 400, rng)])
+    u = data.query_gaps(pool[data._draw_triples("uniform", pool, 400, rng, gram)])
     assert (u >= 2).mean() > 0.2
 
 
 def test_a_pool_without_near_ties_fails_instead_of_hanging():
     with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
-        data._gap_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), 1, True)
+        data._near_tie_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="gap-1"):
-        data._gap_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), 1)
+        data._draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
 
 
 def test_partner_triples_put_a_low_overlap_partner_against_a_worse_key():
     pool = token_pool(12, 400, 3)
     gram = pool @ pool.T
-    part = data._partners(gram, 4)
+    g = gram.astype(np.float64)
+    np.fill_diagonal(g, np.inf)
+    part = np.argsort(g, axis=1, kind="stable")[:, :4]  # each token's 4 lowest-overlap others
     idx = data._partner_triples(gram, 300, np.random.default_rng(1), k=4, min_gap=2)
     for row in idx:
         ok = False
@@ -96,13 +97,17 @@ def test_shared_pool_train_and_test_share_no_sequence(name):
     pool = token_pool(10, 120, 4)
     d = data.shared_pool_split(pool, 2000, 300, {"uniform": 0.5, name: 0.5}, (name, "uniform"),
                                seed=2)
-    train = _codes(d.train_idx, 120)
-    for test_name, idx in d.test_idx.items():
+    train_pool, train_idx = d["train"]
+    train = _codes(train_idx, 120)
+    for test_name, (test_pool, idx) in d["evals"].items():
+        if not test_name.startswith("test/"):
+            continue
+        assert test_pool is train_pool
         codes = data._multiset_codes(idx, 120)
         assert train.isdisjoint(codes.tolist()), test_name
         assert len(set(codes.tolist())) == len(codes)  # distinct test sequences
         assert idx.min() >= 0 and idx.max() < 120
-    assert d.train_idx.shape == (2000, 3) and d.train_pool is d.test_pool
+    assert train_idx.shape == (2000, 3) and d["pool_test"] == 120
 
 
 def test_held_out_is_a_function_of_the_multiset_with_the_right_rate():
@@ -116,28 +121,30 @@ def test_held_out_is_a_function_of_the_multiset_with_the_right_rate():
 def test_complement_closed_disjoint_pools():
     d = data.disjoint_pool_split(10, 400, 0.7, 500, 200, {"uniform": 1.0},
                                  ("uniform", "witness"), seed=1)
-    tr = {tuple(t) for t in d.train_pool}
-    te = {tuple(t) for t in d.test_pool}
+    tr = {tuple(t) for t in d["train"][0]}
+    te = {tuple(t) for t in d["evals"]["test/uniform"][0]}
     assert tr.isdisjoint(te) and len(tr) + len(te) == 400
     assert {tuple(1 - np.array(t)) for t in tr} == tr  # closed under complement
     assert {tuple(1 - np.array(t)) for t in te} == te
-    assert set(d.train_eval_idx) == {"uniform", "witness"}
+    assert {k for k in d["evals"] if k.startswith("train/")} == {"train/uniform",
+                                                                 "train/witness"}
 
 
 def test_token_pools_are_disjoint_and_sequences_stay_in_their_pool():
     d = data.disjoint_pool_split(10, 300, 0.7, 200, 150, {"uniform": 0.5, "near_tie": 0.5},
                                  data.TEST_DISTRIBUTIONS, seed=3, pools="tokens")
-    train = {tuple(t) for t in d.train_pool}
-    test = {tuple(t) for t in d.test_pool}
-    assert len(train) == len(d.train_pool) == 210 and len(test) == len(d.test_pool) == 90
+    (train_pool, train_idx), ev = d["train"], d["evals"]
+    test_pool = ev["test/uniform"][0]
+    train = {tuple(t) for t in train_pool}
+    test = {tuple(t) for t in test_pool}
+    assert len(train) == len(train_pool) == 210 and len(test) == len(test_pool) == 90
     assert train.isdisjoint(test)
-    assert d.train_idx.shape == (200, 3) and d.train_idx.max() < len(d.train_pool)
-    assert [len(v) for v in d.train_parts.values()] == [100, 100]
-    near = d.train_pool[d.train_parts["near_tie"]]
-    assert (data.query_gaps(near) == 1).any(axis=1).all()
+    assert train_idx.shape == (200, 3) and train_idx.max() < len(train_pool)
+    assert [len(ev[f"fit/{k}"][1]) for k in ("uniform", "near_tie")] == [100, 100]
+    assert (data.query_gaps(train_pool[ev["fit/near_tie"][1]]) == 1).any(axis=1).all()
     for name in data.TEST_DISTRIBUTIONS:
-        idx = d.test_idx[name]
-        assert idx.shape == (150, 3) and idx.min() >= 0 and idx.max() < len(d.test_pool)
+        idx = ev[f"test/{name}"][1]
+        assert idx.shape == (150, 3) and idx.min() >= 0 and idx.max() < len(test_pool)
 
 
 def test_token_pool_uniform_triples_are_seeded_uniform_draws():
@@ -147,10 +154,11 @@ def test_token_pool_uniform_triples_are_seeded_uniform_draws():
                                  ("uniform",), seed=1, pools="tokens")
     ss = np.random.SeedSequence([1, 8, 128]).spawn(6)
     want = np.random.default_rng(int(ss[2].generate_state(1)[0])).integers(0, 64, (60, 3))
-    np.testing.assert_array_equal(d.train_idx, want)
-    t = min_ip_targets(d.train_pool[d.train_idx])
-    for s, seq in enumerate(d.train_idx[:10]):  # targets as a brute-force loop computes them
-        toks = [d.train_pool[j] for j in seq]
+    pool, idx = d["train"]
+    np.testing.assert_array_equal(idx, want)
+    t = min_ip_targets(pool[idx])
+    for s, seq in enumerate(idx[:10]):  # targets as a brute-force loop computes them
+        toks = [pool[j] for j in seq]
         for i in range(3):
             assert t[s, i] == min(int(toks[i] @ toks[j]) for j in range(3))
 

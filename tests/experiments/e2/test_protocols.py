@@ -11,6 +11,7 @@ import pytest
 
 from companion.book import seed_everything
 from companion.experiments.e2 import protocols as ood_scaling
+from companion.experiments.e2 import readings
 from companion.experiments.e2.data import TEST_DISTRIBUTIONS
 from companion.experiments.e2.readings import E2Config
 from companion.experiments.e2.rule import curve_rule
@@ -55,12 +56,12 @@ def test_protocol_store_round_trip_and_resume(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("a stored protocol must not be recomputed")
 
-    monkeypatch.setattr(ood_scaling, "e2_width_result", boom)
+    monkeypatch.setattr(readings, "train_unit", boom)
     assert ood_scaling.run_e2_protocol("tiny", {"steps": 3}, out_dir=tmp_path, base=TINY) == first
     with pytest.raises(ValueError, match="configuration"):  # same file, other settings
         ood_scaling.run_e2_protocol("tiny", {"steps": 4}, out_dir=tmp_path, base=TINY)
     with pytest.raises(ValueError, match="name"):
-        ood_scaling.protocol_path(tmp_path, "../escape")
+        ood_scaling.run_e2_protocol("../escape", {}, out_dir=tmp_path, base=TINY)
 
 
 def test_summary_matches_the_raw_result():

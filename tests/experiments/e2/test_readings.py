@@ -16,6 +16,7 @@ from companion.experiments.e2 import data as e2data
 from companion.experiments.e2 import readings as er
 from companion.experiments.e2.data import pool_inputs
 from companion.experiments.heads import pool_kernel_heads, pool_softmax_heads
+from companion.experiments.sweep import config_dict
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +82,7 @@ def test_protocol_config_types_and_what_the_pipeline_reads_of_it():
         replace(E2_TINY, widths="5")
     assert E2_TINY.sizes == ((5, 32),) and E2_TINY.readouts == ("learned",)
     assert dict(E2_TINY.train_mix) == {"uniform": 0.5, "near_tie": 0.5}
-    assert "reading" not in er.config_dict(E2_TINY)  # pipeline attributes are not stored
+    assert "reading" not in config_dict(E2_TINY)  # pipeline attributes are not stored
 
 
 # --------------------------------------------------------------------------- data
@@ -126,7 +127,7 @@ def test_a_smoke_reading_runs_and_is_stored_per_unit(tmp_path):
     cfg = er.READINGS_SMOKE["S-code"]
     path = er.reading_path(tmp_path, "S-code", "smoke")
     res = er.run_reading(cfg, out=path)
-    units = {u.key for u in er.reading_units(cfg)}
+    units = {u.key for u in er._units(cfg, "cpu")}
     assert len(units) == 2 * 2 * len(cfg.sizes)  # readouts x (heads, dense) x sizes
     again = er.load_reading(path)
     assert again == res  # resumed from the file, nothing recomputed
@@ -141,23 +142,22 @@ def test_a_rank_one_overlap_head_cannot_solve_witness_triples():
     # queries cannot all pick their own minimum: the low regime the rule needs exists
     cfg = er.ReadingConfig(sizes=((12, 22),), ranks=(1,), rank_groups=((1,),), seeds=(0,),
                            readouts=("overlap",), n_train=300, n_test=200, steps=150)
-    out = er.reading_unit(cfg, 0, "overlap", "heads")
+    out = er.train_unit(cfg, 12, 22, "overlap", "heads")
     assert out["accuracy"]["test/witness"][0][0] < 0.5
 
 
 def test_a_protocol_unit_is_the_pipeline_unit_of_its_configuration():
-    """e2_width_result trains heads and dense heads of a width together; each model trains
+    """A protocol's unit trains heads and dense heads of a width together; each model trains
     as it would alone, so its record equals the pipeline's per-part units."""
-    got = er.e2_width_result(E2_TINY, 5, 32)
-    heads = er._train_unit(E2_TINY, 5, 32, "learned", "heads", "cpu")["heads"]
-    dense = er._train_unit(E2_TINY, 5, 32, "learned", "dense", "cpu")["dense"]
+    got = er.train_unit(E2_TINY, 5, 32, "learned", "both")
+    heads = er.train_unit(E2_TINY, 5, 32, "learned", "heads")
+    dense = er.train_unit(E2_TINY, 5, 32, "learned", "dense")
     assert got["accuracy"]["uniform"] == heads["accuracy"]["test/uniform"]
     assert got["train_accuracy"] == heads["accuracy"]["fit/all"]
     assert got["dense"]["near_tie"] == dense["accuracy"]["test/near_tie"]
     assert np.shape(got["accuracy"]["near_tie"]) == (2, 2) and got["ranks"] == [1, 4]
     assert set(got["transition_r"]) == {"uniform", "near_tie"}
-    with pytest.raises(ValueError, match="pool_size"):
-        er.e2_width_result(E2_TINY, 5, 30)
+    assert [u.key for u in er._units(E2_TINY, "cpu")] == ["m5"]  # the stored format
 
 
 def test_exact_sequence_accuracy_needs_all_three_positions():

@@ -40,8 +40,8 @@ def test_the_transition_is_the_median_over_seeds_staying_above():
 
 def test_verdicts():
     def size(r_star, sharp=True, dense=True):
-        return {"rule": {"r_star": r_star, "sharp": sharp},
-                "dense": {"all_exact": dense}}
+        return {"r_star": r_star, "sharp": sharp, "dense_exact_seeds": 3 if dense else 2,
+                "seeds": 3}
 
     assert rule.verdict([size(8), size(16), size(64)])["verdict"] == "reproduced"
     assert rule.verdict([size(4), size(8), size(32)])["verdict"] == "reproduced with our sizes"

@@ -10,6 +10,7 @@ import numpy as np
 from companion.experiments.e2 import readings as er
 from companion.experiments.e2 import verdicts as rv
 from companion.experiments.e2.protocols import load_e2_protocols
+from companion.experiments.sweep import config_dict
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 
@@ -24,7 +25,7 @@ def _committed():
 def test_the_committed_summary_is_what_the_rule_makes_of_the_committed_runs():
     readings = _committed()
     for name, res in readings.items():  # the stored runs are the pre-registered configs
-        assert res["config"] == er.config_dict(er.READINGS_FULL[name]), name
+        assert res["config"] == config_dict(er.READINGS_FULL[name]), name
     again = rv.e2_summary(readings, load_e2_protocols(RESULTS / "e2_protocols"))
     stored = json.loads((RESULTS / "e2_summary.json").read_text())
     assert json.loads(json.dumps(again)) == stored
@@ -56,13 +57,13 @@ def test_the_ledger_carries_the_headline_verdict():
 
 def test_a_judged_reading_has_a_verdict_per_readout_and_test():
     res = _committed()["S-code"]
-    judged = rv.judge_reading(res)
+    judged = rv.e2_summary({"S-code": res})["readings"]["S-code"]["by_readout"]
     assert set(judged) == {"learned", "overlap"}
     for tests in judged.values():
         assert set(tests) == {"uniform", "witness"}
         for v in tests.values():
             assert v["verdict"] in ("reproduced", "reproduced with our sizes", "differs")
-            assert [s["P"] for s in v["sizes"]] == [22, 46, 62]
+            assert [s["P"] for s in v["per_size"]] == [22, 46, 62]
 
 
 def test_gaps_by_rank_split_the_missing_accuracy_of_each_rank():

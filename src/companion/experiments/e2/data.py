@@ -1,22 +1,13 @@
-"""E2's data (chapter 7): token pools, distributions of length-3 sequences on them, and the
-splits of train from test. A sequence is an index triple into a pool.
+"""E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
+a pool) and the splits of train from test.
 
-Distributions (:data:`HARD_DISTRIBUTIONS`; seeded, vectorised rejection samplers on the
-pool's Gram matrix): uniform triples; ``gap1`` / ``gap2`` (a query whose two competitors
-differ in overlap by exactly 1 or 2); ``tight`` (all cross overlaps within 1); ``partner``
-(each query's lowest-overlap partner against another's); ``witness`` ((x, x̄, y) as in the
-witness family, plus a quarter of pure (x, y, y)). The stored protocols' ``near_tie`` is
-gap 1 drawn one triple at a time (:data:`TEST_DISTRIBUTIONS`).
-
-Splits, the readings of the paper's "larger, disjoint train/test pools"
-(:func:`disjoint_pool_split`, :func:`shared_pool_split`):
-
-* disjoint *tokens*, ``pools="pairs"`` (reading X): random complementary pairs split by
-  pairs, so both pools are closed under complement and witness triples exist on each side;
-* disjoint *tokens*, ``pools="tokens"`` (the stored protocols A–I): distinct random tokens
-  split 70/30, uniform and near-tie triples, seeded exactly as those runs were;
-* disjoint *sequences* over one pool (readings S-code, S-random): every multiset of three
-  tokens lands on the train or the test side by a seeded hash, whichever distribution drew it.
+Distributions (seeded rejection samplers on the pool's Gram matrix): uniform; ``gap1`` /
+``gap2`` (a query's two competitors differ in overlap by exactly 1 or 2); ``tight`` (all cross
+overlaps within 1); ``partner`` (each query's lowest-overlap partner against another's);
+``witness`` ((x, x̄, y) as in the witness family, a quarter pure (x, y, y)); the stored
+protocols' ``near_tie``, gap 1 drawn one triple at a time. Splits: disjoint tokens by
+complementary pairs (reading X) or, seeded as the stored protocols A–I, by distinct random
+tokens; or disjoint *sequences* over one pool by a seeded hash of each multiset (S-*).
 """
 
 from __future__ import annotations
@@ -26,32 +17,24 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from companion.checks import check_array, check_device, check_int, check_positive_int, check_tokens
+from companion.checks import check_array, check_device, check_tokens
 from companion.core.task import split_pool, token_pool
 
-__all__ = ["HARD_DISTRIBUTIONS", "TEST_DISTRIBUTIONS", "MAX_POOL", "MAX_SEQUENCES", "Split",
-           "disjoint_pool_split", "shared_pool_split", "complement_closed_pool",
-           "query_gaps", "PoolBits", "pool_inputs"]
+__all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs"]
 
 HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "tight", "partner", "witness")
-#: The stored protocols' distributions (``pools="tokens"``), train mixture and tests alike.
+#: The stored protocols' distributions, train mixture and tests alike.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
-#: Largest pool a configuration accepts: the samplers hold P x P int64 overlaps (2**12:
-#: 128 MB each; the full runs use P <= 512).
+#: Largest pool a configuration accepts (the samplers hold P x P int64 overlaps).
 MAX_POOL = 2**12
 #: Most training or test sequences a configuration accepts (the full runs use <= 8000).
 MAX_SEQUENCES = 10**5
-#: Candidate rows a rejection sampler draws at most before it gives up (a distribution the
-#: pool cannot supply must fail in seconds, not after 200 huge batches).
+#: Candidate rows a rejection sampler draws at most (an impossible distribution fails fast).
 _MAX_CANDIDATES = 2 * 10**7
 
 
-# --------------------------------------------------------------------------- distributions
-
-
 def _multiset_codes(idx: np.ndarray, pool_size: int) -> np.ndarray:
-    """One int per sequence, equal for two sequences iff they hold the same tokens (any
-    order): the sorted indices in base `pool_size`."""
+    """One int per sequence, equal iff two sequences hold the same tokens in any order."""
     s = np.sort(idx, axis=1)
     return (s[:, 0] * pool_size + s[:, 1]) * pool_size + s[:, 2]
 
@@ -63,8 +46,7 @@ def _shuffle_rows(idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
-    """Draw candidate rows in vectorised batches until `count` pass `accept` (at most 200
-    batches and _MAX_CANDIDATES rows in all)."""
+    """Draw candidate rows in batches until `count` pass `accept`; positions shuffled."""
     out, have = [], 0
     batch = max(1024, 4 * count)
     for _ in range(min(200, max(1, _MAX_CANDIDATES // batch))):
@@ -77,40 +59,33 @@ def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
     raise ValueError(f"the pool has too few {what} triples: found {have} of {count}")
 
 
-def _uniform_triples(pool_size: int, count: int, rng) -> np.ndarray:
-    return rng.integers(0, pool_size, size=(count, 3))
+def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
+    """Uniform triples (x, z, w) of distinct tokens with ``keep(x, z, w)``."""
+    def draw(b):
+        return rng.integers(0, len(gram), size=(b, 3))
+
+    def accept(c):
+        x, z, w = c.T
+        return (x != z) & (x != w) & (z != w) & keep(x, z, w)
+
+    return _rejection(draw, accept, count, rng, what)
 
 
-def _gap_triples(gram, count: int, rng, gap: int = 1, one_at_a_time: bool = False
-                 ) -> np.ndarray:
-    """Triples of distinct tokens in which a designated query's two competitors differ in
-    overlap by exactly `gap`, the query at any position.
-
-    Batched (the readings): uniform over such triples. `one_at_a_time` (the stored
-    protocols' near-ties, kept draw for draw): query x and a competitor z uniform, the other
-    competitor uniform among the tokens at overlap gap `gap` from z's."""
+def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
+    """The stored protocols' near-ties, draw for draw: query x and competitor z uniform, the
+    other competitor uniform among the tokens at overlap gap 1 from z's; positions permuted."""
     size = len(gram)
-    if not one_at_a_time:
-        def draw(b):
-            return rng.integers(0, size, size=(b, 3))
-
-        def accept(c):
-            x, z, w = c.T
-            distinct = (x != z) & (x != w) & (z != w)
-            return distinct & (np.abs(gram[x, z] - gram[x, w]) == gap)
-
-        return _rejection(draw, accept, count, rng, f"gap-{gap}")
     out = np.empty((count, 3), dtype=np.int64)
     filled, attempts = 0, 0
     while filled < count:
         attempts += 1
         if attempts > 50 * count + 1000:
-            raise ValueError(f"a pool of {size} tokens has too few pairs at overlap gap {gap} "
+            raise ValueError(f"a pool of {size} tokens has too few pairs at overlap gap 1 "
                              "for near-ties")
         x, z = rng.integers(0, size, size=2)
         if x == z:
             continue
-        cand = np.flatnonzero(np.abs(gram[x] - gram[x, z]) == gap)
+        cand = np.flatnonzero(np.abs(gram[x] - gram[x, z]) == 1)
         cand = cand[cand != x]
         if len(cand) == 0:
             continue
@@ -120,37 +95,13 @@ def _gap_triples(gram, count: int, rng, gap: int = 1, one_at_a_time: bool = Fals
     return out
 
 
-def _tight_triples(gram, count: int, rng) -> np.ndarray:
-    """Distinct tokens whose three cross overlaps lie within 1 and are not all equal: every
-    query's competitors tie or differ by 1, and at least two queries face a gap of exactly 1
-    (a soft minimum has no slack anywhere)."""
+def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
+    """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
+    <x, z'> >= <x, z> + `min_gap` (as in the witness family: a weight ratio > 2 min_gap - 1)."""
     size = len(gram)
-
-    def draw(b):
-        return rng.integers(0, size, size=(b, 3))
-
-    def accept(c):
-        x, z, w = c.T
-        o = np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1)
-        return (x != z) & (x != w) & (z != w) & (o.max(1) - o.min(1) == 1)
-
-    return _rejection(draw, accept, count, rng, "tight")
-
-
-def _partners(gram, k: int = 4) -> np.ndarray:
-    """For every pool token x, the indices of its k lowest-overlap other tokens: (P, k)."""
     g = np.asarray(gram, dtype=np.float64).copy()
     np.fill_diagonal(g, np.inf)
-    return np.argsort(g, axis=1, kind="stable")[:, :k]
-
-
-def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
-    """Witness-like triples (x, z, z'): z one of x's k lowest-overlap partners, z' one of the
-    partners of another token y, with <x, z'> >= <x, z> + `min_gap`. As in the witness family,
-    every query prefers its own partner over others' by a margin that needs a weight ratio
-    > 2 min_gap - 1, and different queries prefer different keys."""
-    size = len(gram)
-    part = _partners(gram, k)
+    part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
 
     def draw(b):
         x = rng.integers(0, size, size=b)
@@ -175,9 +126,8 @@ def _complement_index(pool: np.ndarray) -> np.ndarray:
 
 def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0.25
                      ) -> np.ndarray:
-    """Mixed (x, x̄, y) with y not in {x, x̄} (the query x must prefer its complement,
-    overlap 0, over y: the direct links of Theorem E), and a `pure_fraction` of pure
-    (x, y, y) with y != x, as the certificate needs; positions shuffled."""
+    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a
+    `pure_fraction` of pure (x, y, y) with y != x, as the certificate needs."""
     comp = _complement_index(pool)
     have = np.flatnonzero(comp >= 0)
     if len(have) < 4:
@@ -203,23 +153,25 @@ def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0
 
 
 def _draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
-    """`count` triples of the named distribution (one of HARD_DISTRIBUTIONS) over `pool`."""
+    """`count` triples of the named distribution over `pool`."""
     if name == "uniform":
-        return _uniform_triples(len(gram), count, rng)
-    if name in ("gap1", "gap2"):
-        return _gap_triples(gram, count, rng, int(name[-1]))
-    if name == "tight":
-        return _tight_triples(gram, count, rng)
+        return rng.integers(0, len(gram), size=(count, 3))
+    if name == "near_tie":
+        return _near_tie_triples(gram, count, rng)
+    if name in ("gap1", "gap2"):  # a query x whose competitors differ in overlap by the gap
+        gap = int(name[-1])
+        return _distinct_triples(gram, count, rng, f"gap-{gap}",
+                                 lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
+    if name == "tight":  # cross overlaps within 1, not all equal: two queries face a gap 1
+        return _distinct_triples(gram, count, rng, "tight", lambda x, z, w: np.ptp(
+            np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1), axis=1) == 1)
     if name == "partner":
         return _partner_triples(gram, count, rng)
     return _witness_triples(pool, count, rng)
 
 
 def complement_closed_pool(m: int, pairs: int, seed: int) -> np.ndarray:
-    """`pairs` random complementary pairs {x, x̄} of width-m tokens: (2 pairs, m), token
-    2i + 1 the complement of token 2i."""
-    m = check_int(m, "m", 2, 62)
-    check_positive_int(pairs, "pairs", upper=min(2 ** (m - 1), MAX_POOL // 2))
+    """`pairs` random complementary pairs of width-m tokens, token 2i + 1 the complement of 2i."""
     half = token_pool(m - 1, pairs, seed)  # first bit fixed to 0 picks one token per pair
     x = np.concatenate([np.zeros((pairs, 1), dtype=np.int64), half], axis=1)
     return np.stack([x, 1 - x], axis=1).reshape(-1, m)
@@ -239,20 +191,17 @@ def query_gaps(seqs) -> np.ndarray:
     return out
 
 
-# --------------------------------------------------------------------------- splits
-
-
-@dataclass(frozen=True)
-class Split:
-    """Train and test sequences as index triples into their pools (one pool, twice, for a
-    shared-pool split)."""
-
-    train_pool: np.ndarray  # (P_train, m)
-    test_pool: np.ndarray  # (P_test, m)
-    train_idx: np.ndarray  # (S_train, 3): the training sequences, the mixture's parts in order
-    train_parts: dict  # mixture component -> its rows of train_idx (what the heads fit)
-    test_idx: dict  # distribution -> (S_test, 3) into test_pool
-    train_eval_idx: dict  # distribution -> fresh draws on train_pool (disjoint pairs only)
+def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
+    """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
+    "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>" and
+    "fit/all" (the training sequences) and "train/<d>" (fresh draws on the train pool)."""
+    train = np.concatenate(list(parts.values()))
+    evals = {f"test/{k}": (test_pool, v) for k, v in tests.items()}
+    evals.update({f"fit/{k}": (train_pool, v) for k, v in parts.items()})
+    evals["fit/all"] = (train_pool, train)
+    evals.update({f"train/{k}": (train_pool, v) for k, v in train_evals.items()})
+    return {"train": (train_pool, train), "evals": evals, "pool_train": len(train_pool),
+            "pool_test": len(test_pool)}
 
 
 def _counts(n_train: int, train_mix: dict) -> dict:
@@ -265,55 +214,44 @@ def _counts(n_train: int, train_mix: dict) -> dict:
 
 def disjoint_pool_split(m: int, pool_size: int, train_fraction: float, n_train: int,
                         n_test: int, train_mix: dict, tests, seed: int = 0,
-                        pools: str = "pairs") -> Split:
-    """Disjoint train and test token pools (see the module docstring for `pools`), the
-    training mixture on the train pool and each test distribution on the test pool; with
-    pairs also the test distributions on the train pool (a comparison at equal difficulty).
-    With tokens the mixture is {"uniform": 1 - f, "near_tie": f} and f is the near-tie share.
-    Arguments as a validated configuration holds them (no checks here)."""
+                        pools: str = "pairs") -> dict:
+    """Disjoint train and test token pools (:func:`_data`'s dict): ``pools="pairs"`` splits
+    random complementary pairs (and adds the tests drawn on the train pool); ``"tokens"``
+    splits distinct random tokens, one generator per drawn set, seeded as the stored
+    protocols were (the mixture's ``near_tie`` weight is the near-tie share)."""
     if pools == "tokens":
-        ss = np.random.SeedSequence([seed, m, pool_size])
-        s_pool, s_split, s_tr, s_trn, s_te, s_ten = (int(s.generate_state(1)[0])
-                                                     for s in ss.spawn(6))
-        tr_pool, te_pool = split_pool(token_pool(m, pool_size, s_pool), train_fraction,
-                                      s_split)
-        g_tr, g_te = tr_pool @ tr_pool.T, te_pool @ te_pool.T
+        seeds = [int(s.generate_state(1)[0])
+                 for s in np.random.SeedSequence([seed, m, pool_size]).spawn(6)]
+        tr_pool, te_pool = split_pool(token_pool(m, pool_size, seeds[0]), train_fraction,
+                                      seeds[1])
         n_near = int(round(train_mix.get("near_tie", 0.0) * n_train))
-        parts = {}
-        if n_train > n_near:
-            parts["uniform"] = _uniform_triples(len(tr_pool), n_train - n_near,
-                                                np.random.default_rng(s_tr))
-        if n_near:
-            parts["near_tie"] = _gap_triples(g_tr, n_near, np.random.default_rng(s_trn), 1,
-                                             one_at_a_time=True)
-        test = {"uniform": lambda: _uniform_triples(len(te_pool), n_test,
-                                                    np.random.default_rng(s_te)),
-                "near_tie": lambda: _gap_triples(g_te, n_test, np.random.default_rng(s_ten),
-                                                 1, one_at_a_time=True)}
-        return Split(tr_pool, te_pool, np.concatenate(list(parts.values())), parts,
-                     {k: test[k]() for k in tests}, {})
-    ss = np.random.SeedSequence([seed, m, pool_size, 11])
-    s_pool, s_split, s_train, s_test = ss.spawn(4)
-    pool = complement_closed_pool(m, pool_size // 2, int(s_pool.generate_state(1)[0]))
-    n_pairs = pool_size // 2
-    order = np.random.default_rng(s_split).permutation(n_pairs)
-    k = int(round(train_fraction * n_pairs))
-    tr_pool, te_pool = (pool.reshape(n_pairs, 2, m)[np.sort(ids)].reshape(-1, m)
-                        for ids in (order[:k], order[k:]))
+        counts = {"uniform": n_train - n_near, "near_tie": n_near}
+
+        def rng(side, name):  # side 0: train, 1: test
+            return np.random.default_rng(seeds[2 + 2 * side + (name == "near_tie")])
+    else:
+        s_pool, s_split, *sides = np.random.SeedSequence([seed, m, pool_size, 11]).spawn(4)
+        pool = complement_closed_pool(m, pool_size // 2, int(s_pool.generate_state(1)[0]))
+        n_pairs = pool_size // 2
+        order = np.random.default_rng(s_split).permutation(n_pairs)
+        k = int(round(train_fraction * n_pairs))
+        tr_pool, te_pool = (pool.reshape(n_pairs, 2, m)[np.sort(ids)].reshape(-1, m)
+                            for ids in (order[:k], order[k:]))
+        counts, gens = _counts(n_train, train_mix), [np.random.default_rng(s) for s in sides]
+
+        def rng(side, name):
+            return gens[side]
     g_tr, g_te = tr_pool @ tr_pool.T, te_pool @ te_pool.T
-    rng = np.random.default_rng(s_train)
-    parts = {d: _draw_triples(d, tr_pool, c, rng, g_tr)
-             for d, c in _counts(n_train, train_mix).items() if c}
-    rng = np.random.default_rng(s_test)
-    test_idx = {d: _draw_triples(d, te_pool, n_test, rng, g_te) for d in tests}
-    train_eval = {d: _draw_triples(d, tr_pool, n_test, rng, g_tr) for d in tests}
-    return Split(tr_pool, te_pool, np.concatenate(list(parts.values())), parts, test_idx,
-                 train_eval)
+    parts = {d: _draw_triples(d, tr_pool, c, rng(0, d), g_tr) for d, c in counts.items() if c}
+    test_idx = {d: _draw_triples(d, te_pool, n_test, rng(1, d), g_te) for d in tests}
+    train_eval = ({} if pools == "tokens" else
+                  {d: _draw_triples(d, tr_pool, n_test, rng(1, d), g_tr) for d in tests})
+    return _data(tr_pool, te_pool, parts, test_idx, train_eval)
 
 
 def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
-    """Which multisets are held out for testing: a seeded hash (splitmix64) of each multiset
-    code below `test_fraction`, so a sequence's side does not depend on who drew it."""
+    """Which multisets are held out: a seeded splitmix64 hash of each code below
+    `test_fraction`, so a sequence's side does not depend on who drew it."""
     with np.errstate(over="ignore"):
         z = codes.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -323,15 +261,12 @@ def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
 
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
-                      seed: int = 0, test_fraction: float = 0.3) -> Split:
-    """One pool; every sequence (as a multiset) is on the test side with probability
-    `test_fraction` (:func:`_held_out`). `n_train` training sequences are drawn (with
-    replacement) from the mixture restricted to the train side, and up to `n_test` distinct
-    test-side sequences per test distribution. Arguments as a validated configuration holds
-    them (no checks here)."""
+                      seed: int = 0, test_fraction: float = 0.3) -> dict:
+    """One pool, every multiset on the test side with probability `test_fraction`: `n_train`
+    training sequences from the mixture on the train side, up to `n_test` distinct test-side
+    sequences per test distribution (:func:`_data`'s dict)."""
     size, m = pool.shape
-    ss = np.random.SeedSequence([seed, m, size, 7])
-    _, s_train, s_test, s_hash = ss.spawn(4)
+    _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
     gram = pool @ pool.T
     hseed = int(s_hash.generate_state(1)[0])
 
@@ -361,33 +296,27 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
         idx = side(name, n_test, rng, True)
         _, first = np.unique(_multiset_codes(idx, size), return_index=True)
         test_idx[name] = idx[np.sort(first)][:n_test]  # distinct test sequences
-    return Split(pool, pool, np.concatenate(list(parts.values())), parts, test_idx, {})
-
-
-# --------------------------------------------------------------------------- model inputs
+    return _data(pool, pool, parts, test_idx, {})
 
 
 @dataclass(frozen=True, eq=False)
 class PoolBits:
-    """A token pool's bits as a float tensor (P, m). A plain wrapper, so the training engine
-    passes it through untouched while it batches the per-input index rows."""
+    """A token pool's bits as a float tensor (P, m): a wrapper the training engine passes
+    through untouched while it batches the index rows."""
 
     bits: object  # torch.Tensor
 
 
 def pool_inputs(pool, idx, device="cpu"):
-    """Model inputs for sequences given as pool indices (S, 3): a tuple
-    (rows (3S, 4) long, PoolBits). Row 3s + i is (query index, the three token indices) for
-    position i of sequence s, so the N = 3S inputs line up with `min_ip_targets(...).ravel()`.
-    """
+    """Model inputs for sequences given as pool indices (S, 3): (rows (3S, 4) long, PoolBits).
+    Row 3s + i is (query index, the three token indices) for position i of sequence s, in
+    the order of `min_ip_targets(...).ravel()`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    idx = np.asarray(check_array(idx, "idx"), dtype=np.int64)
-    if idx.ndim != 2 or idx.shape[1] != 3:
-        raise ValueError(f"idx must have shape (S, 3), got {idx.shape}")
-    if idx.size and (idx.min() < 0 or idx.max() >= len(pool)):
-        raise ValueError(f"idx must hold pool indices in [0, {len(pool) - 1}], got values in "
-                         f"[{idx.min()}, {idx.max()}]")
+    idx = np.asarray(check_array(idx, "idx", 2), dtype=np.int64)
+    if idx.shape[1] != 3 or (idx.size and (idx.min() < 0 or idx.max() >= len(pool))):
+        raise ValueError(f"idx must be an (S, 3) array of indices into the {len(pool)} pool "
+                         f"tokens, got shape {idx.shape}")
     rows = np.concatenate([idx[:, :, None], np.broadcast_to(idx[:, None, :], idx.shape + (3,))],
                           axis=-1).reshape(-1, 4)
     bits = torch.as_tensor(pool, dtype=torch.float32, device=device)

@@ -23,82 +23,63 @@ import numpy as np
 from companion.checks import check_array, check_float, check_int_sequence
 
 __all__ = ["RULE_THRESHOLD", "RULE_LOW", "RULE_DENSE_EXACT", "PAPER_TRANSITIONS",
-           "curve_rule", "dense_exact", "verdict"]
+           "curve_rule"]
 
 RULE_THRESHOLD = 0.9
 RULE_LOW = 0.5
 RULE_DENSE_EXACT = 0.99
 #: The transition ranks the paper reports (reported: second-hand, see book/reading.md).
 PAPER_TRANSITIONS = (8, 16, 64)
-#: Most run ranks one curve may have (the stay-above search is quadratic in their number).
-MAX_RANKS = 4096
 
 
-def _check_accuracy(values, name: str, ndim: int | None = None) -> np.ndarray:
-    """Accuracies: a non-empty array of numbers in [0, 1], as float64."""
-    a = check_array(values, name, ndim).astype(np.float64)
-    if a.size == 0 or (ndim == 2 and a.shape[1] == 0):
-        raise ValueError(f"{name} must hold at least one accuracy per row, got shape {a.shape}")
-    if not (np.isfinite(a).all() and (a >= 0).all() and (a <= 1).all()):
-        raise ValueError(f"{name} must hold accuracies in [0, 1]")
+def _check_accuracy(values, name: str) -> np.ndarray:
+    """Accuracies (rank, seed): a 2-d array of numbers in [0, 1] with a seed per row."""
+    a = check_array(values, name, 2).astype(np.float64)
+    if a.size == 0 or not (np.isfinite(a).all() and (a >= 0).all() and (a <= 1).all()):
+        raise ValueError(f"{name} must hold accuracies in [0, 1], at least one per row")
     return a
 
 
 def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
                low: float = RULE_LOW) -> dict:
-    """The pre-registered rule (this module's docstring) on one accuracy curve.
-
-    ranks: increasing run ranks (grid and refinement); acc (len(ranks), seeds). Returns the
-    stay-above transition rank r_star on the doubling grid and refined over all run ranks,
-    the first-crossing rank, r50 (largest run rank below r_star with median <= low), the
-    width log2(r_star / r50) in doublings, `sharp` (width <= 1), J = a(r*) - a(r*/2),
-    the largest grid rise and, with train_acc, the train curve's r_star and the
-    decomposition over the grid ranks below r_star (all grid ranks if none): the share of the
-    missing test accuracy that is capacity (1 - train) rather than generalisation
-    (train - test), and `limit` = "rank" if that share >= 1/2, else "generalisation"."""
+    """The pre-registered rule (this module's docstring) on one curve: ranks increasing (grid
+    and refinement), acc (len(ranks), seeds). Returns r_star (grid) and r_star_refined, the
+    first crossing r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2), the
+    largest grid rise and, with train_acc (the fit curve), the train curve's r_star and, over
+    the grid ranks below r_star, the capacity share of the missing accuracy and `limit`."""
     ranks = check_int_sequence(ranks, "ranks", 1, 2**40)
-    if len(ranks) > MAX_RANKS:
-        raise ValueError(f"ranks must hold at most {MAX_RANKS} run ranks, got {len(ranks)}")
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
     threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
     low = check_float(low, "low", 0, threshold, high_open=True)
-    acc = _check_accuracy(acc, "acc", 2)
+    acc = _check_accuracy(acc, "acc")
+    train = None if train_acc is None else _check_accuracy(train_acc, "train_acc")
+    for name, a in (("acc", acc), ("train_acc", train)):
+        if a is not None and len(a) != len(ranks):
+            raise ValueError(f"{name} must have one row per rank ({len(ranks)}), got {len(a)}")
     med = np.median(acc, axis=1)
-    if len(med) != len(ranks):
-        raise ValueError(f"acc must have one row per rank ({len(ranks)}), got {len(med)}")
-    if train_acc is not None:
-        train_acc = _check_accuracy(train_acc, "train_acc", 2)
-        if len(train_acc) != len(ranks):
-            raise ValueError(f"train_acc must have one row per rank ({len(ranks)}), got "
-                             f"{len(train_acc)}")
     grid = [i for i, r in enumerate(ranks) if r & (r - 1) == 0]
 
-    def stay_above(idx):
-        for k, i in enumerate(idx):
-            if all(med[j] >= threshold for j in idx[k:]):
-                return i
-        return None
+    def stay_above(idx):  # the first index after the last one below the threshold
+        below = [k for k, i in enumerate(idx) if not med[i] >= threshold]
+        k = below[-1] + 1 if below else 0
+        return idx[k] if k < len(idx) else None
 
     i_grid = stay_above(grid)
     out = {"threshold": threshold, "median": med.tolist(), "ranks": ranks,
            "r_star": None if i_grid is None else ranks[i_grid],
            "r_first": next((r for r, a in zip(ranks, med) if a >= threshold), None),
            "r_star_refined": None, "r50": None, "width": None, "sharp": False, "J": None}
-    gm = med[grid]
     if len(grid) > 1:
-        d = np.diff(gm)
+        d = np.diff(med[grid])
         j = int(np.argmax(d))
         out["largest_grid_rise"] = float(d[j])
         out["largest_grid_rise_at"] = ranks[grid[j + 1]]
     if i_grid is not None:
         r_star = ranks[i_grid]
-        all_idx = list(range(len(ranks)))
-        i_ref = stay_above(all_idx)
-        if i_ref is not None and ranks[i_ref] > r_star // 2:
-            out["r_star_refined"] = ranks[i_ref]
-        else:
-            out["r_star_refined"] = r_star
+        i_ref = stay_above(list(range(len(ranks))))
+        out["r_star_refined"] = (ranks[i_ref] if i_ref is not None and ranks[i_ref] > r_star // 2
+                                 else r_star)
         # the running maximum: a rank-r class contains every smaller rank, so a dip below an
         # earlier rank's accuracy is an optimisation failure and must not make a curve sharp
         env = np.maximum.accumulate(med)
@@ -113,8 +94,7 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     if train_acc is not None:
         tr = np.median(np.asarray(train_acc, dtype=np.float64), axis=1)
         out["train_median"] = tr.tolist()
-        tr_rule = curve_rule(ranks, train_acc, None, threshold, low)
-        out["train_r_star"] = tr_rule["r_star"]
+        out["train_r_star"] = curve_rule(ranks, train_acc, None, threshold, low)["r_star"]
         below = [i for i in grid if out["r_star"] is None or ranks[i] < out["r_star"]]
         if below:
             i = below[-1]
@@ -132,25 +112,24 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
 
 def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
     """Dense seeds counted exact (test accuracy >= level) and at exactly 1.0."""
-    a = _check_accuracy(dense_acc, "dense_acc")
-    level = check_float(level, "level", 0, 1, low_open=True)
+    a = np.asarray(dense_acc, dtype=np.float64)
     return {"exact": int((a >= level).sum()), "perfect": int((a == 1.0).sum()),
             "seeds": int(a.size), "all_exact": bool((a >= level).all())}
 
 
 def verdict(sizes: list[dict]) -> dict:
-    """The rule's verdict from per-size results in increasing size order; each item has
-    "size", "rule" (from `curve_rule`) and "dense" (from `dense_exact`), as
-    :func:`~companion.experiments.e2.verdicts.judge_reading` builds them (no checks here)."""
-    exact = [s for s in sizes if s["rule"]["sharp"] and s["dense"]["all_exact"]]
-    exact_stars = [s["rule"]["r_star"] for s in exact]
+    """The rule's verdict from per-size lines in increasing size order, each with the
+    curve's "r_star" and "sharp" (:func:`curve_rule`) and its "dense_exact_seeds" of "seeds"
+    (:func:`dense_exact`)."""
+    exact = [s for s in sizes if s["sharp"] and s["dense_exact_seeds"] == s["seeds"]]
+    exact_stars = [s["r_star"] for s in exact]
     for i in range(len(exact) - 2):
         if exact_stars[i:i + 3] == list(PAPER_TRANSITIONS):
             return {"verdict": "reproduced", "reason": "sharp at 8, 16, 64; dense exact"}
     # the failing conditions in the order the rule states them: transitions, sharpness,
     # movement of the sharp transitions, dense exactness where they are sharp
-    with_t = [s for s in sizes if s["rule"]["r_star"] is not None]
-    stars = [s["rule"]["r_star"] for s in with_t if s["rule"]["sharp"]]
+    with_t = [s for s in sizes if s["r_star"] is not None]
+    stars = [s["r_star"] for s in with_t if s["sharp"]]
     if len(with_t) < 3:
         reason = f"a transition at only {len(with_t)} of {len(sizes)} sizes"
     elif len(stars) < 3:

@@ -21,184 +21,153 @@ from companion.experiments.e2.rule import (
     verdict,
 )
 
-__all__ = ["judge_reading", "e2_summary", "verdict_table", "decomposition_table",
+__all__ = ["e2_summary", "verdict_table", "decomposition_table",
            "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
-
-
-# --------------------------------------------------------------------------- the rule
 
 
 _CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
 
 
-def _check_result(result, name: str) -> dict:
-    """A reading result (:func:`reading_result`, :func:`load_reading`): its config and one
-    entry per size, else an error naming `name`."""
-    check_mapping(result, name)
+def _check_result(result, readout, test) -> dict:
+    """A reading result (:func:`~.readings.load_reading`) holding `readout` and `test`."""
+    check_mapping(result, "result")
     cfg, sizes = result.get("config"), result.get("sizes")
-    if not isinstance(cfg, dict) or not isinstance(sizes, dict) or any(
-            k not in cfg for k in _CONFIG_KEYS):
-        raise ValueError(f"{name} must be a reading result (reading_result / load_reading): a "
-                         f"dict with 'config' (holding {', '.join(_CONFIG_KEYS)}) and 'sizes'")
-    if cfg["reading"] not in READINGS or len(sizes) != len(cfg["sizes"]):
-        raise ValueError(f"{name}: config['reading'] must be one of {tuple(READINGS)} and "
-                         f"'sizes' must have one entry per config size")
+    if not (isinstance(cfg, dict) and isinstance(sizes, dict) and all(
+            k in cfg for k in _CONFIG_KEYS) and cfg["reading"] in READINGS
+            and len(sizes) == len(cfg["sizes"])):
+        raise ValueError(f"result must be a reading result (load_reading): 'config' (with "
+                         f"{', '.join(_CONFIG_KEYS)}) and one entry of 'sizes' per size")
+    check_choice(readout, "readout", tuple(cfg["readouts"]))
+    check_choice(test, "test", tuple(cfg["tests"]))
     return result
 
 
-def _check_summary(summary, name: str = "summary") -> dict:
-    check_mapping(summary, name)
+def _check_summary(summary, test: str) -> dict:
+    check_mapping(summary, "summary")
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
     if not (isinstance(summary.get("readings"), dict)
             and isinstance(summary.get("stored_protocols"), dict)):
-        raise ValueError(f"{name} must be an E2 summary (e2_summary): a dict with dicts "
-                         f"'readings' and 'stored_protocols'")
+        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
+                         "'readings' and 'stored_protocols'")
     return summary
+
+
+def _size(cfg: dict, m: int, p: int) -> int:
+    """A reading's problem size: the width m (X) or the pool size P (S-*)."""
+    return m if READINGS[cfg["reading"]][2] == "m" else p
 
 
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
     """The capacity curve for a test distribution: accuracy on the heads' own training
-    sequences of that distribution, or on all their training sequences if they trained on
-    none of it."""
+    sequences of it, or on all of them if they trained on none of it."""
     return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
 
 
-def judge_reading(result: dict) -> dict:
-    """The rule applied to a reading: per readout and test distribution, per size the
-    transition (r*, refined r*, first crossing), its sharpness, the capacity share below it
-    and dense exactness, and the verdict over the sizes."""
-    _check_result(result, "result")
-    cfg = result["config"]
-    out = {}
-    for readout in cfg["readouts"]:
-        out[readout] = {}
-        for test in cfg["tests"]:
-            per_size = []
-            for (m, p), key in zip(cfg["sizes"], result["sizes"], strict=True):
-                e = result["sizes"][key][readout]
-                acc = e["heads"]["accuracy"]
-                rule = curve_rule(cfg["ranks"], acc[f"test/{test}"], _fit_curve(acc, test),
-                                  threshold=cfg["threshold"])
-                dense = dense_exact(e["dense"]["accuracy"][f"test/{test}"])
-                per_size.append({"m": m, "P": p, "size": m if cfg["reading"] == "X" else p,
-                                 "rule": rule, "dense": dense})
-            out[readout][test] = {"sizes": per_size, **verdict(per_size)}
-    return out
-
-
-def _size_line(s: dict) -> dict:
-    r = s["rule"]
-    return {"m": s["m"], "P": s["P"], "size": s["size"], "r_star": r["r_star"],
+def _line(m, p, size, ranks, test, fit, dense, threshold) -> dict:
+    """One size of one curve under the rule (test and fit curves, dense seeds), as
+    results/e2_summary.json holds it."""
+    r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
+    return {"m": m, "P": p, "size": size, "r_star": r["r_star"],
             "r_star_refined": r["r_star_refined"], "r_first": r["r_first"], "r50": r["r50"],
             "width_doublings": r["width"], "sharp": r["sharp"], "J": r["J"],
             "capacity_share": r.get("capacity_share"), "limit": r.get("limit"),
             "median": r["median"], "fit_median": r.get("train_median"),
-            "dense_exact_seeds": s["dense"]["exact"], "dense_perfect_seeds":
-            s["dense"]["perfect"], "seeds": s["dense"]["seeds"]}
+            "dense_exact_seeds": d["exact"], "dense_perfect_seeds": d["perfect"],
+            "seeds": d["seeds"]}
+
+
+def _reading_lines(result: dict, readout: str, test: str) -> dict:
+    """A reading's curve for one readout and test under the rule: its verdict and per size
+    line."""
+    cfg, lines = result["config"], []
+    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
+        acc = e[readout]["heads"]["accuracy"]
+        lines.append(_line(m, p, _size(cfg, m, p), cfg["ranks"], acc[f"test/{test}"],
+                           _fit_curve(acc, test), e[readout]["dense"]["accuracy"][
+                               f"test/{test}"], cfg["threshold"]))
+    return {**verdict(lines), "per_size": lines}
 
 
 def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     """The content of results/e2_summary.json: the rule's constants, the paper's reported
     transitions, the headline, and per reading (and per stored protocol, judged by the same
-    rule on its training and test curves) the sizes, r* per size (or None), the threshold,
-    the sharpness and dense exact seeds / seeds, with each verdict."""
+    rule on its uniform test and training curves) the sizes, r* per size (or None), the
+    threshold, the sharpness and dense exact seeds / seeds, with each verdict."""
     check_mapping(readings, "readings")
-    for name, res in readings.items():
-        _check_result(res, f"readings[{name!r:.40}]")
-        if res["config"]["reading"] != name:
-            raise ValueError(f"readings: the result under {name!r:.40} is reading "
-                             f"{res['config']['reading']!r}")
-    if stored is not None:
-        check_mapping(stored, "stored")
-        for name, res in stored.items():
-            cfg = res.get("config") if isinstance(res, dict) else None
-            if not (isinstance(cfg, dict) and isinstance(res.get("widths"), dict) and all(
-                    k in cfg for k in ("ranks", "threshold", "pool_sizes", "widths",
-                                       "readout", "seeds"))):
-                raise ValueError(f"stored[{name!r:.40}] must be a stored E2 protocol result "
-                                 f"(load_e2_protocols): 'config' and 'widths'")
     out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
-    for name, res in readings.items():
-        judged = judge_reading(res)
-        cfg = res["config"]
-        out["readings"][name] = {
-            "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
-            "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]), "threshold": cfg["threshold"],
-            "by_readout": {ro: {t: {"verdict": v["verdict"], "reason": v["reason"],
-                                    "per_size": [_size_line(s) for s in v["sizes"]]}
-                                for t, v in tests.items()}
-                           for ro, tests in judged.items()}}
-    for name, res in (stored or {}).items():
-        ranks, per_size = res["config"]["ranks"], []
-        for m, e in res["widths"].items():
-            rule = curve_rule(ranks, e["accuracy"]["uniform"], e["train_accuracy"],
-                              threshold=res["config"]["threshold"])
-            per_size.append({"m": int(m), "P": res["config"]["pool_sizes"][
-                res["config"]["widths"].index(int(m))], "size": int(m), "rule": rule,
-                "dense": dense_exact(e["dense"]["uniform"])})
-        v = verdict(per_size)
-        out["stored_protocols"][name] = {
-            "problem_size": "m", "readout": res["config"]["readout"], "test": "uniform",
-            "seeds": len(res["config"]["seeds"]), "verdict": v["verdict"],
-            "reason": v["reason"], "per_size": [_size_line(s) for s in per_size]}
+    try:
+        for name, res in readings.items():
+            cfg = res["config"]
+            if cfg["reading"] != name:
+                raise ValueError(f"the result under {name!r:.40} is reading {cfg['reading']!r}")
+            out["readings"][name] = {
+                "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
+                "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]),
+                "threshold": cfg["threshold"],
+                "by_readout": {ro: {t: _reading_lines(res, ro, t) for t in cfg["tests"]}
+                               for ro in cfg["readouts"]}}
+        for name, res in check_mapping(stored or {}, "stored").items():
+            cfg = res["config"]
+            lines = [_line(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
+                           cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
+                           e["dense"]["uniform"], cfg["threshold"])
+                     for m, e in res["widths"].items()]
+            out["stored_protocols"][name] = {
+                "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
+                "seeds": len(cfg["seeds"]), **verdict(lines), "per_size": lines}
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise ValueError(f"readings, stored: reading results (load_reading) and stored "
+                         f"protocols (load_e2_protocols) by name; reading them failed: "
+                         f"{exc!r:.160}") from exc
     return out
 
 
-# --------------------------------------------------------------------------- tables
-
-
-def _dash(value) -> str:
-    return "—" if value is None else str(value)
+def _dash(value, form: str = "") -> str:
+    return "—" if value is None else format(value, form)
 
 
 def _protocol_rows(summary: dict, test: str):
-    """(protocol, readout, problem size, per-size lines, verdict, reason) per judged curve."""
+    """(protocol, readout, problem size, judged curve) per judged curve of `test`."""
     for name, r in summary["readings"].items():
         for readout, tests in r["by_readout"].items():
             if test in tests:
-                v = tests[test]
-                yield name, readout, r["problem_size"], v["per_size"], v["verdict"], v["reason"]
+                yield name, readout, r["problem_size"], tests[test]
     for name, r in summary["stored_protocols"].items():
         if test == "uniform":
-            yield (name.split("_")[0] + " (stored)", r["readout"], r["problem_size"],
-                   r["per_size"], r["verdict"], r["reason"])
+            yield name.split("_")[0] + " (stored)", r["readout"], r["problem_size"], r
 
 
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """One row per protocol and readout: sizes, r* per size, the width of each transition
     in doublings, dense exact seeds per size, and the rule's verdict."""
-    _check_summary(summary)
-    check_choice(test, "test", HARD_DISTRIBUTIONS)
     rows = []
-    for name, readout, what, sizes, v, reason in _protocol_rows(summary, test):
+    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
+        sizes = v["per_size"]
         rows.append({
             "protocol": name, "readout": readout,
             "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
             "r* per size": " → ".join(_dash(s["r_star_refined"] or s["r_star"]) for s in sizes),
-            "width (doublings)": ", ".join(
-                "—" if s["width_doublings"] is None else f"{s['width_doublings']:.1f}"
-                for s in sizes),
+            "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in sizes),
             "dense exact": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in sizes),
-            "verdict": v, "first failing condition": "—" if v != "differs" else reason})
+            "verdict": v["verdict"],
+            "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]})
     return Table(rows, caption=caption)
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """Rank against generalisation below the transition, per protocol, readout and size:
     the capacity share of the missing test accuracy and the call the rule makes."""
-    _check_summary(summary)
-    check_choice(test, "test", HARD_DISTRIBUTIONS)
     rows = []
-    for name, readout, what, sizes, _, _ in _protocol_rows(summary, test):
-        for s in sizes:
-            share = s["capacity_share"]
+    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
+        for s in v["per_size"]:
             rows.append({"protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
-                         "capacity share": "—" if share is None else f"{share:.2f}",
+                         "capacity share": _dash(s["capacity_share"], ".2f"),
                          "limited by": _dash(s["limit"]),
                          "test at r = 128": f"{s['median'][-1]:.2f}",
-                         "fit at r = 128": ("—" if s["fit_median"] is None
-                                            else f"{s['fit_median'][-1]:.2f}")})
+                         "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1],
+                                                 ".2f")})
     return Table(rows, caption=caption)
 
 
@@ -207,45 +176,44 @@ def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
     """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
     with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
     doubling grid); a * marks the ranks where generalisation is at least capacity."""
-    _check_result(result, "result")
-    cfg = result["config"]
-    check_choice(readout, "readout", tuple(cfg["readouts"]))
-    check_choice(test, "test", tuple(cfg["tests"]))
+    cfg = _check_result(result, readout, test)["config"]
     columns = {}
-    for (m, p), key in zip(cfg["sizes"], result["sizes"], strict=True):
-        acc = result["sizes"][key][readout]["heads"]["accuracy"]
+    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
+        acc = e[readout]["heads"]["accuracy"]
         fit = np.median(_fit_curve(acc, test), axis=1)
         held = np.median(np.asarray(acc[f"test/{test}"]), axis=1)
-        columns[m if READINGS[cfg["reading"]][2] == "m" else p] = (1 - fit, fit - held)
-    what = READINGS[cfg["reading"]][2]
+        columns[f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}"] = (1 - fit, fit - held)
     rows = [[r] + [f"{cap[i]:.2f} / {gen[i]:.2f}" + (" *" if gen[i] >= cap[i] else "")
                    for cap, gen in columns.values()]
             for i, r in enumerate(cfg["ranks"]) if r & (r - 1) == 0]
-    return Table(rows, columns=["r", *(f"{what} = {size}" for size in columns)],
-                 caption=caption)
+    return Table(rows, columns=["r", *columns], caption=caption)
+
+
+def _cell(values, spread: bool = True) -> str:
+    a = np.asarray(values, dtype=np.float64)
+    return f"{np.median(a):.2f}" + (f" [{a.min():.2f}, {a.max():.2f}]" if spread else "")
+
+
+def rank_table(ranks, columns: dict, spread: bool = True, caption: str | None = None) -> Table:
+    """Accuracy by rank (rows, then the dense heads) and size, ``columns`` {label: (per rank
+    the seeds' accuracies, the dense seeds' accuracies)}: 'median [min, max]' over seeds, or
+    the median alone."""
+    rows = [[r] + [_cell(h[i], spread) for h, _ in columns.values()] for i, r in enumerate(ranks)]
+    rows.append(["dense"] + [_cell(d, spread) for _, d in columns.values()])
+    return Table(rows, columns=["r", *columns], caption=caption)
 
 
 def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
-    """Exact-sequence accuracy by rank (rows, then dense) and size (columns) of one reading:
-    'median [min, max]' over seeds on the held-out sequences of distribution ``test``."""
-    _check_result(result, "result")
-    cfg = result["config"]
-    check_choice(readout, "readout", tuple(cfg["readouts"]))
-    check_choice(test, "test", tuple(cfg["tests"]))
-
-    def cell(values) -> str:
-        a = np.asarray(values, dtype=np.float64)
-        return f"{np.median(a):.2f} [{a.min():.2f}, {a.max():.2f}]"
-
-    sizes = list(result["sizes"])
-    rows = [[r] + [cell(result["sizes"][k][readout]["heads"]["accuracy"][f"test/{test}"][i])
-                   for k in sizes] for i, r in enumerate(cfg["ranks"])]
-    rows.append(["dense"] + [cell(result["sizes"][k][readout]["dense"]["accuracy"][
-        f"test/{test}"]) for k in sizes])
-    what = READINGS[cfg["reading"]][2]
-    cols = [f"{what} = {m if what == 'm' else p}" for m, p in cfg["sizes"]]
-    return Table(rows, columns=["r", *cols], caption=caption)
+    """Exact-sequence accuracy by rank and size of one reading, 'median [min, max]' over
+    seeds on the held-out sequences of distribution ``test``."""
+    cfg = _check_result(result, readout, test)["config"]
+    return rank_table(cfg["ranks"], {
+        f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}": (
+            e[readout]["heads"]["accuracy"][f"test/{test}"],
+            e[readout]["dense"]["accuracy"][f"test/{test}"])
+        for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True)},
+        caption=caption)
 
 
 def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
