@@ -71,10 +71,10 @@ from companion.book import use_book_style
 from companion.bounds.rank_bounds import sharp_rank_bound
 from companion.experiments.e1 import experiment_witness_24
 
-rng = seed_everything(0)  # seeds python, numpy and torch
-use_book_style()  # figures fit the text column, text >= 9 pt
 RESULTS = Path("..") / "results"
 RESULTS = RESULTS if RESULTS.is_dir() else Path("results")
+rng = seed_everything(0)  # seeds python, numpy and torch
+use_book_style()  # figures fit the text column, text >= 9 pt
 probes = json.loads((RESULTS / "probes_full.json").read_text())  # E1's full budget
 e1_full = json.loads((RESULTS / "e1_full.json").read_text())  # the one-head reference
 # the earlier probe run at E1's quick budget and its one-head reference (Section 2.1)

@@ -60,31 +60,11 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import claims_ledger  # noqa: E402
 
 
-def _toc_pages() -> list[str]:
-    """Docnames in _toc.yml order, the root first."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("root", "file") and isinstance(value, str):
-                    pages.append(re.sub(r"\.(ipynb|md|rst)$", "", value))
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(toc)
-    return pages
-
-
 def _is_notebook(docname: str) -> bool:
     return (ROOT / f"{docname}.ipynb").is_file()
 
 
-PAGES = _toc_pages()
+PAGES = claims_ledger.toc_pages(ROOT)  # the root first
 CHAPTERS = [p for p in PAGES if _is_notebook(p)]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
