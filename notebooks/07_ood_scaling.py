@@ -139,7 +139,7 @@ assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 # model has an affine readout. So the headline is reading **X** with the learned readout on
 # uniform triples. The next cell applies the rule to two hand-made curves, to show it at work.
 
-# %%
+# %% tags=["hide-input"]
 from companion.experiments.e2.rule import PAPER_TRANSITIONS
 from companion.experiments.e2.rule import RULE_DENSE_EXACT
 from companion.experiments.e2.rule import RULE_LOW
@@ -219,7 +219,7 @@ Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
 # $m + 1$ head already orders gap-1 competitors correctly. Witness triples are the ones that
 # need the comparison, and the only ones on which a rank-1 head fails whatever the readout.
 
-# %%
+# %% tags=["hide-input"]
 import json as _json
 
 from companion.experiments.e2.readings import HEADLINE
@@ -251,7 +251,7 @@ curve_table(x_res, "learned", "uniform",
 # %% [markdown]
 # The rule's verdict, beside the reported numbers:
 
-# %%
+# %% tags=["hide-input"]
 head = summary_line(summary_e2, HEADLINE["reading"], HEADLINE["readout"], HEADLINE["test"])
 per_size = head["per_size"]
 size_name = summary_e2["readings"]["X"]["problem_size"]
@@ -398,12 +398,8 @@ verdict_table(summary_e2, "uniform", caption="uniform held-out triples (the judg
 #
 # Below the transition (over all grid ranks where there is none), how much of the missing
 # accuracy is capacity — the heads do not fit their own training sequences — and how much is
-# generalisation? The last two columns compare held-out and training accuracy at the largest
-# rank.
-
-# %%
-decomposition_table(summary_e2, "uniform", caption="uniform test triples: capacity share "
-                    "of the missing accuracy below the transition")
+# generalisation? The table per protocol, size and readout (with held-out against training
+# accuracy at the largest rank) is in the audit trail; in short:
 
 # %% [markdown]
 # In X and S-code the capacity share is 0.81 to 0.97 at every size and readout, and at
@@ -445,7 +441,7 @@ gaps_by_rank_table(readings["X"], "learned", "uniform", caption="X, learned read
 # integers, on the held-out triples of every reading, and prints the smallest degree that
 # reaches the threshold.
 
-# %%
+# %% tags=["hide-input"]
 from fractions import Fraction
 
 from companion.experiments.e2.readings import complement_power_head_accuracy
@@ -582,8 +578,9 @@ Table(rows)
 #
 # The checks and per-case tables behind the chapter's verdicts, each executed with the chapter
 # and compared by the tests, each folded (click to open): the per-rank curves of the
-# shared-pool readings, the verdicts on the hard test triples, a live re-run of S-code, and
-# the six earlier protocols with a live re-run of their quick sweep.
+# shared-pool readings, the verdicts on the hard test triples, the capacity decomposition, a
+# live re-run of S-code, and the six earlier protocols with a live re-run of their quick
+# sweep.
 
 # %% [markdown]
 # **Shared pools, per rank.** The four curves of the shared-pool figure as tables: median
@@ -638,6 +635,13 @@ Table([{"fact": fact, **{run: f[fact] for run, f in facts.items()}}
 # %% tags=["hide-cell"]
 display(verdict_table(summary_e2, "witness", caption="witness triples (hard test)"))
 verdict_table(summary_e2, "gap2", caption="gap-2 triples (hard test; random pools only)")
+
+# %% [markdown]
+# **Capacity and generalisation below the transition**, per protocol, size and readout:
+
+# %% tags=["hide-cell"]
+decomposition_table(summary_e2, "uniform", caption="uniform test triples: capacity share "
+                    "of the missing accuracy below the transition")
 
 # %% [markdown]
 # **The six earlier protocols: MLP maps on disjoint tokens.** Before the readings, six
