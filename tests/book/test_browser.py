@@ -228,10 +228,12 @@ class Visit:
                               .querySelectorAll('img')].map(i => {
                         const fig = i.closest('figure');
                         const cap = fig && fig.querySelector('figcaption');
+                        // textContent: a figure folded into the audit trail is captioned too
+                        const text = (e) => e.textContent.replace(/\s+/g, ' ').trim();
                         return {src: i.getAttribute('src'), alt: i.getAttribute('alt') || '',
-                                caption: cap ? cap.innerText.trim() : '',
+                                caption: cap ? text(cap) : '',
                                 number: cap && cap.querySelector('.caption-number')
-                                    ? cap.querySelector('.caption-number').innerText.trim() : '',
+                                    ? text(cap.querySelector('.caption-number')) : '',
                                 id: fig ? fig.id : '',
                                 natural: i.naturalWidth, shown: i.getBoundingClientRect().width};
                     }),
@@ -386,9 +388,9 @@ _FILE_NAME = re.compile(r"(^|/)[\w.-]+\.(png|svg|jpe?g|gif)$", re.IGNORECASE)
 
 @pytest.mark.parametrize("docname", PAGES)
 def test_every_figure_is_captioned_numbered_and_described(visits, docname):
-    """Every figure in a page's text (a chapter's output or a figure of book/) sits in a
-    figure with an id (cross-referenceable), a number ("Fig. 3") and a caption, and its
-    alt text says what it shows: words, not a file name."""
+    """Every figure in a page's text (a chapter's output or a figure of book/, folded or
+    not) sits in a figure with an id (cross-referenceable), a number ("Fig. 3") and a
+    caption, and its alt text says what it shows: words, not a file name."""
     problems = []
     for fig in visits(docname).facts["figures"]:
         where = fig["src"]
