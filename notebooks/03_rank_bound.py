@@ -550,8 +550,8 @@ plt.show()
 # arithmetic on every input of the family. The folded cells below check three of them: one
 # indicator feature per distinct key token (rank 48), one per query (rank $|S| = 28$), and
 # one query spread over the others (rank 27), and they draw the first head's ratio matrix $M$
-# beside the certificate's ceiling on every entry. So $20 \le r_{\min} \le 27$ before the
-# next section narrows the window.
+# beside the certificate's ceiling on every entry. So $20 \le r_{\min} \le 27$ with the
+# certificate as first stated (22 with the sharper one); the next section narrows the window.
 
 # %% tags=["hide-cell"]
 head = indicator_head(family)
@@ -1028,8 +1028,8 @@ plt.show()
 # codes whose bound grows exponentially: $0.1772$ bits per coordinate at **every** width
 # ({prf:ref}`cor-every-width`), and $2^{184.65}$ (about $0.185$ bits per coordinate) for the
 # explicit code at $m = 1000$, $n = 3$, the random-code estimate within one percent. The rough
-# figure "$2^{0.18m}$, about $2^{18}$ at $m = 100$" of the paper's summary agrees with the
-# table ($2^{18.39}$). This is far below $2^m$: the sum $\sum_{x,y}\rho(G_{xy})^{-2}$ is
+# figure "$2^{0.18m}$, about $2^{18}$ at $m = 100$" relayed by the explainer of the paper
+# agrees with the table ($2^{18.39}$). This is far below $2^m$: the sum $\sum_{x,y}\rho(G_{xy})^{-2}$ is
 # dominated by the rare pairs of small gap, and each unit of gap buys at most
 # $\log_2\lambda = 0.4$ bits at $n = 3$. Longer contexts raise the exponent (0.50 at
 # $n = 10$; $2^{m - O(\log m)}$ as $n \to \infty$, {prf:ref}`prop-large-context-limit`).
