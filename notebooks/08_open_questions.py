@@ -164,9 +164,10 @@ print(f"alternating sum of the four targets: {alternating}; "
 # The head below uses $P(t) = (14 - t)^4$ at the key positions (weight 0 on the query's own
 # position), values $z$ and readout $\langle x, o\rangle - 9/20$. Its forward differences
 # alternate in sign, so a feature realisation through monomials needs negative coefficients;
-# we realise it on $F(S)$ by an exact rank factorisation of its $28 \times 66$ kernel table.
+# we realise it on $F(S)$ by an exact rank factorisation of its $28 \times 66$ kernel table
+# (the code is folded above the result).
 
-# %%
+# %% tags=["hide-input"]
 from companion.open.signed import exact_rank
 from companion.open.signed import newton_coefficients
 from companion.open.signed import overlap_kernel_head
