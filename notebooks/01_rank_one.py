@@ -56,19 +56,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
-from companion.core.attention import (
-    kernel_attention,
-    softmax_attention,
-    softmax_weights,
-)
-from companion.core.constructions import (
-    rank_one_head,
-    rank_one_length_three_worst_inputs,
-    softmax_min_ip_head,
-)
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
+from companion.core.attention import kernel_attention
+from companion.core.attention import softmax_attention
+from companion.core.attention import softmax_weights
+from companion.core.constructions import rank_one_head
+from companion.core.constructions import rank_one_length_three_worst_inputs
+from companion.core.constructions import softmax_min_ip_head
 from companion.core.exact import exhaustive_check
-from companion.core.task import CONVENTIONS, all_sequences, min_ip_targets, query_target
+from companion.core.task import CONVENTIONS
+from companion.core.task import all_sequences
+from companion.core.task import min_ip_targets
+from companion.core.task import query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

@@ -60,32 +60,28 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
-from companion.bounds.gap_domination import (
-    gap_domination_factor,
-    gap_domination_ratio,
-    link_errors,
-    mediant_closed_form,
-    mediant_of_arrangements,
-    min_error_for_ratio,
-    mixed_sequences,
-    pure_sequence,
-    split_gap_domination_factor,
-    total_weight,
-)
-from companion.bounds.random_heads import (
-    counterexample_search,
-    error_floor_survey,
-    mediant_survey,
-    perturbed_link_survey,
-    random_kernel_head,
-)
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
+from companion.bounds.gap_domination import gap_domination_factor
+from companion.bounds.gap_domination import gap_domination_ratio
+from companion.bounds.gap_domination import link_errors
+from companion.bounds.gap_domination import mediant_closed_form
+from companion.bounds.gap_domination import mediant_of_arrangements
+from companion.bounds.gap_domination import min_error_for_ratio
+from companion.bounds.gap_domination import mixed_sequences
+from companion.bounds.gap_domination import pure_sequence
+from companion.bounds.gap_domination import split_gap_domination_factor
+from companion.bounds.gap_domination import total_weight
+from companion.bounds.random_heads import counterexample_search
+from companion.bounds.random_heads import error_floor_survey
+from companion.bounds.random_heads import mediant_survey
+from companion.bounds.random_heads import perturbed_link_survey
+from companion.bounds.random_heads import random_kernel_head
 from companion.core.attention import kernel_attention
-from companion.core.constructions import (
-    balanced_link_head,
-    rank_one_head,
-    softmax_kernel_head,
-)
+from companion.core.constructions import balanced_link_head
+from companion.core.constructions import rank_one_head
+from companion.core.constructions import softmax_kernel_head
 from companion.core.task import query_target
 
 rng = seed_everything(0)  # seeds python, numpy and torch

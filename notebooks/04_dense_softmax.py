@@ -59,26 +59,28 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
 from companion.bounds.gap_domination import family_checks
 from companion.core.attention import softmax_attention
-from companion.core.constructions import softmax_kernel_head, softmax_min_ip_head
-from companion.core.task import count_sequences, query_target
-from companion.softmax import (
-    count_profiles,
-    error_bound,
-    exact_threshold,
-    max_error,
-    max_error_brute_force,
-    max_error_closed_form,
-    max_error_closed_form_exact,
-    max_error_exact,
-    sufficient_threshold,
-    threshold_closed_form,
-    threshold_closed_form_terms,
-    worst_gap,
-    worst_profile,
-)
+from companion.core.constructions import softmax_kernel_head
+from companion.core.constructions import softmax_min_ip_head
+from companion.core.task import count_sequences
+from companion.core.task import query_target
+from companion.softmax import count_profiles
+from companion.softmax import error_bound
+from companion.softmax import exact_threshold
+from companion.softmax import max_error
+from companion.softmax import max_error_brute_force
+from companion.softmax import max_error_closed_form
+from companion.softmax import max_error_closed_form_exact
+from companion.softmax import max_error_exact
+from companion.softmax import sufficient_threshold
+from companion.softmax import threshold_closed_form
+from companion.softmax import threshold_closed_form_terms
+from companion.softmax import worst_gap
+from companion.softmax import worst_profile
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

@@ -57,23 +57,24 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
 from companion.core.task import min_ip_targets
-from companion.transcript.bound import (
-    BlockConstruction,
-    OneBitShortEncoder,
-    TightEncoder,
-    answer_vector_count,
-    bits_needed,
-    count_transcripts,
-    enumerate_answer_vectors,
-    find_collision,
-    find_forced_error,
-    sketch_bits,
-    smallest_feature_rank,
-    verify_exhaustively,
-)
-from companion.transcript.sketch import CountingSketchModel, QuantisedSketchModel
+from companion.transcript.bound import BlockConstruction
+from companion.transcript.bound import OneBitShortEncoder
+from companion.transcript.bound import TightEncoder
+from companion.transcript.bound import answer_vector_count
+from companion.transcript.bound import bits_needed
+from companion.transcript.bound import count_transcripts
+from companion.transcript.bound import enumerate_answer_vectors
+from companion.transcript.bound import find_collision
+from companion.transcript.bound import find_forced_error
+from companion.transcript.bound import sketch_bits
+from companion.transcript.bound import smallest_feature_rank
+from companion.transcript.bound import verify_exhaustively
+from companion.transcript.sketch import CountingSketchModel
+from companion.transcript.sketch import QuantisedSketchModel
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt

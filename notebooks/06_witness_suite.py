@@ -80,34 +80,35 @@ import numpy as np
 import torch
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
-from companion.bounds.witness import max_error_exact, ratio_matrix_facts, verify_certificate
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
+from companion.bounds.witness import max_error_exact
+from companion.bounds.witness import ratio_matrix_facts
+from companion.bounds.witness import verify_certificate
 from companion.core.attention import kernel_attention
-from companion.core.constructions import (
-    indicator_head,
-    query_indicator_head,
-    spread_query_head,
-)
-from companion.experiments.e1 import (
-    E1_FULL,
-    E1_LIVE_RANKS,
-    E1_LIVE_SEEDS,
-    E1_QUICK,
-    consistency_violations,
-    dense_init_statistics,
-    experiment_witness_24,
-    link_checks,
-    load_e1_results,
-    model_values,
-    summarise_e1,
-    summary_table,
-    train_e1_live,
-    train_e1_unit,
-)
+from companion.core.constructions import indicator_head
+from companion.core.constructions import query_indicator_head
+from companion.core.constructions import spread_query_head
+from companion.experiments.e1 import E1_FULL
+from companion.experiments.e1 import E1_LIVE_RANKS
+from companion.experiments.e1 import E1_LIVE_SEEDS
+from companion.experiments.e1 import E1_QUICK
+from companion.experiments.e1 import consistency_violations
+from companion.experiments.e1 import dense_init_statistics
+from companion.experiments.e1 import experiment_witness_24
+from companion.experiments.e1 import link_checks
+from companion.experiments.e1 import load_e1_results
+from companion.experiments.e1 import model_values
+from companion.experiments.e1 import summarise_e1
+from companion.experiments.e1 import summary_table
+from companion.experiments.e1 import train_e1_live
+from companion.experiments.e1 import train_e1_unit
 from companion.experiments.reference import check_against_reference
 from companion.experiments.sweep import config_hash
 from companion.sandwich.certificates import verify_certificate_file
-from companion.sandwich.head_files import family_from_spec, read_head_claims
+from companion.sandwich.head_files import family_from_spec
+from companion.sandwich.head_files import read_head_claims
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -385,7 +386,7 @@ for j, rec in enumerate(live_records):
                                              family)
         assert worst_j <= 1 + 1e-9 and rank_j <= rec["rank"]
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Lemma B on every chain link of the E1 family, for trained heads.", "name": "fig-e1-lemma-b-links"}, "image": {"alt": "Three panels, one per trained head, of the ratio of total weights against the gap of each chain link, with the dashed line g minus 1; links where the head's error is below one half lie above the line, and links of the failing head marked with red crosses lie anywhere."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Lemma B on every chain link of the E1 family: the ratio of total weights against the link's gap, for the exact rank-27 construction and the two live trained heads (seed 0). Where the head's error on the link is below $1/2$ (blue) the ratio lies above $c_{3,\\varepsilon}(g) \\ge g - 1$; the failing rank-16 head has many links at or above $1/2$ (red crosses), where nothing forces the ratio. The trained heads' numbers are this machine's live run and may differ slightly on yours.", "name": "fig-e1-lemma-b-links"}, "image": {"alt": "Three panels, one per trained head, of the ratio of total weights against the gap of each chain link, with the dashed line g minus 1; links where the head's error is below one half lie above the line, and links of the failing head marked with red crosses lie anywhere."}}
 fig, axes = plt.subplots(1, 3, figsize=(7.2, 3.2), sharey=True)
 gs = np.linspace(3.2, 6.5, 100)
 for ax, (label, (_rank, checks, err)) in zip(axes, examples.items()):
@@ -407,15 +408,7 @@ fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3,
 plt.tight_layout()
 plt.show()
 
-# %% [markdown]
-# *Figure.* Lemma B on every chain link: the ratio of total weights against the link's gap,
-# for the exact rank-27 construction and the two live trained heads (seed 0). Where the
-# head's error on the link is below $1/2$ (blue) the ratio lies above
-# $c_{3,\varepsilon}(g) \ge g - 1$; the failing rank-16 head has many links at or above
-# $1/2$ (red crosses), where nothing forces the ratio. The trained heads' numbers are this
-# machine's live run and may differ slightly on yours.
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every model the chapter trains live, beside the committed values.", "name": "fig-e1-live-run"}, "image": {"alt": "Bar chart of best maximum error per model trained live in this chapter, with bars of the committed quick sweep beside the first two and a dotted line at error one half."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Every model this chapter trains live, seed 0: the live subset beside its committed values, the causal-form heads and the dense head initialised with std 1 (which stays stuck).", "name": "fig-e1-live-run"}, "image": {"alt": "Bar chart of best maximum error per model trained live in this chapter, with bars of the committed quick sweep beside the first two and a dotted line at error one half."}}
 live_points = [("E1 quick r = " + str(rec["rank"]), stored[key], live[key])
                for rec, key in zip(live_records, live, strict=True)]
 live_points += [(f"causal r = {rec['rank']}", None, rec["best_max_error"])
@@ -432,10 +425,6 @@ ax.set_ylabel("best max error")
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 plt.tight_layout()
 plt.show()
-
-# %% [markdown]
-# *Figure.* Every model this chapter trains live, seed 0: the live subset beside its committed
-# values, the causal-form heads and the dense head initialised with std 1 (which stays stuck).
 
 # %% [markdown]
 # ## Full results (committed)
@@ -541,7 +530,7 @@ print(f"=> {lower.rank} <= r_min <= {upper} (any real features){closed}; "
       f"nonnegative features: {lower.rank} <= r_min <= {upper_nonneg}")
 assert bound.trace_rank <= bound.sharpened_rank <= lower.rank <= upper
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "E1: trained heads against the certified bounds and the exact constructions.", "name": "fig-e1-sandwich"}, "image": {"alt": "Maximum error on the witness family against feature rank: the median and range over five seeds of trained heads, dense softmax, a dotted line at one half, a shaded region of ranks certified impossible, bands where the smallest solving rank can lie, and markers for the trace bound and an exact construction."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "E1: the committed full sweep of trained heads against the certified bounds (red) and the exact constructions; the orange line is the exact minimum $r_{\\min} = 22$, the light orange band is where it can still lie for heads whose features must be nonnegative.", "name": "fig-e1-sandwich"}, "image": {"alt": "Maximum error on the witness family against feature rank: the median and range over five seeds of trained heads, dense softmax, a dotted line at one half, a shaded region of ranks certified impossible, bands where the smallest solving rank can lie, and markers for the trace bound and an exact construction."}}
 fig, ax = plt.subplots(figsize=(7.2, 3.8))
 nka_rows = [row for row in full_rows if row["r"] != "dense"]
 rs = [row["r"] for row in nka_rows]
@@ -575,10 +564,6 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# *Figure.* The committed full sweep against the certified bounds (red) and the exact
-# constructions; the orange line is the exact minimum $r_{\min} = 22$, the light orange band
-# is where it can still lie for heads whose features must be nonnegative.
-#
 # ## Paper vs ours
 #
 # The paper's reported numbers (as relayed by the explainer) are printed beside ours; none of

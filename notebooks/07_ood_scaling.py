@@ -45,15 +45,15 @@
 # comparisons come at every scale.
 # ```
 #
-# **Code for this chapter:** `companion.experiments.e2.rule` (the pre-registered
-# rule), `companion.experiments.e2.data` (pools, hard test triples and the train/test
-# splits), `companion.experiments.heads`
-# (the stacked heads: pool tables and MLP maps), `companion.experiments.e2.readings` (the one E2 pipeline: the three readings
-# and the earlier protocols as its configurations), `companion.experiments.e2.verdicts` (the
-# rule applied, the summary, the tables), `companion.experiments.e2.protocols` (the six
-# earlier protocols' presets and stored files), `companion.experiments.engine` (batched
-# training) and `companion.book`. It tests the
-# statistical side of {prf:ref}`thm-exponential-rank`.
+# The tables behind the verdicts (per-rank curves, the hard-test verdicts, the live re-runs
+# against the committed runs, the six earlier protocols) are folded into the audit trail at
+# the end of the chapter.
+#
+# **Code for this chapter:** `companion.experiments.e2` (`rule`: the pre-registered rule;
+# `data`: pools, hard test triples and splits; `readings`: the one E2 pipeline; `verdicts`: the
+# rule applied; `protocols`: the six earlier protocols), `companion.experiments.heads` (the
+# stacked heads), `companion.experiments.engine` (batched training) and `companion.book`. It
+# tests the statistical side of {prf:ref}`thm-exponential-rank`.
 
 # %% tags=["remove-cell"]
 # Colab or a bare kernel: install the companion (book/reading.md, "Three ways to run")
@@ -70,7 +70,9 @@ from pathlib import Path
 import numpy as np
 from IPython.display import display
 
-from companion.book import Table, seed_everything, use_book_style
+from companion.book import Table
+from companion.book import seed_everything
+from companion.book import use_book_style
 from companion.experiments.e2.protocols import E2_LIVE
 
 rng = seed_everything(0)  # seeds python, numpy and torch
@@ -137,14 +139,12 @@ assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 # model has an affine readout. So the headline is reading **X** with the learned readout on
 # uniform triples. The next cell applies the rule to two hand-made curves, to show it at work.
 
-# %%
-from companion.experiments.e2.rule import (
-    PAPER_TRANSITIONS,
-    RULE_DENSE_EXACT,
-    RULE_LOW,
-    RULE_THRESHOLD,
-    curve_rule,
-)
+# %% tags=["hide-input"]
+from companion.experiments.e2.rule import PAPER_TRANSITIONS
+from companion.experiments.e2.rule import RULE_DENSE_EXACT
+from companion.experiments.e2.rule import RULE_LOW
+from companion.experiments.e2.rule import RULE_THRESHOLD
+from companion.experiments.e2.rule import curve_rule
 
 print(f"threshold {RULE_THRESHOLD}, low level {RULE_LOW}, dense exact at >= "
       f"{RULE_DENSE_EXACT}; the paper's transitions {PAPER_TRANSITIONS}")
@@ -194,10 +194,12 @@ Table([{"curve": name, "r*": rule["r_star"], "r50": rule["r50"], "width": rule["
 # the attention alone must select the minimum; with free readout tables a low-rank head can
 # memorise part of the answer. Full-size runs: ranks 1 to 128 (S-code also between the
 # doublings), **5 seeds**, the dense heads per seed, 1,000 held-out sequences per test set,
-# each (size, readout, heads or dense) a stored unit of `python -m companion e2 --full`.
+# each (size, readout, heads or dense) a stored unit of `python -m companion e2 --full` (their
+# settings in the folded cell below).
 
-# %%
-from companion.experiments.e2.readings import READINGS, READINGS_FULL
+# %% tags=["hide-cell"]
+from companion.experiments.e2.readings import READINGS
+from companion.experiments.e2.readings import READINGS_FULL
 
 Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
         else "tables over the pool", "pool": READINGS[name][1],
@@ -217,19 +219,18 @@ Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
 # $m + 1$ head already orders gap-1 competitors correctly. Witness triples are the ones that
 # need the comparison, and the only ones on which a rank-1 head fails whatever the readout.
 
-# %%
+# %% tags=["hide-input"]
 import json as _json
 
-from companion.experiments.e2.readings import HEADLINE, load_reading
-from companion.experiments.e2.verdicts import (
-    code_facts,
-    curve_table,
-    decomposition_table,
-    gaps_by_rank_table,
-    plot_reading,
-    summary_line,
-    verdict_table,
-)
+from companion.experiments.e2.readings import HEADLINE
+from companion.experiments.e2.readings import load_reading
+from companion.experiments.e2.verdicts import code_facts
+from companion.experiments.e2.verdicts import curve_table
+from companion.experiments.e2.verdicts import decomposition_table
+from companion.experiments.e2.verdicts import gaps_by_rank_table
+from companion.experiments.e2.verdicts import plot_reading
+from companion.experiments.e2.verdicts import summary_line
+from companion.experiments.e2.verdicts import verdict_table
 
 summary_e2 = _json.loads((RESULTS / "e2_summary.json").read_text())
 readings = {name: load_reading(RESULTS / f"e2_{name}_full.json") for name in READINGS}
@@ -250,7 +251,7 @@ curve_table(x_res, "learned", "uniform",
 # %% [markdown]
 # The rule's verdict, beside the reported numbers:
 
-# %%
+# %% tags=["hide-input"]
 head = summary_line(summary_e2, HEADLINE["reading"], HEADLINE["readout"], HEADLINE["test"])
 per_size = head["per_size"]
 size_name = summary_e2["readings"]["X"]["problem_size"]
@@ -269,7 +270,7 @@ Table([
     {"": "verdict", "reported": "—", "ours": f"{head['verdict']} ({head['reason']})"},
 ], caption="headline: X, learned readout, uniform test triples")
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Reading X: accuracy against feature rank under the pre-registered rule.", "name": "fig-e2-reading-x"}, "image": {"alt": "Four panels of median test exact-sequence accuracy over five seeds against feature rank from 1 to 128 on a log scale, one curve per token width with a min-max band, dashed dense-softmax levels, a dotted line at 0.9 and stars where the rule finds a transition."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Reading X (unseen tokens, exp-affine maps): median test exact-sequence accuracy over five seeds against feature rank, one curve per token width (band: min\u2013max over seeds; dashed: dense softmax; dotted: the threshold 0.9; a star marks a transition $r^*$ where the rule finds one). Top: the learned readout (the headline is the top left panel); bottom: the overlap readout.", "name": "fig-e2-reading-x"}, "image": {"alt": "Four panels of median test exact-sequence accuracy over five seeds against feature rank from 1 to 128 on a log scale, one curve per token width with a min-max band, dashed dense-softmax levels, a dotted line at 0.9 and stars where the rule finds a transition."}}
 import matplotlib.pyplot as plt
 
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
@@ -286,13 +287,6 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# *Figure.* Reading X (unseen tokens, exp-affine maps): median test exact-sequence accuracy
-# over five seeds against feature rank, one curve per token width (band: min–max over
-# seeds; dashed: dense softmax; dotted: the threshold 0.9; a star marks a transition $r^*$
-# where the rule finds one). Top: the learned readout (the headline is the top left panel);
-# bottom: the overlap readout.
-
-# %% [markdown]
 # What reading X shows:
 #
 # * **The headline curve climbs; it does not jump.** With the learned readout, accuracy on
@@ -303,6 +297,8 @@ plt.show()
 #   than half of the sequences (there is no low regime), and at $m = 10$ the climb from at
 #   most 0.5 to at least 0.9 takes five doublings ($r_{50} = 2$, $r^* = 64$). Verdict:
 #   **differs** — a transition at two of three sizes, neither sharp.
+#
+# :::{dropdown} Capacity and generalisation, witness triples, the overlap readout, dense softmax
 # * **Capacity limits the low ranks, generalisation the rest.** Summed over the grid ranks
 #   below $r^*$ the missing accuracy is mostly capacity (share 0.81–0.96 in the decomposition
 #   below), but that sum is dominated by ranks 1 to 4, where the heads fail 0.07–0.70 of
@@ -320,13 +316,14 @@ plt.show()
 # * **Dense softmax with the learned readout is exact on every seed at every width** (5/5,
 #   and at least 0.99 on witness triples too). With the overlap readout it is exact on 3, 5
 #   and 1 of 5 seeds: the fixed readout makes its training harder as well.
+# :::
 
 # %% [markdown]
 # ## Shared pools: S-code and S-random
 #
 # On the Paley code pools every token is seen in training and the heads are lookup tables,
 # so the question is only how much rank the comparison needs. S-random asks the same on a
-# random pool.
+# random pool. The per-rank tables of the four curves in the figure are in the audit trail.
 #
 # * **S-code, overlap readout: the capacity curve steps.** The fraction of their own
 #   training witness triples the heads fit stays at or below 0.54 up to $r = 32$ at
@@ -334,6 +331,8 @@ plt.show()
 #   $r = 20$ and jumps to 0.98 at $r = 24$; at $P = 22$ it rises from 0.72 at $r = 16$ to 1.00
 #   at $r = 24$. This is the E1 picture on a pool: below a rank of the order of the pool
 #   size nothing fits reliably, above it everything does.
+#
+# :::{dropdown} Held-out sequences, the learned readout, dense softmax, S-random
 # * **Held-out sequences lag behind.** On held-out witness triples the step is sharp under
 #   the rule only at $P = 46$ ($r_{50} = 32$, $r^* = 64$; with the learned readout, only at
 #   $P = 22$); at $P = 22$ the climb starts too
@@ -354,20 +353,9 @@ plt.show()
 #   held-out ones, and dense heads fail the same way (as low as 0.14–0.20 with the learned
 #   readout at $P = 128$): with $P^3/6$ possible multisets and 4,000 training sequences,
 #   table heads cannot infer the held-out comparisons at all.
+# :::
 
-# %%
-display(curve_table(readings["S-code"], "overlap", "witness",
-                    caption="S-code, overlap readout: held-out witness triples"))
-curve_table(readings["S-code"], "overlap", "uniform",
-            caption="S-code, overlap readout: held-out uniform triples")
-
-# %%
-display(curve_table(readings["S-code"], "learned", "uniform",
-                    caption="S-code, learned readout: held-out uniform triples"))
-curve_table(readings["S-random"], "overlap", "uniform",
-            caption="S-random, overlap readout: held-out uniform triples")
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The shared-pool readings S-code and S-random.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The shared-pool readings: median held-out exact-sequence accuracy against feature rank (band: seeds; dashed: dense; dotted: 0.9; stars: transitions under the rule). S-code's problem size is the code's pool size $P$; S-random's is the pool size at $m = 12$.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
 for ax, (name, readout, test) in zip(axes.flat, [("S-code", "overlap", "witness"),
                                                  ("S-code", "overlap", "uniform"),
@@ -385,50 +373,16 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# *Figure.* The shared-pool readings: median held-out exact-sequence accuracy against
-# feature rank (band: seeds; dashed: dense; dotted: 0.9; stars: transitions under the rule).
-# S-code's problem size is the code's pool size $P$; S-random's is the pool size at $m = 12$.
-
-# %% [markdown]
-# ### A live re-run of S-code, checked against the committed run
-#
-# The next cell trains a small version of S-code at $P = 22$ on this machine — overlap
-# readout, ranks 4 to 64, two seeds, 1,500 training sequences and 2,000 steps, about twenty
-# seconds — and checks the facts the committed full run rests on, on both: the low regime
-# exists (at rank 4 the median over seeds fits fewer than 90 % of the training witness
-# triples), rank 64 fits every training witness triple on every seed (at least 95 %), and
-# dense softmax heads are exact on held-out witness triples on every seed. Trained numbers
-# move between CPU code paths, so only which facts hold is printed; the per-rank numbers are
-# read from the committed file above.
-
-# %%
-from companion.experiments.e2.readings import READING_QUICK, run_reading
-
-live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
-full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
-
-
-facts = {"committed full run": code_facts(full_code, readings["S-code"]["config"]["ranks"]),
-         "live quick run": code_facts(live_code, list(READING_QUICK.ranks))}
-assert all(all(f.values()) for f in facts.values()), facts
-Table([{"fact": fact, **{run: f[fact] for run, f in facts.items()}}
-       for fact in facts["live quick run"]])
-
-# %% [markdown]
 # ## Every protocol under the rule
 #
 # One row per protocol and readout, judged on uniform held-out triples: the problem sizes,
 # $r^*$ per size (refined where ranks between the doublings were run; — : none), the width
 # of each transition in doublings (— : no $r_{50}$, i.e. no transition or no low regime), the
-# dense seeds that are exact, and the verdict. The six earlier protocols (A to I, last part
-# of the chapter; three seeds each) are judged by the same rule.
+# dense seeds that are exact, and the verdict. The six earlier protocols (A to I, three seeds each; audit trail) are judged by the same
+# rule, and so are the hard test distributions (tables in the audit trail).
 
 # %%
 verdict_table(summary_e2, "uniform", caption="uniform held-out triples (the judged test)")
-
-# %%
-display(verdict_table(summary_e2, "witness", caption="witness triples (hard test)"))
-verdict_table(summary_e2, "gap2", caption="gap-2 triples (hard test; random pools only)")
 
 # %% [markdown]
 # **No protocol reproduces the reported picture, and none passes the rule with our sizes.**
@@ -444,12 +398,8 @@ verdict_table(summary_e2, "gap2", caption="gap-2 triples (hard test; random pool
 #
 # Below the transition (over all grid ranks where there is none), how much of the missing
 # accuracy is capacity — the heads do not fit their own training sequences — and how much is
-# generalisation? The last two columns compare held-out and training accuracy at the largest
-# rank.
-
-# %%
-decomposition_table(summary_e2, "uniform", caption="uniform test triples: capacity share "
-                    "of the missing accuracy below the transition")
+# generalisation? The table per protocol, size and readout (with held-out against training
+# accuracy at the largest rank) is in the audit trail; in short:
 
 # %% [markdown]
 # In X and S-code the capacity share is 0.81 to 0.97 at every size and readout, and at
@@ -491,14 +441,12 @@ gaps_by_rank_table(readings["X"], "learned", "uniform", caption="X, learned read
 # integers, on the held-out triples of every reading, and prints the smallest degree that
 # reaches the threshold.
 
-# %%
+# %% tags=["hide-input"]
 from fractions import Fraction
 
-from companion.experiments.e2.readings import (
-    complement_power_head_accuracy,
-    complement_power_rank,
-    reading_data,
-)
+from companion.experiments.e2.readings import complement_power_head_accuracy
+from companion.experiments.e2.readings import complement_power_rank
+from companion.experiments.e2.readings import reading_data
 
 ladder_rows = []
 for name, cfg in READINGS_FULL.items():
@@ -532,305 +480,6 @@ Table(ladder_rows, caption="complement-power heads, overlap readout: rank, then 
 # the pool size can: one scale, one step — the capacity step of S-code above.
 
 # %% [markdown]
-# ## The earlier protocols: MLP maps on disjoint tokens
-#
-# Before the readings above, six protocols were run and stored (three seeds each). They share
-# one design: MLP maps of the token bits, trained on one pool of tokens and tested on a
-# disjoint pool. The book's quick mode is one of them (H), re-trained in part live below.
-#
-# ### The data
-#
-# For each width $m$ we draw a pool of distinct tokens from $\{0,1\}^m$ (seeded), split it
-# 70/30 into a training pool and a test pool that share no token, and build length-3
-# sequences inside each pool. Every position of a sequence is a query, so each sequence
-# carries three targets $t_i = \min_j \langle x_i, x_j\rangle$.
-#
-# Two test distributions are used. *Uniform* triples draw the three tokens independently.
-# *Near-tie* triples are built around a query $x$ and two other tokens whose overlaps with
-# $x$ differ by exactly one — the case where a soft minimum has the least room: the two
-# candidate answers are only one apart, so to land within $1/2$ of the smaller one the head
-# must put clearly more weight on it than on a token that is almost as good. Half of the
-# training sequences are near-ties as well (the protocol table below also shows training on
-# uniform triples only).
-
-# %%
-from companion.experiments.e2.data import TEST_DISTRIBUTIONS, query_gaps
-from companion.experiments.e2.protocols import E2_QUICK
-from companion.experiments.e2.readings import reading_data
-
-cfg = E2_QUICK
-display(Table([(key, getattr(cfg, key)) for key in (
-    "widths", "pool_sizes", "train_fraction", "n_train", "n_test", "near_tie_fraction", "ranks",
-    "seeds", "hidden", "value_dim", "feature", "encoding", "skip", "steps", "lr", "threshold")],
-    columns=["setting", "value"], caption="quick-mode configuration"))
-rows = []
-for m, size in zip(cfg.widths, cfg.pool_sizes, strict=True):
-    data = reading_data(cfg, m, size)
-    train_pool, train_idx = data["train"]
-    test_pool, test_uniform = data["evals"]["test/uniform"]
-    # the pools share no token
-    assert {tuple(t) for t in train_pool}.isdisjoint(tuple(t) for t in test_pool)
-    rows.append({"m": m, "train pool": len(train_pool), "test pool": len(test_pool),
-                 "train seqs": len(train_idx),
-                 "near-tie share of uniform test seqs":
-                     (query_gaps(test_pool[test_uniform]) == 1).any(axis=1).mean()})
-Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
-
-# %% [markdown]
-# ### The heads
-#
-# Every head maps a token's bits through a small MLP. A kernel head (the class of the
-# theorem) reads off the MLP's output nonnegative query and key features of rank $r$
-# (`exp` of a linear read-out, shifted by constants that cancel in the normalised head),
-# values $v(z)$, and a query-dependent affine readout $a(x), b(x)$:
-# $y = \langle a(x), \sum_p \alpha_p v(x_p)\rangle / \sum_p \alpha_p + b(x)$ with
-# $\alpha_p = \langle \phi_Q(x), \phi_K(x_p)\rangle$. The dense reference uses the same kind
-# of network for scores $q(x), k(z) \in \mathbb{R}^m$ and weights
-# $e^{\langle q(x), k(z)\rangle}$ — a nonnegative kernel with no finite rank.
-#
-# All heads of one width — every rank from 1 to 128, every seed, and the dense heads — are
-# trained together as one batched program (stacked parameters; ranks are grouped and padded
-# to the largest rank of their group, the extra feature columns masked to exactly zero), with
-# full-batch Adam on the mean squared error and a cosine learning-rate decay; each head keeps
-# its checkpoint with the smallest maximum training error.
-
-# %%
-from companion.experiments.e2.protocols import (
-    accuracy_table,
-    e2_live_result,
-    e2_model_values,
-    load_e2_result,
-    stored_config_hash,
-    summarise_e2,
-)
-from companion.experiments.e2.rule import curve_rule
-from companion.experiments.reference import check_against_reference
-from companion.experiments.sweep import config_hash
-
-result = load_e2_result(RESULTS / "e2_quick.json")
-assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"
-summary = summarise_e2(result)
-
-# %% [markdown]
-# ### A live re-run, checked against the committed sweep
-#
-# The next cell re-trains a small subset of the quick sweep — width $m = 8$, ranks 4 and 16
-# (padded to 16, as inside the sweep), seed 0, and the dense head of seed 0, on the same data
-# and with the same per-model initialisation as in the sweep, some seconds — and compares each
-# head's test accuracy on uniform triples with the committed one. It passes when every head
-# is within $\pm 0.25$ of its committed accuracy. The table printed first
-# (`results/cross_path_spread.json`, written by `scripts/measure_cross_path_spread.py`) shows
-# how far accuracies moved between two CPU code paths of one machine, and between the subset
-# and the sweep it is compared with. Most heads move by less than a hundredth, but single
-# heads at the larger widths moved by more than a tenth, and medians over seeds by several
-# hundredths — which moved the first rank reaching 0.9 at $m = 8$ (printed below the table,
-# as recorded by that script). So the
-# live subset uses the width whose heads moved least, the tolerance is at least three times
-# every move measured there, and transition ranks are read only from the committed file. No
-# live head is farther than the tolerance from the threshold 0.9, so the check has no
-# verdicts to compare; the transition verdicts are the committed ones. Only the check's
-# summary is printed; the live accuracies appear as crosses in the figure below.
-
-# %%
-e2_spread = spread["e2_quick"]
-paths = spread["paths"]
-print(f"measured moves of test accuracies ({paths['plain']['cpu_capability']} vs "
-      f"{paths['default']['cpu_capability']} kernels, and a subset trained apart from its "
-      "sweep):")
-moves = ([("quick sweep, single heads (uniform)", e2_spread["test_accuracy_uniform"])]
-         + [(f"quick sweep, single heads, m = {m}", by_width[m])
-            for m in sorted(by_width, key=int)]
-         + [("quick sweep, single heads (near-tie)", e2_spread["test_accuracy_near_tie"]),
-            ("quick sweep, medians over seeds", e2_spread["median_test_accuracy_uniform"]),
-            ("quick sweep, dense heads", e2_spread["dense_test_accuracy"]),
-            ("live subset", spread["e2_live"])]
-         + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
-            for path, move in spread["e2_live_against_sweep"].items()])
-display(Table([{"what moved": what, "models": move["models"],
-                "largest |difference|": move["max_abs_difference"],
-                "median": move["median_abs_difference"]} for what, move in moves],
-              formats={"largest |difference|": ".3f", "median": ".3f"}))
-transitions = spread["e2_quick_transition_ranks"]
-print("first ranks reaching 0.9 (uniform) of the quick sweep on the two paths, as recorded: "
-      + "; ".join(f"{path}: " + ", ".join(f"m={m}: {by_m[m]['uniform']}"
-                                          for m in sorted(by_m, key=int))
-                  for path, by_m in transitions.items()))
-m_live = E2_LIVE["width"]
-live_width = e2_live_result(E2_QUICK)
-live = e2_model_values(live_width, "uniform", seeds=E2_LIVE["seeds"], width=m_live)
-stored_all = e2_model_values(result["widths"][str(m_live)], "uniform",
-                             seeds=E2_QUICK.seeds, width=m_live)
-check = check_against_reference(live, {key: stored_all[key] for key in live},
-                                quantity="test accuracy", tolerance=TOLERANCE)
-print(check.summary())
-assert check.passed, check.failure_message()
-
-# %%
-seeds = result["config"]["seeds"]
-for name in TEST_DISTRIBUTIONS:
-    display(accuracy_table(result, name, caption=f"test exact-sequence accuracy, {name} "
-                           f"triples: median [min, max] over {len(seeds)} seeds"))
-accuracy_table(result, "train", caption="train exact-sequence accuracy (median over seeds): how "
-               "much is fitting, how much generalising")
-
-# %%
-thr = result["config"]["threshold"]
-print(f"transition r*: the rule's, the smallest r from which the median test accuracy stays "
-      f">= {thr} (None: no such r up to 128)")
-display(Table([{"m": row["m"], "uniform": row["transition_uniform"],
-                "near-tie": row["transition_near_tie"]} for row in summary]))
-display(Table([{"threshold": t,
-                **{f"m={m}": curve_rule(e["ranks"], e["accuracy"]["uniform"], threshold=t)[
-                    "r_star"]
-                   for m, e in result["widths"].items()}}
-               for t in (0.7, 0.8, 0.9, 0.95)], formats={"threshold": ".2f"},
-              caption="the same rule at other thresholds (uniform test triples), to show how "
-                      "much the answer depends on the choice"))
-Table([{"m": int(m), "uniform": ", ".join(f"{a:.3f}" for a in e["dense"]["uniform"]),
-        "near-tie": ", ".join(f"{a:.3f}" for a in e["dense"]["near_tie"])}
-       for m, e in result["widths"].items()], caption="dense softmax test accuracy per seed")
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The committed quick sweep, with this machine's live re-run.", "name": "fig-e2-quick-sweep"}, "image": {"alt": "Two panels of test exact-sequence accuracy against feature rank, one curve per width with a min-max band and dashed dense levels, and red crosses for a live re-run of width 8."}}
-import matplotlib.pyplot as plt
-
-fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=True)
-colors = plt.cm.viridis(np.linspace(0, 0.8, len(result["widths"])))
-for ax, name in zip(axes, TEST_DISTRIBUTIONS):
-    for color, (m, e) in zip(colors, result["widths"].items()):
-        acc = np.asarray(e["accuracy"][name])
-        ranks = e["ranks"]
-        ax.plot(ranks, np.median(acc, axis=1), "o-", color=color, label=f"m = {m}")
-        ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
-        ax.axhline(np.median(e["dense"][name]), color=color, ls="--", lw=1)
-        if name == "uniform" and int(m) == m_live:
-            ax.plot(live_width["ranks"], [a[0] for a in live_width["accuracy"][name]], "x",
-                    color="tab:red", ms=7, label=f"live re-run, m = {m}, seed 0")
-    ax.axhline(thr, color="grey", ls=":", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("feature rank $r$")
-    ax.set_title(f"{name.replace('_', '-')} test triples", fontsize=10)
-axes[0].set_ylabel("test exact-seq. accuracy")
-fig.legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="lower center", ncol=4,
-           bbox_to_anchor=(0.5, -0.08))
-plt.tight_layout()
-plt.show()
-
-# %% [markdown]
-# *Figure.* Test exact-sequence accuracy of the committed quick sweep against feature rank,
-# per width (band: min–max over seeds; dashed: dense softmax). Red crosses: this machine's live
-# re-run of width 8, seed 0; they may differ slightly on yours.
-
-# %% [markdown]
-# ### What the quick sweep shows
-#
-# * At the smallest width the largest rise is between $r = 4$ and $r = 8$, and the curve is
-#   flat from $r = 16$ on: more rank buys nothing once it has risen. This is the closest
-#   thing to a transition that we see.
-# * At the larger widths the curves rise over several doublings and stay *below* the
-#   threshold; the level they reach drops as $m$ grows, and at the largest width the curve
-#   is still creeping up at $r = 128$.
-# * The training accuracy of the same heads is close to 1 from moderate ranks on, at every
-#   width: what separates the test curves from 1 is **generalisation to unseen tokens**, not
-#   the capacity to fit the training sequences. Rank narrows that gap only slowly.
-# * The dense softmax heads, trained the same way on the same data, are exact or within one
-#   test sequence of exact on every seed, at all three widths and on both test
-#   distributions: the gap is not a failure of the data or of the training loop as such.
-# * Near-tie test triples are not harder than uniform ones for these heads (if anything
-#   slightly easier). At these widths about two thirds of the uniform triples already hold a
-#   gap-1 pair for some query (the share printed in the data cell), and half of the training
-#   triples are near-ties. (For the overlap-readout heads of protocol G below they are
-#   harder.)
-#
-# A transition rank is therefore found only at the smallest width at our stated threshold
-# of 0.9; the threshold table shows that lower thresholds would report a transition at more
-# widths, which is why we state the threshold and keep it fixed (it was chosen before any
-# sweep ran).
-
-# %% [markdown]
-# ### The six protocols
-#
-# The quick mode above is one protocol among six. Each row below is a complete sweep
-# (three widths, ranks 1 to 128, three seeds, dense reference), registered in
-# `companion.experiments.e2.protocols.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
-# the table is read from those files, so it shows the outcomes we did not keep as well as the
-# one we did.
-# Any row is regenerated (a few minutes on two cores) by
-#
-# ```
-# python -c "from companion.experiments.e2.protocols import E2_PROTOCOLS, run_e2_protocol as run; \
-#            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
-# ```
-#
-# What the protocols change:
-#
-# * **A** — as F, but trained on uniform triples only (no near-ties in training).
-# * **E** — larger pools at $m = 12, 16$, a wider MLP with inputs in $\{-1, +1\}$ and an
-#   affine shortcut from the bits, a higher learning rate (0.03) and fewer steps.
-# * **F** — MLP maps (one hidden layer of 32), 1,500 steps at learning rate 0.01, half of the
-#   training triples near-ties, widths 8, 12, 16.
-# * **G** — as F, but values and readout fixed to the overlap form used by the constructions
-#   ($v(z) = z$, $a(x) = x$, $b = 0$): the head only learns *where to attend*.
-# * **H** — as F with widths 8, 10, 12: the book's quick mode, stored before the current
-#   training engine (its file holds a single "sweep" unit). Its numbers differ from the
-#   committed quick sweep above in the second decimal, enough to move the transition at
-#   $m = 8$ between $r = 8$ and $r = 16$: a median near the threshold is as sensitive to
-#   rounding as the single heads are.
-# * **I** — as H, but pools of 512 tokens at $m = 10, 12$ (358 training tokens instead of
-#   179): the same heads with twice as many tokens to learn from. It takes about twice as
-#   long as H, too long for the book's build budget.
-#
-# Earlier exploratory runs with 600 training steps (not stored, so not tabulated) fitted
-# even the training set poorly at $m \geq 12$, dense heads included; that is why every
-# stored protocol but E trains for 1,500 steps.
-
-# %%
-from companion.experiments.e2.protocols import E2_PROTOCOLS, load_e2_protocols
-
-stored = load_e2_protocols(RESULTS / "e2_protocols")
-print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "
-      f"transition at threshold {E2_QUICK.threshold}; dense: worst seed (uniform)")
-for name, res in stored.items():
-    rows = []
-    for row in summarise_e2(res):
-        med = np.asarray(row["median_uniform"])
-        best = int(np.argmax(med))
-        rows.append({"m": row["m"], "acc r=1": med[0],
-                     "best r (acc)": f"{row['ranks'][best]} ({med[best]:.2f})",
-                     "acc r=128": med[-1], "near-tie r=128": row["median_near_tie"][-1],
-                     "train r=128": row["median_train"][-1],
-                     "transition": row["transition_uniform"],
-                     "dense min": row["dense_min_uniform"]})
-    display(Table(rows, caption=f"{name}: changes to E2_QUICK {E2_PROTOCOLS[name]}",
-                  formats={k: ".2f" for k in ("acc r=1", "acc r=128", "near-tie r=128",
-                                              "train r=128", "dense min")}))
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The six earlier protocols of E2.", "name": "fig-e2-earlier-protocols"}, "image": {"alt": "Six small panels, one per earlier protocol, of median test accuracy against feature rank, one curve per width, with dashed dense-softmax levels; no panel shows a sharp jump at every width."}}
-fig, axes = plt.subplots(2, 3, figsize=(7.2, 5.6), sharex=True, sharey=True)
-for ax, (name, res) in zip(axes.flat, stored.items()):
-    colors = plt.cm.viridis(np.linspace(0, 0.8, len(res["widths"])))
-    for color, (m, e) in zip(colors, res["widths"].items()):
-        acc = np.median(np.asarray(e["accuracy"]["uniform"]), axis=1)
-        ax.plot(e["ranks"], acc, "o-", ms=3, color=color, label=f"m = {m}")
-        ax.axhline(np.median(e["dense"]["uniform"]), color=color, ls="--", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_title(name.split("_")[0] + ": " + " ".join(name.split("_")[1:]), fontsize=9)
-    ax.legend(fontsize=9, loc="lower right", handlelength=1)
-for ax in axes[1]:
-    ax.set_xlabel("feature rank $r$")
-for ax in axes[:, 0]:
-    ax.set_ylabel("median test acc.")
-plt.tight_layout()
-plt.show()
-
-# %% [markdown]
-# *Figure.* The six earlier protocols: median test accuracy on uniform triples of unseen
-# tokens against feature rank, one curve per width (dashed: dense softmax). No panel has a
-# transition at every width. (The "transition" columns of this part are the rule's $r^*$, as
-# in the verdict table above. Before the rule this part printed the first rank whose median
-# reaches 0.9; that differs where a curve dips back below the threshold: protocol A at
-# $m = 8$ crossed at $r = 32$ and I at $m = 10$ at $r = 16$, and neither stays above.)
-
-# %% [markdown]
 # ## Paper against ours
 #
 # The reported numbers beside ours, for the headline and for the reading closest to the
@@ -850,6 +499,10 @@ Table(rows)
 # %% [markdown]
 # ### Why the two pictures differ
 #
+# Six factors separate our curves from the reported ones: the structure of the pool, held-out
+# sequences, the readout, the test distribution, the problem sizes and the dense reference.
+#
+# :::{dropdown} Each factor: the evidence and its effect
 # ```{list-table}
 # :header-rows: 1
 # :widths: 18 44 38
@@ -886,6 +539,7 @@ Table(rows)
 #     readout; not with learned readout tables (S-code), nor on large random shared pools
 #   - "dense always exact" depends on the model class and training, as for the heads
 # ```
+# :::
 #
 # ## Summary
 #
@@ -903,7 +557,7 @@ Table(rows)
 #   spread is initialisation only. The headline could hardly pass the rule: at $m = 8$ rank 1
 #   already solves 0.555 of the held-out triples (no low regime), at $m = 10$ $r^* = 64$
 #   rests on medians of 0.896 at $r = 8, 16, 32$ against $\tau = 0.9$, and at $m = 12$ "none"
-#   only means the grid stops at 128, while the explicit heads below need rank 794 there.
+#   only means the grid stops at 128, while the explicit heads of the ladder above need rank 794 there.
 #   The training pools hold 180, 358 and 358 tokens at $m = 8, 10, 12$, so coverage shrinks
 #   as the width grows. And the S-code learned-readout tables have value dimension 16, below
 #   the rank of the Paley pool's overlap matrix at $P = 46$ and 62 (24 and 32), so their
@@ -916,5 +570,370 @@ Table(rows)
 #   held-out witness accuracy follows sharply at one size per readout.
 # * Every table is read from committed results (`results/e2_*_full.json`,
 #   `results/e2_summary.json`, `results/e2_protocols/`, `results/e2_quick.json`); two live
-#   re-runs (S-code at $P = 22$; the earlier quick sweep at width 8) are checked against
-#   them by assertions.
+#   re-runs (S-code at $P = 22$; the earlier quick sweep at width 8), in the audit trail, are
+#   checked against them by assertions.
+
+# %% [markdown]
+# ## Audit trail
+#
+# The checks and per-case tables behind the chapter's verdicts, each executed with the chapter
+# and compared by the tests, each folded (click to open): the per-rank curves of the
+# shared-pool readings, the verdicts on the hard test triples, the capacity decomposition, a
+# live re-run of S-code, and the six earlier protocols with a live re-run of their quick
+# sweep.
+
+# %% [markdown]
+# **Shared pools, per rank.** The four curves of the shared-pool figure as tables: median
+# [min, max] over the five seeds.
+
+# %% tags=["hide-cell"]
+display(curve_table(readings["S-code"], "overlap", "witness",
+                    caption="S-code, overlap readout: held-out witness triples"))
+curve_table(readings["S-code"], "overlap", "uniform",
+            caption="S-code, overlap readout: held-out uniform triples")
+
+# %% tags=["hide-cell"]
+display(curve_table(readings["S-code"], "learned", "uniform",
+                    caption="S-code, learned readout: held-out uniform triples"))
+curve_table(readings["S-random"], "overlap", "uniform",
+            caption="S-random, overlap readout: held-out uniform triples")
+
+# %% [markdown]
+# **A live re-run of S-code** at $P = 22$ on this machine, checked against the committed run
+# (only which facts hold is printed).
+#
+# :::{dropdown} Details
+# **A live re-run of S-code, checked against the committed run**
+#
+# The next cell trains a small version of S-code at $P = 22$ on this machine — overlap
+# readout, ranks 4 to 64, two seeds, 1,500 training sequences and 2,000 steps, about twenty
+# seconds — and checks the facts the committed full run rests on, on both: the low regime
+# exists (at rank 4 the median over seeds fits fewer than 90 % of the training witness
+# triples), rank 64 fits every training witness triple on every seed (at least 95 %), and
+# dense softmax heads are exact on held-out witness triples on every seed. Trained numbers
+# move between CPU code paths, so only which facts hold is printed; the per-rank numbers are
+# read from the committed file above.
+# :::
+
+# %% tags=["hide-cell"]
+from companion.experiments.e2.readings import READING_QUICK
+from companion.experiments.e2.readings import run_reading
+
+live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
+full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
+
+
+facts = {"committed full run": code_facts(full_code, readings["S-code"]["config"]["ranks"]),
+         "live quick run": code_facts(live_code, list(READING_QUICK.ranks))}
+assert all(all(f.values()) for f in facts.values()), facts
+Table([{"fact": fact, **{run: f[fact] for run, f in facts.items()}}
+       for fact in facts["live quick run"]])
+
+# %% [markdown]
+# **Verdicts on the hard test triples** (witness triples; gap-2 triples on the random pools).
+
+# %% tags=["hide-cell"]
+display(verdict_table(summary_e2, "witness", caption="witness triples (hard test)"))
+verdict_table(summary_e2, "gap2", caption="gap-2 triples (hard test; random pools only)")
+
+# %% [markdown]
+# **Capacity and generalisation below the transition**, per protocol, size and readout:
+
+# %% tags=["hide-cell"]
+decomposition_table(summary_e2, "uniform", caption="uniform test triples: capacity share "
+                    "of the missing accuracy below the transition")
+
+# %% [markdown]
+# **The six earlier protocols: MLP maps on disjoint tokens.** Before the readings, six
+# protocols were run and stored (three seeds each). They share one design: MLP maps of the
+# token bits, trained on one pool of tokens and tested on a disjoint pool. The book's quick
+# mode is one of them (H). Their data, heads, a live re-run of the quick sweep and all six
+# sweeps:
+#
+# :::{dropdown} The data
+# For each width $m$ we draw a pool of distinct tokens from $\{0,1\}^m$ (seeded), split it
+# 70/30 into a training pool and a test pool that share no token, and build length-3
+# sequences inside each pool. Every position of a sequence is a query, so each sequence
+# carries three targets $t_i = \min_j \langle x_i, x_j\rangle$.
+#
+# Two test distributions are used. *Uniform* triples draw the three tokens independently.
+# *Near-tie* triples are built around a query $x$ and two other tokens whose overlaps with
+# $x$ differ by exactly one — the case where a soft minimum has the least room: the two
+# candidate answers are only one apart, so to land within $1/2$ of the smaller one the head
+# must put clearly more weight on it than on a token that is almost as good. Half of the
+# training sequences are near-ties as well (the protocol table below also shows training on
+# uniform triples only).
+# :::
+
+# %% tags=["hide-cell"]
+from companion.experiments.e2.data import TEST_DISTRIBUTIONS
+from companion.experiments.e2.data import query_gaps
+from companion.experiments.e2.protocols import E2_QUICK
+from companion.experiments.e2.readings import reading_data
+
+cfg = E2_QUICK
+display(Table([(key, getattr(cfg, key)) for key in (
+    "widths", "pool_sizes", "train_fraction", "n_train", "n_test", "near_tie_fraction", "ranks",
+    "seeds", "hidden", "value_dim", "feature", "encoding", "skip", "steps", "lr", "threshold")],
+    columns=["setting", "value"], caption="quick-mode configuration"))
+rows = []
+for m, size in zip(cfg.widths, cfg.pool_sizes, strict=True):
+    data = reading_data(cfg, m, size)
+    train_pool, train_idx = data["train"]
+    test_pool, test_uniform = data["evals"]["test/uniform"]
+    # the pools share no token
+    assert {tuple(t) for t in train_pool}.isdisjoint(tuple(t) for t in test_pool)
+    rows.append({"m": m, "train pool": len(train_pool), "test pool": len(test_pool),
+                 "train seqs": len(train_idx),
+                 "near-tie share of uniform test seqs":
+                     (query_gaps(test_pool[test_uniform]) == 1).any(axis=1).mean()})
+Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
+
+# %% [markdown]
+# :::{dropdown} The heads
+# **The heads**
+#
+# Every head maps a token's bits through a small MLP. A kernel head (the class of the
+# theorem) reads off the MLP's output nonnegative query and key features of rank $r$
+# (`exp` of a linear read-out, shifted by constants that cancel in the normalised head),
+# values $v(z)$, and a query-dependent affine readout $a(x), b(x)$:
+# $y = \langle a(x), \sum_p \alpha_p v(x_p)\rangle / \sum_p \alpha_p + b(x)$ with
+# $\alpha_p = \langle \phi_Q(x), \phi_K(x_p)\rangle$. The dense reference uses the same kind
+# of network for scores $q(x), k(z) \in \mathbb{R}^m$ and weights
+# $e^{\langle q(x), k(z)\rangle}$ — a nonnegative kernel with no finite rank.
+#
+# All heads of one width — every rank from 1 to 128, every seed, and the dense heads — are
+# trained together as one batched program (stacked parameters; ranks are grouped and padded
+# to the largest rank of their group, the extra feature columns masked to exactly zero), with
+# full-batch Adam on the mean squared error and a cosine learning-rate decay; each head keeps
+# its checkpoint with the smallest maximum training error.
+# :::
+
+# %% tags=["hide-cell"]
+from companion.experiments.e2.protocols import accuracy_table
+from companion.experiments.e2.protocols import e2_live_result
+from companion.experiments.e2.protocols import e2_model_values
+from companion.experiments.e2.protocols import load_e2_result
+from companion.experiments.e2.protocols import stored_config_hash
+from companion.experiments.e2.protocols import summarise_e2
+from companion.experiments.e2.rule import curve_rule
+from companion.experiments.reference import check_against_reference
+from companion.experiments.sweep import config_hash
+
+result = load_e2_result(RESULTS / "e2_quick.json")
+assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"
+summary = summarise_e2(result)
+
+# %% [markdown]
+# :::{dropdown} The live re-run and the cross-path spread
+# **A live re-run, checked against the committed sweep**
+#
+# The next cell re-trains a small subset of the quick sweep — width $m = 8$, ranks 4 and 16
+# (padded to 16, as inside the sweep), seed 0, and the dense head of seed 0, on the same data
+# and with the same per-model initialisation as in the sweep, some seconds — and compares each
+# head's test accuracy on uniform triples with the committed one. It passes when every head
+# is within $\pm 0.25$ of its committed accuracy. The table printed first
+# (`results/cross_path_spread.json`, written by `scripts/measure_cross_path_spread.py`) shows
+# how far accuracies moved between two CPU code paths of one machine, and between the subset
+# and the sweep it is compared with. Most heads move by less than a hundredth, but single
+# heads at the larger widths moved by more than a tenth, and medians over seeds by several
+# hundredths — which moved the first rank reaching 0.9 at $m = 8$ (printed below the table,
+# as recorded by that script). So the
+# live subset uses the width whose heads moved least, the tolerance is at least three times
+# every move measured there, and transition ranks are read only from the committed file. No
+# live head is farther than the tolerance from the threshold 0.9, so the check has no
+# verdicts to compare; the transition verdicts are the committed ones. Only the check's
+# summary is printed; the live accuracies appear as crosses in the figure below.
+# :::
+
+# %% tags=["hide-cell"]
+e2_spread = spread["e2_quick"]
+paths = spread["paths"]
+print(f"measured moves of test accuracies ({paths['plain']['cpu_capability']} vs "
+      f"{paths['default']['cpu_capability']} kernels, and a subset trained apart from its "
+      "sweep):")
+moves = ([("quick sweep, single heads (uniform)", e2_spread["test_accuracy_uniform"])]
+         + [(f"quick sweep, single heads, m = {m}", by_width[m])
+            for m in sorted(by_width, key=int)]
+         + [("quick sweep, single heads (near-tie)", e2_spread["test_accuracy_near_tie"]),
+            ("quick sweep, medians over seeds", e2_spread["median_test_accuracy_uniform"]),
+            ("quick sweep, dense heads", e2_spread["dense_test_accuracy"]),
+            ("live subset", spread["e2_live"])]
+         + [(f"live subset vs quick sweep, {paths[path]['cpu_capability']} path", move)
+            for path, move in spread["e2_live_against_sweep"].items()])
+display(Table([{"what moved": what, "models": move["models"],
+                "largest |difference|": move["max_abs_difference"],
+                "median": move["median_abs_difference"]} for what, move in moves],
+              formats={"largest |difference|": ".3f", "median": ".3f"}))
+transitions = spread["e2_quick_transition_ranks"]
+print("first ranks reaching 0.9 (uniform) of the quick sweep on the two paths, as recorded: "
+      + "; ".join(f"{path}: " + ", ".join(f"m={m}: {by_m[m]['uniform']}"
+                                          for m in sorted(by_m, key=int))
+                  for path, by_m in transitions.items()))
+m_live = E2_LIVE["width"]
+live_width = e2_live_result(E2_QUICK)
+live = e2_model_values(live_width, "uniform", seeds=E2_LIVE["seeds"], width=m_live)
+stored_all = e2_model_values(result["widths"][str(m_live)], "uniform",
+                             seeds=E2_QUICK.seeds, width=m_live)
+check = check_against_reference(live, {key: stored_all[key] for key in live},
+                                quantity="test accuracy", tolerance=TOLERANCE)
+print(check.summary())
+assert check.passed, check.failure_message()
+
+# %% tags=["hide-cell"]
+seeds = result["config"]["seeds"]
+for name in TEST_DISTRIBUTIONS:
+    display(accuracy_table(result, name, caption=f"test exact-sequence accuracy, {name} "
+                           f"triples: median [min, max] over {len(seeds)} seeds"))
+accuracy_table(result, "train", caption="train exact-sequence accuracy (median over seeds): how "
+               "much is fitting, how much generalising")
+
+# %% tags=["hide-cell"]
+thr = result["config"]["threshold"]
+print(f"transition r*: the rule's, the smallest r from which the median test accuracy stays "
+      f">= {thr} (None: no such r up to 128)")
+display(Table([{"m": row["m"], "uniform": row["transition_uniform"],
+                "near-tie": row["transition_near_tie"]} for row in summary]))
+display(Table([{"threshold": t,
+                **{f"m={m}": curve_rule(e["ranks"], e["accuracy"]["uniform"], threshold=t)[
+                    "r_star"]
+                   for m, e in result["widths"].items()}}
+               for t in (0.7, 0.8, 0.9, 0.95)], formats={"threshold": ".2f"},
+              caption="the same rule at other thresholds (uniform test triples), to show how "
+                      "much the answer depends on the choice"))
+Table([{"m": int(m), "uniform": ", ".join(f"{a:.3f}" for a in e["dense"]["uniform"]),
+        "near-tie": ", ".join(f"{a:.3f}" for a in e["dense"]["near_tie"])}
+       for m, e in result["widths"].items()], caption="dense softmax test accuracy per seed")
+
+# %% tags=["hide-cell"] mystnb={"figure": {"caption": "Test exact-sequence accuracy of the committed quick sweep against feature rank, per width (band: min\u2013max over seeds; dashed: dense softmax). Red crosses: this machine's live re-run of width 8, seed 0; they may differ slightly on yours.", "name": "fig-e2-quick-sweep"}, "image": {"alt": "Two panels of test exact-sequence accuracy against feature rank, one curve per width with a min-max band and dashed dense levels, and red crosses for a live re-run of width 8."}}
+import matplotlib.pyplot as plt
+
+fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=True)
+colors = plt.cm.viridis(np.linspace(0, 0.8, len(result["widths"])))
+for ax, name in zip(axes, TEST_DISTRIBUTIONS):
+    for color, (m, e) in zip(colors, result["widths"].items()):
+        acc = np.asarray(e["accuracy"][name])
+        ranks = e["ranks"]
+        ax.plot(ranks, np.median(acc, axis=1), "o-", color=color, label=f"m = {m}")
+        ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
+        ax.axhline(np.median(e["dense"][name]), color=color, ls="--", lw=1)
+        if name == "uniform" and int(m) == m_live:
+            ax.plot(live_width["ranks"], [a[0] for a in live_width["accuracy"][name]], "x",
+                    color="tab:red", ms=7, label=f"live re-run, m = {m}, seed 0")
+    ax.axhline(thr, color="grey", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("feature rank $r$")
+    ax.set_title(f"{name.replace('_', '-')} test triples", fontsize=10)
+axes[0].set_ylabel("test exact-seq. accuracy")
+fig.legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="lower center", ncol=4,
+           bbox_to_anchor=(0.5, -0.08))
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# :::{dropdown} What the quick sweep shows
+# **What the quick sweep shows**
+#
+# * At the smallest width the largest rise is between $r = 4$ and $r = 8$, and the curve is
+#   flat from $r = 16$ on: more rank buys nothing once it has risen. This is the closest
+#   thing to a transition that we see.
+# * At the larger widths the curves rise over several doublings and stay *below* the
+#   threshold; the level they reach drops as $m$ grows, and at the largest width the curve
+#   is still creeping up at $r = 128$.
+# * The training accuracy of the same heads is close to 1 from moderate ranks on, at every
+#   width: what separates the test curves from 1 is **generalisation to unseen tokens**, not
+#   the capacity to fit the training sequences. Rank narrows that gap only slowly.
+# * The dense softmax heads, trained the same way on the same data, are exact or within one
+#   test sequence of exact on every seed, at all three widths and on both test
+#   distributions: the gap is not a failure of the data or of the training loop as such.
+# * Near-tie test triples are not harder than uniform ones for these heads (if anything
+#   slightly easier). At these widths about two thirds of the uniform triples already hold a
+#   gap-1 pair for some query (the share printed in the data cell), and half of the training
+#   triples are near-ties. (For the overlap-readout heads of protocol G below they are
+#   harder.)
+#
+# A transition rank is therefore found only at the smallest width at our stated threshold
+# of 0.9; the threshold table shows that lower thresholds would report a transition at more
+# widths, which is why we state the threshold and keep it fixed (it was chosen before any
+# sweep ran).
+# :::
+#
+#
+#
+# :::{dropdown} The six protocols
+# **The six protocols**
+#
+# The quick mode above is one protocol among six. Each row below is a complete sweep
+# (three widths, ranks 1 to 128, three seeds, dense reference), registered in
+# `companion.experiments.e2.protocols.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
+# the table is read from those files, so it shows the outcomes we did not keep as well as the
+# one we did.
+# Any row is regenerated (a few minutes on two cores) by
+#
+# ```
+# python -c "from companion.experiments.e2.protocols import E2_PROTOCOLS, run_e2_protocol as run; \
+#            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
+# ```
+#
+# What the protocols change:
+#
+# * **A** — as F, but trained on uniform triples only (no near-ties in training).
+# * **E** — larger pools at $m = 12, 16$, a wider MLP with inputs in $\{-1, +1\}$ and an
+#   affine shortcut from the bits, a higher learning rate (0.03) and fewer steps.
+# * **F** — MLP maps (one hidden layer of 32), 1,500 steps at learning rate 0.01, half of the
+#   training triples near-ties, widths 8, 12, 16.
+# * **G** — as F, but values and readout fixed to the overlap form used by the constructions
+#   ($v(z) = z$, $a(x) = x$, $b = 0$): the head only learns *where to attend*.
+# * **H** — as F with widths 8, 10, 12: the book's quick mode, stored before the current
+#   training engine (its file holds a single "sweep" unit). Its numbers differ from the
+#   committed quick sweep above in the second decimal, enough to move the transition at
+#   $m = 8$ between $r = 8$ and $r = 16$: a median near the threshold is as sensitive to
+#   rounding as the single heads are.
+# * **I** — as H, but pools of 512 tokens at $m = 10, 12$ (358 training tokens instead of
+#   179): the same heads with twice as many tokens to learn from. It takes about twice as
+#   long as H, too long for the book's build budget.
+#
+# Earlier exploratory runs with 600 training steps (not stored, so not tabulated) fitted
+# even the training set poorly at $m \geq 12$, dense heads included; that is why every
+# stored protocol but E trains for 1,500 steps.
+# :::
+
+# %% tags=["hide-cell"]
+from companion.experiments.e2.protocols import E2_PROTOCOLS
+from companion.experiments.e2.protocols import load_e2_protocols
+
+stored = load_e2_protocols(RESULTS / "e2_protocols")
+print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "
+      f"transition at threshold {E2_QUICK.threshold}; dense: worst seed (uniform)")
+for name, res in stored.items():
+    rows = []
+    for row in summarise_e2(res):
+        med = np.asarray(row["median_uniform"])
+        best = int(np.argmax(med))
+        rows.append({"m": row["m"], "acc r=1": med[0],
+                     "best r (acc)": f"{row['ranks'][best]} ({med[best]:.2f})",
+                     "acc r=128": med[-1], "near-tie r=128": row["median_near_tie"][-1],
+                     "train r=128": row["median_train"][-1],
+                     "transition": row["transition_uniform"],
+                     "dense min": row["dense_min_uniform"]})
+    display(Table(rows, caption=f"{name}: changes to E2_QUICK {E2_PROTOCOLS[name]}",
+                  formats={k: ".2f" for k in ("acc r=1", "acc r=128", "near-tie r=128",
+                                              "train r=128", "dense min")}))
+
+# %% tags=["hide-cell"] mystnb={"figure": {"caption": "The six earlier protocols: median test accuracy on uniform triples of unseen tokens against feature rank, one curve per width (dashed: dense softmax). No panel has a transition at every width. (The \"transition\" columns of this part are the rule's $r^*$, as in the verdict table above. Before the rule this part printed the first rank whose median reaches 0.9; that differs where a curve dips back below the threshold: protocol A at $m = 8$ crossed at $r = 32$ and I at $m = 10$ at $r = 16$, and neither stays above.)", "name": "fig-e2-earlier-protocols"}, "image": {"alt": "Six small panels, one per earlier protocol, of median test accuracy against feature rank, one curve per width, with dashed dense-softmax levels; no panel shows a sharp jump at every width."}}
+fig, axes = plt.subplots(2, 3, figsize=(7.2, 5.6), sharex=True, sharey=True)
+for ax, (name, res) in zip(axes.flat, stored.items()):
+    colors = plt.cm.viridis(np.linspace(0, 0.8, len(res["widths"])))
+    for color, (m, e) in zip(colors, res["widths"].items()):
+        acc = np.median(np.asarray(e["accuracy"]["uniform"]), axis=1)
+        ax.plot(e["ranks"], acc, "o-", ms=3, color=color, label=f"m = {m}")
+        ax.axhline(np.median(e["dense"]["uniform"]), color=color, ls="--", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_title(name.split("_")[0] + ": " + " ".join(name.split("_")[1:]), fontsize=9)
+    ax.legend(fontsize=9, loc="lower right", handlelength=1)
+for ax in axes[1]:
+    ax.set_xlabel("feature rank $r$")
+for ax in axes[:, 0]:
+    ax.set_ylabel("median test acc.")
+plt.tight_layout()
+plt.show()

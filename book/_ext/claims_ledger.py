@@ -43,17 +43,17 @@ def load_claims(root: Path) -> list[dict]:
     return data["claims"]
 
 
-def toc_docnames(root: Path) -> set[str]:
-    """Docnames (path without suffix) of every file listed in ``_toc.yml``."""
+def toc_pages(root: Path) -> list[str]:
+    """Docnames (path without suffix) of the files listed in ``_toc.yml``, in its order."""
     with open(Path(root) / "_toc.yml", encoding="utf-8") as f:
         toc = yaml.safe_load(f)
-    names: set[str] = set()
+    names: list[str] = []
 
     def walk(node):
         if isinstance(node, dict):
             for key, value in node.items():
                 if key in ("file", "root") and isinstance(value, str):
-                    names.add(re.sub(r"\.(ipynb|md|rst)$", "", value))
+                    names.append(re.sub(r"\.(ipynb|md|rst)$", "", value))
                 else:
                     walk(value)
         elif isinstance(node, list):
@@ -62,6 +62,11 @@ def toc_docnames(root: Path) -> set[str]:
 
     walk(toc)
     return names
+
+
+def toc_docnames(root: Path) -> set[str]:
+    """Docnames (path without suffix) of every file listed in ``_toc.yml``."""
+    return set(toc_pages(root))
 
 
 def split_nodeid(nodeid: str) -> tuple[str, list[str]]:
