@@ -1,11 +1,9 @@
-"""Theorem E made concrete: the witness family F(S), its certificate and an exact realisation.
+"""Theorem E made concrete: the witness family F(S) and its certificate (chapter 3,
+``thm-exponential-rank``; chapter 6 trains on such a family).
 
-For each query x in S the family holds the pure sequences (x, z, ..., z) on the complement
-x-bar, on the chain keys and on every y-bar (y != x), and every arrangement of the mixed
-sequences (one copy of the better key z, n-2 copies of the worse key z') of every chain link
-the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the certified bound.
-
-Serves chapter 3 (``thm-exponential-rank``); chapter 6 trains on such a family.
+For each query x in S: the pure sequences (x, z, ..., z) on the complement x-bar, on the chain
+keys and on every y-bar, and every arrangement (one better key z, n-2 worse keys z') of each
+chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the bound.
 """
 
 from __future__ import annotations
@@ -38,6 +36,9 @@ from companion.core.attention import KernelAttentionHead, kernel_attention, kern
 from companion.core.exact import exact_max_error
 from companion.core.task import check_convention, query_index, query_target
 
+__all__ = ["witness_family", "verify_certificate", "without_rows", "certificate_error",
+           "max_error_exact", "kernel_ratio_matrix", "ratio_matrix_facts"]
+
 Token = tuple[int, ...]
 
 #: Largest family witness_family builds (beyond it the exact checks become slow).
@@ -46,12 +47,9 @@ MAX_FAMILY_SEQUENCES = 200_000
 
 @dataclass(frozen=True, eq=False)
 class Certificate:
-    """What Theorem E needs, in raw tokens so it can be re-checked from scratch.
-
-    chains[(i, j)]: the keys z_0 = complement(S[i]), ..., z_k = complement(S[j]) of the chain
-    for query S[i] and column S[j]; gaps[(i, j)] their overlap increments with S[i];
-    rho[(i, j)] = prod max(c(g), 0) over the chain; the bounds as in RankLowerBound.
-    """
+    """What Theorem E needs, in raw tokens to be re-checked from scratch: chains[(i, j)] the
+    keys complement(S[i]), ..., complement(S[j]) of the chain for query S[i], gaps[(i, j)] their
+    overlap increments with S[i], rho[(i, j)] = prod max(c(g), 0) over it."""
 
     S: tuple[Token, ...]
     n: int
@@ -74,12 +72,9 @@ class Certificate:
 
 @dataclass(frozen=True)
 class FamilyLink:
-    """One chain link used by the certificate, located in the family.
-
-    better/worse: token ids (into WitnessFamily.tokens) of the keys with the lower/higher
-    overlap with the query; mixed_rows: the rows of all arrangements of one `better` and n-2
-    `worse` copies; pure_rows: rows of the pure sequences on (better, worse).
-    """
+    """One chain link of the certificate, located in the family: token ids (into
+    WitnessFamily.tokens) of the keys with the lower / higher overlap with the query, the rows
+    of its arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
 
     query: int
     better: int
@@ -115,8 +110,7 @@ class WitnessFamily:
 
 
 def _chain_key(x: np.ndarray, level: int) -> np.ndarray:
-    """The key with overlap `level` (<= |x|) with x: the complement of x plus x's first
-    `level` ones."""
+    """The key with overlap `level` with x: complement(x) plus x's first `level` ones."""
     z = 1 - x
     z[np.flatnonzero(x)[:level]] = 1
     return z
@@ -169,29 +163,27 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
     return chains, gaps, rho, pure_keys, links
 
 
+def _size(pure_keys, links, n: int) -> int:
+    return sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
+
+
 def family_size(S, n: int = 3, eps=Fraction(1, 2)) -> int:
     """Number of sequences witness_family(S, n, eps) builds (without building it)."""
-    arr, *_ = check_rank_bound_input(S, n, eps)
-    n, eps = check_length(n), check_eps(eps)
-    *_, pure_keys, links = _plan(arr, n, eps)
-    return sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
+    *_, pure_keys, links = _plan(np.asarray(S, dtype=np.int64), n, Fraction(eps))
+    return _size(pure_keys, links, n)
 
 
 def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirectional",
                    max_sequences: int = MAX_FAMILY_SEQUENCES) -> WitnessFamily:
-    """The family F(S) of Theorem E with its certificate (best chains, exact bound).
-
-    S: constant-weight code with every pairwise gap G_xy = w - <x,y> admitting a chain with
-    rho >= 1; n >= 3 the sequence length; eps in (0, 1/2]; convention 'bidirectional' (query
-    at position 0) or 'causal' (query at position n-1).
-    """
-    arr, w, _, _ = check_rank_bound_input(S, n, eps)
+    """The family F(S) of Theorem E with its certificate (best chains, exact bound), for a
+    constant-weight code S whose every gap admits a chain with rho >= 1."""
+    arr = check_rank_bound_input(S, n, eps)[0]
     n, eps = check_length(n), check_eps(eps)
     check_convention(convention)
     check_int(max_sequences, "max_sequences")
     q = query_index(n, convention)
     chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
-    total = sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
+    total = _size(pure_keys, links, n)
     if total > max_sequences:
         raise ValueError(
             f"the witness family of this S has {total} sequences, above max_sequences="
@@ -244,12 +236,9 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
 
 
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
-    """Re-verify a certificate against a family from scratch; return the recomputed bound.
-
-    Recomputes every overlap, gap, link factor and rho, checks that every link's pure and
-    mixed sequences (all arrangements) are in the family with their Min-IP targets, and
-    recomputes the bound. Raises ValueError naming the first thing that is wrong.
-    """
+    """Re-verify a certificate against a family from scratch (every overlap, gap, link factor,
+    rho, each link's pure and mixed sequences with their Min-IP targets, the bound); return
+    the bound, or raise ValueError naming the first thing that is wrong."""
     check_instance(certificate, "certificate", Certificate)
     check_instance(family, "family", WitnessFamily)
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")
@@ -329,9 +318,8 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 
 
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
-    """A copy of the family with the given sequence rows removed (the certificate and the
-    links are kept as they are): a tampered family that :func:`verify_certificate` must
-    reject."""
+    """The family without the given rows (certificate and links kept): a tampered family that
+    :func:`verify_certificate` must reject."""
     check_instance(family, "family", WitnessFamily)
     arr = check_array(rows, "rows")
     if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
@@ -362,8 +350,8 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
 
 
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
-    """M[x,y] = K(x, complement y) / K(x, complement x), with K the weight on the key
-    positions of the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
+    """M[x,y] = K(x, complement y) / K(x, complement x), K the weight on the key positions of
+    the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
     check_instance(family, "family", WitnessFamily)
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
@@ -382,9 +370,9 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
 
 
 def ratio_matrix_facts(head: KernelAttentionHead, family: WitnessFamily) -> tuple[float, int]:
-    """Theorem E's two facts about a head's ratio matrix M (chapter 6, float64): the largest
-    M[x,y] * rho_xy over x != y (the proof says <= 1 for a head with error < 1/2) and the
-    numerical rank of M (at most the head's rank; singular values above 1e-6 of the top)."""
+    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): the largest
+    M[x,y] rho_xy, x != y (<= 1 at error < 1/2), and the numerical rank of M (singular values
+    above 1e-6 of the top; at most the head's rank)."""
     M = kernel_ratio_matrix(head, family)
     rho = family.certificate.rho
     worst = max(M[i, j] * float(rho[(i, j)])
