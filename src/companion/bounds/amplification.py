@@ -66,10 +66,8 @@ class _ChainTable:
     def dp_gap(self, G: int, what: str, name: str = "G") -> int:
         """`G` if the exact DP may be grown to it (G**2 * bits <= DP_BUDGET), else raise."""
         if G > self.dp_limit:
-            raise ValueError(
-                f"{name} must be at most {self.dp_limit} for {what} at n = {self.n}, eps = "
-                f"{self.eps} (the exact DP table costs ~G**2 * bits(link weight)/16 bytes), "
-                f"got {G}")
+            raise ValueError(f"{name} must be at most {self.dp_limit} for {what} at n = {self.n}, "
+                             f"eps = {self.eps} (the exact DP's cost), got {G}")
         return G
 
     def period(self):
@@ -110,8 +108,7 @@ class _ChainTable:
         while len(caps) < 64:
             c = link_factor(t, self.n, self.eps)
             if c > 1:
-                bound = 2 * self.eps + c * t / (c - 1)  # largest allowed g satisfies g <= bound
-                caps.append(math.floor(bound))
+                caps.append(math.floor(2 * self.eps + c * t / (c - 1)))
             t += 1
         return max(1, min(caps))
 
@@ -136,12 +133,10 @@ class _ChainTable:
             self.parts.append(best_parts)
 
     def rho(self, G: int) -> Fraction:
-        bits = G * self.D.bit_length()
-        if bits > MAX_EXACT_BITS:
-            raise ValueError(
-                f"G must be at most {MAX_EXACT_BITS // self.D.bit_length()} for an exact rho(G) "
-                f"at eps = {self.eps} (its denominator (2p)**G would have ~{bits} bits, limit "
-                f"{MAX_EXACT_BITS}), got {G}; use log2_best_chain_factor")
+        if G * self.D.bit_length() > MAX_EXACT_BITS:
+            raise ValueError(f"G must be at most {MAX_EXACT_BITS // self.D.bit_length()} for an "
+                             f"exact rho(G) at eps = {self.eps} (its denominator (2p)**G), got "
+                             f"{G}; use log2_best_chain_factor")
         H, k, w = self.reduce(G)
         self.grow(H)
         return Fraction(self.R[H] * w**k, self.D**G)
@@ -155,10 +150,8 @@ class _ChainTable:
 
     def chain(self, G: int) -> tuple[int, ...]:
         self.grow(self.dp_gap(G, "an explicit best chain"))
-        if self.R[G] == 0:
-            return ()
         gaps = []
-        while G > 0:
+        while G > 0 and self.R[G]:
             gaps.append(self.last[G])
             G -= self.last[G]
         return tuple(reversed(gaps))

@@ -157,20 +157,13 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
             p[g] = k / b.size**2
         probs[b.name] = p
     log2_rho = log2_rho_table(widths[-1] // 2 + 1 + max(max(b.dist) for b in bases), n, eps)
-    cache: dict[tuple[str, ...], np.ndarray] = {(): np.array([1.0])}
+    cache: dict[tuple[str, ...], np.ndarray] = {(): np.array([1.0])}  # plans share prefixes
     for m in widths:
         key = plan[m]
-        if key not in cache:
-            p = np.array([1.0])
-            for i, name in enumerate(key):  # reuse the longest cached prefix
-                if key[: i + 1] in cache:
-                    p = cache[key[: i + 1]]
-                    continue
-                p = np.convolve(p, probs[name])
-                cache[key[: i + 1]] = p
-            cache[key] = p
-        p = cache[key]
-        out[m] = _log2_trace_bound(p, log2_rho[: len(p)]) if key else 0.0
+        start = max(i for i in range(len(key) + 1) if key[:i] in cache)
+        for i in range(start, len(key)):
+            cache[key[: i + 1]] = np.convolve(cache[key[:i]], probs[key[i]])
+        out[m] = _log2_trace_bound(cache[key], log2_rho[: len(cache[key])]) if key else 0.0
     return out
 
 

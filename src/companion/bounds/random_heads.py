@@ -98,7 +98,7 @@ def _perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
         kernel = qf @ kf.T * np.exp(sigma * rng.normal(size=(size, size)))  # [x, z]
         kernels.append(kernel.T)  # row z: key feature of z = column of the kernel
         scores.append(vals @ a.T + b[None, :] + sigma / 4 * rng.normal(size=(size, size)))
-    # Query-dependent scores f_p(x, z) as values with d = 2**m and readout a(x) = one-hot(x).
+    # query-dependent scores f_p(x, z) as values (d = 2**m), readout a(x) = one-hot(x)
     return lookup_head(np.eye(size), np.stack(kernels), np.stack(scores), np.eye(size),
                        np.zeros(size))
 
@@ -117,14 +117,6 @@ class MediantCase:
     exact_equal: bool | None  # exact check on an integer head; None when not run
 
 
-def _random_link(rng, max_m: int, max_n: int):
-    m = int(rng.integers(1, max_m + 1))
-    n = int(rng.integers(3, max_n + 1))
-    k = int(rng.integers(1, n - 1))
-    x, z, z_prime = (rng.integers(0, 2, size=m) for _ in range(3))
-    return m, n, k, x, z, z_prime
-
-
 def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6,
                    exact_every: int = 4) -> list[MediantCase]:
     """The mediant identity on `num_heads` random position-dependent heads (m <= max_m,
@@ -137,7 +129,10 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
     rng = np.random.default_rng(check_int(seed, "seed", 0))
     cases = []
     for i in range(num_heads):
-        m, n, k, x, z, z_prime = _random_link(rng, max_m, max_n)
+        m = int(rng.integers(1, max_m + 1))
+        n = int(rng.integers(3, max_n + 1))
+        k = int(rng.integers(1, n - 1))
+        x, z, z_prime = (rng.integers(0, 2, size=m) for _ in range(3))
         rank = int(rng.integers(1, 5))
         head_seed = int(rng.integers(2**32))
         head = random_kernel_head(m, n, rank=rank, d=int(rng.integers(1, 4)), seed=head_seed)
@@ -146,13 +141,10 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
             integer_head = random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
         for convention in ("bidirectional", "causal"):
             rel = mediant_relative_error(head, x, z, z_prime, k, n - 1 - k, convention)
-            exact_equal = None
-            if integer_head is not None:
-                exact_equal = (
-                    mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k,
-                                            convention, exact=True)
-                    == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k,
-                                           convention, exact=True))
+            exact_equal = None if integer_head is None else (
+                mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k, convention,
+                                        True)
+                == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k, convention, True))
             cases.append(MediantCase(head_seed, m, n, k, rank, convention, rel, exact_equal))
     return cases
 

@@ -72,10 +72,10 @@ def _sharp(N: int, counts: dict) -> tuple[Fraction, Fraction]:
     """
     us = sorted(u for u, k in counts.items() if k)
     # suffix sums over u (ascending) of k u and k u^2: Q(c) in O(log K) for any c
-    suf_ku, suf_kuu = [Fraction(0)] * (len(us) + 1), [Fraction(0)] * (len(us) + 1)
-    for i in range(len(us) - 1, -1, -1):
-        suf_ku[i] = suf_ku[i + 1] + counts[us[i]] * us[i]
-        suf_kuu[i] = suf_kuu[i + 1] + counts[us[i]] * us[i] ** 2
+    suf_ku, suf_kuu = [Fraction(0)], [Fraction(0)]
+    for u in reversed(us):
+        suf_ku.insert(0, suf_ku[0] + counts[u] * u)
+        suf_kuu.insert(0, suf_kuu[0] + counts[u] * u * u)
     P = sum(counts[u] for u in us)
 
     def coefficients(c: Fraction):  # Q = q2 c^2 + q1 c + q0
@@ -154,7 +154,7 @@ def check_rank_bound_input(S, n, eps):
 @dataclass(frozen=True)
 class RankLowerBound:
     """Certified lower bounds on the feature rank r of any head solving F(S) with error < 1/2:
-    Theorem E's trace_bound |S|^2 / sum rho_xy^-2 and Lemma D's sharpening at sharpened_c
+    Theorem E's trace_bound |S|^2 / sum rho_xy^-2 and Lemma D' at sharpened_c
     (exact), their integer consequences ceil(.), and `rank` the larger."""
 
     size: int

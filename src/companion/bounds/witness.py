@@ -9,7 +9,6 @@ chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -17,7 +16,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from companion.bounds.amplification import best_chain, link_factor
+from companion.bounds.amplification import best_chain, best_chain_factor, link_factor
 from companion.bounds.codes import check_code
 from companion.bounds.rank_bounds import (
     RankLowerBound,
@@ -58,11 +57,6 @@ class Certificate:
     gaps: MappingProxyType
     rho: MappingProxyType
     bound: RankLowerBound
-
-    @property
-    def exact_bound(self) -> Fraction:
-        """Theorem E: |S|^2 / sum_{x,y} rho_xy^-2."""
-        return self.bound.trace_bound
 
     @property
     def integer_bound(self) -> int:
@@ -130,8 +124,6 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
     chains, gaps, rho = {}, {}, {}
     pure_keys: list[list[Token]] = []
     links: list[list[tuple[Token, Token, int]]] = []
-    factor_cache: dict[tuple[int, ...], Fraction] = {}
-    chain_cache: dict[int, tuple[int, ...]] = {}
     for i, x in enumerate(S):
         level_keys: dict[int, Token] = {0: comp[i]}  # chain keys shared by all pairs of x
         keys: dict[Token, int] = {comp[i]: 0}  # key -> overlap with x
@@ -140,9 +132,7 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             if j == i:
                 continue
             G = w - gram[i][j]
-            if G not in chain_cache:
-                chain_cache[G] = best_chain(G, n, eps)
-            chain_gaps = chain_cache[G]
+            chain_gaps = best_chain(G, n, eps)  # the DP tables are cached
             levels = np.cumsum((0,) + chain_gaps).tolist()
             for lv in levels[1:-1]:
                 if lv not in level_keys:
@@ -150,10 +140,7 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             tokens = [level_keys[lv] for lv in levels[:-1]] + [comp[j]]
             chains[(i, j)] = tuple(tokens)
             gaps[(i, j)] = chain_gaps
-            if chain_gaps not in factor_cache:
-                factor_cache[chain_gaps] = math.prod(
-                    (link_factor(g, n, eps) for g in chain_gaps), start=Fraction(1))
-            rho[(i, j)] = factor_cache[chain_gaps]
+            rho[(i, j)] = best_chain_factor(G, n, eps)  # the product over chain_gaps
             for t, lv in zip(tokens, levels, strict=True):
                 keys[t] = lv
             for a, b, g in zip(tokens, tokens[1:], chain_gaps, strict=False):
@@ -252,10 +239,9 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     if family.query_position != q:
         raise ValueError(f"family.query_position is {family.query_position}, but the "
                          f"{family.convention} convention puts the query at {q}")
-    targets = np.asarray(family.targets)
+    targets, true_targets = np.asarray(family.targets), query_target(seqs, family.convention)
     if targets.shape != (len(seqs),):
         raise ValueError(f"family.targets must have shape ({len(seqs)},), got {targets.shape}")
-    true_targets = query_target(seqs, family.convention)
     wrong = np.flatnonzero(targets != true_targets)
     if len(wrong):
         raise ValueError(f"family.targets is wrong at row {wrong[0]}: {targets[wrong[0]]} != "
@@ -297,13 +283,11 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
                     raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
                                      " it proves nothing and cannot be chained")
                 value *= c
-                require(x, [a] * (n - 1), f"pure sequence on a chain key of {pair}")
-                require(x, [b] * (n - 1), f"pure sequence on a chain key of {pair}")
+                for key in (a, b):
+                    require(x, [key] * (n - 1), f"pure sequence on a chain key of {pair}")
                 for p in range(n - 1):
-                    keys = [b] * (n - 1)
-                    keys[p] = a
-                    require(x, keys, f"mixed sequence (arrangement {p}) of a link of gap {g} "
-                                     f"for {pair}")
+                    require(x, [b] * p + [a] + [b] * (n - 2 - p),
+                            f"mixed sequence (arrangement {p}) of a link of gap {g} for {pair}")
             if value != certificate.rho[(i, j)]:
                 raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
                                  f"recomputed {value}")
@@ -314,7 +298,6 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     if bound != certificate.bound:
         raise ValueError(f"certificate.bound is {certificate.bound}, recomputed {bound}")
     return bound
-
 
 
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
