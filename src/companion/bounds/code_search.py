@@ -53,22 +53,15 @@ def _greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 
     return kept[:size].copy()
 
 
-def _inverse_square_rho_matrix(S: np.ndarray, n: int, eps) -> np.ndarray:
-    """Float matrix rho(G_xy)^-2 (diagonal 1), inf where a pair has rho < 1."""
-    w = int(S[0].sum())
-    G = w - S @ S.T
-    out = np.ones(G.shape)
-    for g in np.unique(G[~np.eye(len(S), dtype=bool)]):
-        r = best_chain_factor(int(g), n, eps) if g >= 1 else Fraction(0)
-        out[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
-    np.fill_diagonal(out, 1.0)
-    return out
-
-
 def _expurgate(arr: np.ndarray, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     """Drop words while that raises Theorem E's bound |S|^2 / sum rho^-2: each step removes
     the word with the largest row sum (removing word i leaves sum - 2 row_i + 1)."""
-    A = _inverse_square_rho_matrix(arr, n, eps)
+    G = int(arr[0].sum()) - arr @ arr.T
+    A = np.ones(G.shape)  # rho(G_xy)^-2, diagonal 1, inf where rho < 1
+    for g in np.unique(G[~np.eye(len(arr), dtype=bool)]):  # greedy codes: every g >= 2
+        r = best_chain_factor(int(g), n, eps)
+        A[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
+    np.fill_diagonal(A, 1.0)
     keep = np.ones(len(arr), dtype=bool)
     rows = A.sum(axis=1)
     total = rows.sum()

@@ -58,9 +58,6 @@ def _check_gap_k(g, n, k) -> tuple[int, int, int]:
     return g, n, check_int(k, f"k (copies of the better key, at most n-2 = {n - 2})", 1, n - 2)
 
 
-# --------------------------------------------------------------------------- the factor
-
-
 def gap_domination_factor(g, n: int = 3, eps=Fraction(1, 2), k: int = 1) -> Fraction:
     """c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), l = n - 1 - k (exact; k = 1 maximises it).
     A value <= 0 proves nothing about the weight ratio."""
@@ -95,9 +92,6 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1):
     return float(out) if out.ndim == 0 else out
 
 
-# --------------------------------------------------------------------------- sequences
-
-
 def pure_sequence(x, z, n: int, convention: str = "bidirectional") -> np.ndarray:
     """P_z = the query x and n-1 copies of z: shape (n, m); target <x,z>."""
     x = check_token(x, "x")
@@ -127,9 +121,6 @@ def mixed_sequences(x, z, z_prime, k: int, l: int,
     seqs[:, [p for p in range(n) if p != q], :] = np.where(places[:, :, None], z, z_prime)
     seqs[:, q, :] = x
     return seqs
-
-
-# --------------------------------------------------------------------------- weights, mediant
 
 
 def total_weights(head, sequences, convention: str = "bidirectional", exact: bool = False):
@@ -203,9 +194,6 @@ def mediant_relative_error(head, x, z, z_prime, k: int, l: int,
     return diff / scale if scale > 0 else diff
 
 
-# --------------------------------------------------------------------------- gap domination
-
-
 @dataclass(frozen=True)
 class LinkCheck:
     """Lemma B on one link (x; z, z'): errors, the weight ratio and the factor it must beat."""
@@ -262,9 +250,6 @@ def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
     pure_errors, mixed_error = link_errors(head, x, z, z_prime, k, l, convention)
     ratio = gap_domination_ratio(head, x, z, z_prime, 1 + k + l, convention)
     return LinkCheck.from_errors(b - a, k, l, pure_errors, mixed_error, ratio)
-
-
-# --------------------------------------------------------------------------- chain family
 
 
 def chain_keys(m: int) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -189,9 +189,6 @@ def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
     return rank_bound_from_rhos(len(arr), dict(rho_counts))
 
 
-# --------------------------------------------------------------------------- the sharper lemma
-
-
 def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
     """The sharper lemma on one matrix: rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal
     M and c in [0, 1), exactly. With c None, the best c: 0 or the stationary point

@@ -172,10 +172,8 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
     total = _size(pure_keys, links, n)
     if total > max_sequences:
-        raise ValueError(
-            f"the witness family of this S has {total} sequences, above max_sequences="
-            f"{max_sequences}; use a smaller S or raise max_sequences"
-        )
+        raise ValueError(f"the witness family of this S has {total} sequences, above "
+                         f"max_sequences={max_sequences}; use a smaller S or raise max_sequences")
     token_index: dict[Token, int] = {}
 
     def tid(t: Token) -> int:
@@ -184,23 +182,21 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     rows, query_ids, kinds = [], [], []
     pure_rows: dict[tuple[int, int], int] = {}
     family_links = []
+
+    def add(keys: list[Token], kind: str) -> int:  # a row with query xt = S[i]
+        rows.append(_sequence(xt, keys, q))
+        query_ids.append(i)
+        kinds.append(kind)
+        return len(rows) - 1
+
     for i, x in enumerate(arr):
         xt = tuple(x.tolist())
         tid(xt)
         for z in pure_keys[i]:
-            pure_rows[(i, tid(z))] = len(rows)
-            rows.append(_sequence(xt, [z] * (n - 1), q))
-            query_ids.append(i)
-            kinds.append("pure")
+            pure_rows[(i, tid(z))] = add([z] * (n - 1), "pure")
         for better, worse, g in links[i]:
-            mixed = []
-            for p in range(n - 1):  # the single better copy at key slot p, n-2 worse copies
-                keys = [worse] * (n - 1)
-                keys[p] = better
-                mixed.append(len(rows))
-                rows.append(_sequence(xt, keys, q))
-                query_ids.append(i)
-                kinds.append("mixed")
+            mixed = [add([worse] * p + [better] + [worse] * (n - 2 - p), "mixed")
+                     for p in range(n - 1)]  # the single better copy at key slot p
             family_links.append(FamilyLink(
                 query=i, better=tid(better), worse=tid(worse), gap=g,
                 factor=link_factor(g, n, eps), mixed_rows=tuple(mixed),
@@ -209,11 +205,10 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     tokens = np.asarray(list(token_index), dtype=np.int64)
     token_ids = np.asarray([[token_index[t] for t in seq] for seq in rows], dtype=np.int64)
     targets = query_target(sequences, convention)
-    rho_counts = Counter(rho.values())
     certificate = Certificate(
         S=tuple(tuple(r.tolist()) for r in arr), n=n, eps=eps,
         chains=MappingProxyType(chains), gaps=MappingProxyType(gaps),
-        rho=MappingProxyType(rho), bound=rank_bound_from_rhos(len(arr), dict(rho_counts)))
+        rho=MappingProxyType(rho), bound=rank_bound_from_rhos(len(arr), Counter(rho.values())))
     return WitnessFamily(
         S=arr, n=n, eps=eps, convention=convention, query_position=q, sequences=sequences,
         targets=targets, tokens=tokens, token_ids=token_ids,
@@ -343,12 +338,11 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
     comp_ids = [index[(1 - x).astype(np.int64).tobytes()] for x in S]
     M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
     for i in range(len(S)):
-        base = keys[family.pure_rows[(i, comp_ids[i])]]
-        if base == 0:
+        row = [keys[family.pure_rows[(i, c)]] for c in comp_ids]
+        if row[i] == 0:
             raise ValueError(f"K(x, complement x) = 0 for x = S[{i}]: the head cannot solve F(S)")
-        for j in range(len(S)):
-            M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
-                       if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
+        for j, v in enumerate(row):
+            M[i, j] = Fraction(v) / Fraction(row[i]) if exact else v / row[i]
     return M
 
 
