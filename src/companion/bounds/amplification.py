@@ -91,15 +91,18 @@ class _ChainTable:
         return self._period or None
 
     def reduce(self, G: int):
-        """(H, k, w): R[G] = w**k R[H] with H in the DP table (k = 0: G itself)."""
+        """(H, k, w): R[G] = w**k R[H] with H in the DP table, grown to H (k = 0: H = G)."""
         found = self.period() if G > min(self.dp_limit, 4096) else None
         if found is None:
-            return self.dp_gap(G, "rho(G)"), 0, 1
-        a, p, w = found
-        if G < a + p:
-            return G, 0, 1
-        H = a + (G - a) % p
-        return H, (G - H) // p, w
+            H, k, w = self.dp_gap(G, "rho(G)"), 0, 1
+        elif G < found[0] + found[1]:
+            H, k, w = G, 0, 1
+        else:
+            a, p, w = found
+            H = a + (G - a) % p
+            k = (G - H) // p
+        self.grow(H)
+        return H, k, w
 
     def _max_useful_part(self) -> int:
         """Largest link in any optimal composition: with h = g - 2 eps and c(t) > 1, splitting
@@ -138,12 +141,10 @@ class _ChainTable:
                              f"exact rho(G) at eps = {self.eps} (its denominator (2p)**G), got "
                              f"{G}; use log2_best_chain_factor")
         H, k, w = self.reduce(G)
-        self.grow(H)
         return Fraction(self.R[H] * w**k, self.D**G)
 
     def log2_rho(self, G: int) -> float:
         H, k, w = self.reduce(G)
-        self.grow(H)
         if self.R[H] == 0:
             return -math.inf
         return math.log2(self.R[H]) + k * math.log2(w) - G * math.log2(self.D)

@@ -1,15 +1,11 @@
-"""How the certified rank bound grows with the token width m (chapter 3, ``lem-concatenation``,
-``prop-large-context-limit``, ``cor-every-width`` and the asymptotics of
-``thm-exponential-rank``).
+"""How the certified rank bound grows with the width m (chapter 3: ``lem-concatenation``,
+``prop-large-context-limit``, ``cor-every-width``, the asymptotics of ``thm-exponential-rank``).
 
-Concatenated codes add gaps, so their gap distributions convolve; an explicit concatenated
-code per width comes from a knapsack over base codes (Paley and the seeded search's). Beside
-it: a random-code ESTIMATE and the large-context limit. For a code with all gaps >= 2,
-rho_{n,1/2}(G) >= n-2, so Theorem E's bound tends (n -> oo) to |S| and the best bound at width
-m to L(m) = max_w A(m, w), A(m, w) the largest weight-w code with all gaps >= 2. The
-Graham-Sloane classes give A(m, w) >= C(m, w)/m; no two words share w - 1 ones, so
-A(m, w) <= C(m, w-1)/w = C(m+1, w)/(m+1): ceil(C(m, m//2)/m) <= L(m) <=
-floor(C(m+1, (m+1)//2)/(m+1)), less than one bit apart.
+Concatenation adds gaps, so gap distributions convolve; a knapsack over base codes gives an
+explicit code per width. The large-context limit (n -> oo) of the best bound at width m is
+L(m) = max_w A(m, w), A(m, w) the largest weight-w code with all gaps >= 2, and
+C(m, w)/m <= A(m, w) <= C(m, w-1)/w = C(m+1, w)/(m+1) (Graham-Sloane classes; no two words
+share w - 1 ones) pins it within one bit.
 """
 
 from __future__ import annotations
@@ -150,12 +146,7 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
                 dist = _concatenate(dist, by_name[name].dist)
             out[m] = _trace_bound(dist, n, eps) if plan[m] else Fraction(1)
         return out
-    probs = {}
-    for b in bases:
-        p = np.zeros(max(b.dist) + 1)
-        for g, k in b.dist.items():
-            p[g] = k / b.size**2
-        probs[b.name] = p
+    probs = {b.name: np.bincount(list(b.dist), list(b.dist.values())) / b.size**2 for b in bases}
     log2_rho = log2_rho_table(widths[-1] // 2 + 1 + max(max(b.dist) for b in bases), n, eps)
     cache: dict[tuple[str, ...], np.ndarray] = {(): np.array([1.0])}  # plans share prefixes
     for m in widths:

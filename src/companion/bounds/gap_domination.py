@@ -62,8 +62,7 @@ def gap_domination_factor(g, n: int = 3, eps=Fraction(1, 2), k: int = 1) -> Frac
     """c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), l = n - 1 - k (exact; k = 1 maximises it).
     A value <= 0 proves nothing about the weight ratio."""
     eps = check_eps(eps)
-    g, n, k = _check_gap_k(g, n, k)
-    return Fraction(n - 1 - k, k) * (g - 2 * eps) / (2 * eps)
+    return split_gap_domination_factor(g, n, eps, eps, k)
 
 
 def split_gap_domination_factor(g, n: int, eps_pure, eps_mixed, k: int = 1) -> Fraction:

@@ -64,12 +64,9 @@ def _approximate_identity_bound(N: int, R) -> Fraction:
 
 
 def _sharp(N: int, counts: dict) -> tuple[Fraction, Fraction]:
-    """The sharper lemma's value maximised exactly over c in [0, 1), and that c, for
-    {u: number of ordered pairs bounded by u} covering all N(N-1) pairs.
-
-    Pairs with u > 2c contribute (u - c)^2, the others c^2, so between breakpoints c = u/2 the
-    value is N^2 (1-c)^2 / Q(c), Q quadratic; its one stationary point there is rational.
-    """
+    """The sharper lemma's value maximised exactly over c in [0, 1), and that c, for counts
+    {u: ordered pairs bounded by u} covering all pairs: between breakpoints c = u/2 it is
+    N^2 (1-c)^2 / Q(c), Q quadratic, with one rational stationary point."""
     us = sorted(u for u, k in counts.items() if k)
     # suffix sums over u (ascending) of k u and k u^2: Q(c) in O(log K) for any c
     suf_ku, suf_kuu = [Fraction(0)], [Fraction(0)]

@@ -103,13 +103,6 @@ class WitnessFamily:
         return len(self.sequences)
 
 
-def _chain_key(x: np.ndarray, level: int) -> np.ndarray:
-    """The key with overlap `level` with x: complement(x) plus x's first `level` ones."""
-    z = 1 - x
-    z[np.flatnonzero(x)[:level]] = 1
-    return z
-
-
 def _sequence(query: Token, keys: list[Token], position: int) -> list[Token]:
     seq = list(keys)
     seq.insert(position, query)
@@ -135,8 +128,10 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             chain_gaps = best_chain(G, n, eps)  # the DP tables are cached
             levels = np.cumsum((0,) + chain_gaps).tolist()
             for lv in levels[1:-1]:
-                if lv not in level_keys:
-                    level_keys[lv] = tuple(_chain_key(x, lv).tolist())
+                if lv not in level_keys:  # overlap lv with x: complement(x) + x's first lv ones
+                    z = 1 - x
+                    z[np.flatnonzero(x)[:lv]] = 1
+                    level_keys[lv] = tuple(z.tolist())
             tokens = [level_keys[lv] for lv in levels[:-1]] + [comp[j]]
             chains[(i, j)] = tuple(tokens)
             gaps[(i, j)] = chain_gaps
