@@ -249,16 +249,12 @@ def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
                      for G, R in enumerate(table.R[: G_max + 1])])
 
 
-# rho(1) = 0 at eps = 1/2, so Fekete's lemma cannot be applied to log rho on all G >= 1. What
-# holds for n >= 3, eps in (0, 1/2]: rho(G) > 0 exactly for G >= G0 = floor(2 eps) + 1, and
-# kappa lambda^G <= rho(G) <= lambda^G there, kappa = min_{G0 <= r < G0 + g*} rho(r)/lambda^r
-# (glue best links to an optimal chain for the rest). Hence rho(G)^(1/G) -> lambda.
-
-
 @dataclass(frozen=True)
 class ChainGrowth:
-    """kappa lambda^G <= rho_{n,eps}(G) <= lambda^G (G >= first_positive), stored exactly as
-    powers: lambda**best_link = best_factor, kappa**best_link = kappa_power."""
+    """kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0 = floor(2 eps) + 1 (rho(1) = 0
+    at eps = 1/2, so Fekete's lemma needs G >= G0), kappa = min_{G0 <= r < G0 + g*}
+    rho(r)/lambda^r; hence rho(G)^(1/G) -> lambda. Stored exactly as powers:
+    lambda**best_link = best_factor, kappa**best_link = kappa_power."""
 
     n: int
     eps: Fraction

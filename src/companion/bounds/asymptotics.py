@@ -77,13 +77,6 @@ def _log2_sum_exp2(values: np.ndarray) -> float:
     return float(top + np.log2(np.sum(np.exp2(values - top))))
 
 
-def _log2_trace_bound(prob: np.ndarray, log2_rho: np.ndarray) -> float:
-    """log2 of 1 / sum_G p(G) rho(G)^-2: Theorem E with pairs drawn uniformly (p(0) = 1/|S|),
-    in floats where the exact ints are too slow."""
-    support = np.flatnonzero(prob > 0)
-    return -_log2_sum_exp2(np.log2(prob[support]) - 2 * log2_rho[support])
-
-
 @dataclass(frozen=True)
 class BaseCode:
     """A building block of concatenated codes: width, size, gap distribution."""
@@ -154,7 +147,9 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
         start = max(i for i in range(len(key) + 1) if key[:i] in cache)
         for i in range(start, len(key)):
             cache[key[: i + 1]] = np.convolve(cache[key[:i]], probs[key[i]])
-        out[m] = _log2_trace_bound(cache[key], log2_rho[: len(cache[key])]) if key else 0.0
+        p = cache[key]
+        support = np.flatnonzero(p > 0)  # Theorem E in floats: log2 1 / sum_G p(G) rho(G)^-2
+        out[m] = -_log2_sum_exp2(np.log2(p[support]) - 2 * log2_rho[support]) if key else 0.0
     return out
 
 

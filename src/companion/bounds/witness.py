@@ -9,6 +9,7 @@ chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -221,9 +222,9 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")
     n, eps = check_length(certificate.n), check_eps(certificate.eps)
     seqs = check_tokens(family.sequences, "family.sequences", min_ndim=3)
-    if seqs.ndim != 3 or seqs.shape[1] != n or seqs.shape[2] != S.shape[1]:
-        raise ValueError(
-            f"family.sequences must have shape (N, n={n}, m={S.shape[1]}), got {seqs.shape}")
+    if seqs.shape[1:] != (n, S.shape[1]):
+        raise ValueError(f"family.sequences must have shape (N, n={n}, m={S.shape[1]}), got "
+                         f"{seqs.shape}")
     check_convention(family.convention)
     q = query_index(n, family.convention)
     if family.query_position != q:
@@ -245,45 +246,42 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 
     comp = 1 - S
     rho_counts: Counter = Counter()
-    for i, x in enumerate(S):
-        for j in range(len(S)):
-            if j == i:
-                continue
-            pair = f"pair (x=S[{i}], y=S[{j}])"
-            if (i, j) not in certificate.chains or (i, j) not in certificate.rho:
-                raise ValueError(f"certificate has no chain for {pair}")
-            chain = np.asarray(certificate.chains[(i, j)], dtype=np.int64)
-            if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
-                raise ValueError(f"certificate.chains for {pair} must hold >= 2 keys of width m")
-            if not np.array_equal(chain[0], comp[i]) or not np.array_equal(chain[-1], comp[j]):
-                raise ValueError(f"certificate.chains for {pair} must run from complement(x) "
-                                 "to complement(y)")
-            levels = chain @ x
-            gaps = np.diff(levels)
-            if np.any(gaps < 1):
-                raise ValueError(f"certificate.chains for {pair}: overlaps with x {levels.tolist()}"
-                                 " must increase strictly")
-            if tuple(gaps.tolist()) != tuple(certificate.gaps.get((i, j), ())):
-                raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
-                                 f", recomputed {tuple(gaps.tolist())}")
-            value = Fraction(1)
-            for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
-                c = link_factor(int(g), n, eps)
-                if c <= 0:
-                    raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
-                                     " it proves nothing and cannot be chained")
-                value *= c
-                for key in (a, b):
-                    require(x, [key] * (n - 1), f"pure sequence on a chain key of {pair}")
-                for p in range(n - 1):
-                    require(x, [b] * p + [a] + [b] * (n - 2 - p),
-                            f"mixed sequence (arrangement {p}) of a link of gap {g} for {pair}")
-            if value != certificate.rho[(i, j)]:
-                raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
-                                 f"recomputed {value}")
-            if value < 1:
-                raise ValueError(f"certificate.rho for {pair} is {value} < 1: proves no ratio")
-            rho_counts[value] += 1
+    for i, j in itertools.permutations(range(len(S)), 2):
+        x, pair = S[i], f"pair (x=S[{i}], y=S[{j}])"
+        if (i, j) not in certificate.chains or (i, j) not in certificate.rho:
+            raise ValueError(f"certificate has no chain for {pair}")
+        chain = np.asarray(certificate.chains[(i, j)], dtype=np.int64)
+        if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
+            raise ValueError(f"certificate.chains for {pair} must hold >= 2 keys of width m")
+        if not np.array_equal(chain[0], comp[i]) or not np.array_equal(chain[-1], comp[j]):
+            raise ValueError(f"certificate.chains for {pair} must run from complement(x) "
+                             "to complement(y)")
+        levels = chain @ x
+        gaps = np.diff(levels)
+        if np.any(gaps < 1):
+            raise ValueError(f"certificate.chains for {pair}: overlaps with x {levels.tolist()}"
+                             " must increase strictly")
+        if tuple(gaps.tolist()) != tuple(certificate.gaps.get((i, j), ())):
+            raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
+                             f", recomputed {tuple(gaps.tolist())}")
+        value = Fraction(1)
+        for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
+            c = link_factor(int(g), n, eps)
+            if c <= 0:
+                raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
+                                 " it proves nothing and cannot be chained")
+            value *= c
+            for key in (a, b):
+                require(x, [key] * (n - 1), f"pure sequence on a chain key of {pair}")
+            for p in range(n - 1):
+                require(x, [b] * p + [a] + [b] * (n - 2 - p),
+                        f"mixed sequence (arrangement {p}) of a link of gap {g} for {pair}")
+        if value != certificate.rho[(i, j)]:
+            raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
+                             f"recomputed {value}")
+        if value < 1:
+            raise ValueError(f"certificate.rho for {pair} is {value} < 1: proves no ratio")
+        rho_counts[value] += 1
     bound = rank_bound_from_rhos(len(S), dict(rho_counts))
     if bound != certificate.bound:
         raise ValueError(f"certificate.bound is {certificate.bound}, recomputed {bound}")
