@@ -234,9 +234,8 @@ def chain_growth_rate(n: int = 3, eps=Fraction(1, 2), max_gap: int = 10_000) -> 
 
 def _exp_rate(log_rate: float, eps) -> float:
     if log_rate > 709:  # exp overflows a float past ~709.78
-        raise ValueError(
-            f"eps = {eps} gives a growth rate lambda = e**{log_rate:.6g}, beyond a float's "
-            "range; chain_growth(n, eps).best_factor holds lambda**best_link exactly")
+        raise ValueError(f"eps = {eps} gives a growth rate lambda = e**{log_rate:.6g}, beyond a "
+                         "float; chain_growth(n, eps).best_factor holds lambda**best_link exactly")
     return math.exp(log_rate)
 
 

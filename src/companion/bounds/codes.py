@@ -23,10 +23,8 @@ def check_code(S, name: str = "S") -> tuple[np.ndarray, int]:
         raise ValueError(f"{name} must hold at least 2 words, got {len(arr)}")
     weights = arr.sum(axis=1)
     if np.any(weights != weights[0]):
-        raise ValueError(
-            f"{name} must have constant weight (all |x| equal); found weights "
-            f"{sorted(set(int(v) for v in weights))}"
-        )
+        raise ValueError(f"{name} must have constant weight (all |x| equal); found weights "
+                         f"{sorted(set(weights.tolist()))}")
     if has_repeated_row(arr):
         raise ValueError(f"{name} must hold distinct words; found a repeated word")
     return arr, int(weights[0])

@@ -136,9 +136,8 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
         rank = int(rng.integers(1, 5))
         head_seed = int(rng.integers(2**32))
         head = random_kernel_head(m, n, rank=rank, d=int(rng.integers(1, 4)), seed=head_seed)
-        integer_head = None
-        if i % exact_every == 0:
-            integer_head = random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
+        integer_head = (random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
+                        if i % exact_every == 0 else None)
         for convention in ("bidirectional", "causal"):
             rel = mediant_relative_error(head, x, z, z_prime, k, n - 1 - k, convention)
             exact_equal = None if integer_head is None else (
@@ -156,10 +155,8 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x = check_token(x, "x")
     z, z_prime = check_token(z, "z", len(x)), check_token(z_prime, "z_prime", len(x))
-    m = len(x)
-    if m > MAX_TABLE_WIDTH:
-        raise ValueError(f"x must have width m <= {MAX_TABLE_WIDTH} (the perturbed heads are "
-                         f"tables over all 2**m tokens), got {m}")
+    m = check_int(len(x), "the width m of x (perturbed heads tabulate 2**m tokens)", 1,
+                  MAX_TABLE_WIDTH)
     n = check_int(n, "n (sequence length)", 3, MAX_HEAD_TABLE // 4**m)  # n tables of 4**m
     checks = []
     for seed in range(num_heads):

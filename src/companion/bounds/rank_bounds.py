@@ -132,20 +132,21 @@ def random_matrix_survey(num_draws: int, rng: np.random.Generator) -> list[Matri
     return cases
 
 
-def check_rank_bound_input(S, n, eps):
-    """Validate (S, n, eps) for Theorem E; return (S array, w, gap matrix, rho by gap)."""
+def check_rank_bound_input(S, n, eps) -> tuple[np.ndarray, Counter]:
+    """Validate (S, n, eps) for Theorem E; return (S array, {rho_xy: number of pairs x != y})."""
     arr, w = check_code(S)
     n, eps = check_length(n), check_eps(eps)
-    G = w - arr @ arr.T
-    rho = {int(g): best_chain_factor(int(g), n, eps)
-           for g in np.unique(G[~np.eye(len(arr), dtype=bool)])}
+    gaps, counts = np.unique((w - arr @ arr.T)[~np.eye(len(arr), dtype=bool)], return_counts=True)
+    rho = {g: best_chain_factor(g, n, eps) for g in gaps.tolist()}
     weak = sorted(g for g, r in rho.items() if r < 1)
     if weak:
-        raise ValueError(
-            f"S has pairs with gap G_xy = w - <x,y> in {weak}, too small for any chain: every "
-            f"pair needs rho_(n,eps)(G) >= 1 (at eps = 1/2: G >= 2, i.e. overlap <= w - 2 = "
-            f"{w - 2})")
-    return arr, w, G, rho
+        raise ValueError(f"S has pairs with gap G_xy = w - <x,y> in {weak}, too small for any "
+                         f"chain: every pair needs rho_(n,eps)(G) >= 1 (at eps = 1/2: G >= 2, "
+                         f"i.e. overlap <= w - 2 = {w - 2})")
+    rho_counts: Counter = Counter()
+    for g, k in zip(gaps.tolist(), counts.tolist(), strict=True):
+        rho_counts[rho[g]] += k
+    return arr, rho_counts
 
 
 @dataclass(frozen=True)
@@ -178,12 +179,8 @@ def rank_bound_from_rhos(size: int, rho_counts: dict[Fraction, int]) -> RankLowe
 def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
     """Theorem E for a constant-weight code S, r >= |S|^2 / sum_{x,y} rho_{n,eps}(G_xy)^-2 with
     G_xy = w - <x,y>, and its Lemma D' sharpening; exact."""
-    arr, _, G, rho = check_rank_bound_input(S, n, eps)
-    gaps, counts = np.unique(G[~np.eye(len(arr), dtype=bool)], return_counts=True)
-    rho_counts: Counter = Counter()
-    for g, k in zip(gaps.tolist(), counts.tolist(), strict=True):
-        rho_counts[rho[g]] += k
-    return rank_bound_from_rhos(len(arr), dict(rho_counts))
+    arr, rho_counts = check_rank_bound_input(S, n, eps)
+    return rank_bound_from_rhos(len(arr), rho_counts)
 
 
 def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
