@@ -155,10 +155,10 @@ def mediant_of_arrangements(head, x, z, z_prime, k: int, l: int,
     seqs = mixed_sequences(x, z, z_prime, k, l, convention)
     dens = total_weights(head, seqs, convention, exact)
     y = kernel_attention(head, seqs, convention, exact)
-    if exact:
-        num = sum((Fraction(d) * Fraction(v) for d, v in zip(dens, y, strict=True)), Fraction(0))
-        return num / sum((Fraction(d) for d in dens), Fraction(0))
-    return float(np.sum(dens * y) / np.sum(dens))
+    if exact:  # Fractions (float weights read exactly)
+        dens, y = (np.array([Fraction(v) for v in a], dtype=object) for a in (dens, y))
+    value = np.sum(dens * y) / np.sum(dens)
+    return value if exact else float(value)
 
 
 def _pure_pair(x, z, z_prime, n, convention) -> np.ndarray:
@@ -175,9 +175,9 @@ def mediant_closed_form(head, x, z, z_prime, k: int, l: int,
     dens = total_weights(head, pure, convention, exact)
     y = kernel_attention(head, pure, convention, exact)
     if exact:
-        d0, d1 = Fraction(dens[0]), Fraction(dens[1])
-        return (k * d0 * Fraction(y[0]) + l * d1 * Fraction(y[1])) / (k * d0 + l * d1)
-    return float((k * dens[0] * y[0] + l * dens[1] * y[1]) / (k * dens[0] + l * dens[1]))
+        dens, y = [Fraction(v) for v in dens], [Fraction(v) for v in y]
+    value = (k * dens[0] * y[0] + l * dens[1] * y[1]) / (k * dens[0] + l * dens[1])
+    return value if exact else float(value)
 
 
 def mediant_relative_error(head, x, z, z_prime, k: int, l: int,
