@@ -26,8 +26,7 @@ from companion.checks import check_instance, check_int, check_int_sequence
 __all__ = ["base_codes", "explicit_code_log2_bounds", "asymptotic_rows",
            "large_context_limit_log2_bounds", "every_width_rank_bound"]
 
-#: Largest token width the asymptotic curves accept: their cost is linear in m (the book
-#: goes to m = 1000).
+#: Largest token width of the asymptotic curves (cost linear in m; the book goes to 1000).
 MAX_WIDTH = 10_000
 #: Largest max_size of a searched base code (the greedy search costs ~candidates x size x m).
 MAX_BASE_SIZE = 2_000
@@ -42,10 +41,7 @@ def _check_bases(bases) -> list[BaseCode]:
 
 
 def _check_widths(widths, low: int = 1) -> list[int]:
-    if isinstance(widths, (np.ndarray, range)):
-        if len(widths) > MAX_WIDTH:
-            raise ValueError(f"widths must hold at most {MAX_WIDTH} widths in [1, {MAX_WIDTH}]")
-        widths = list(widths)
+    widths = widths.tolist() if isinstance(widths, np.ndarray) else widths
     return sorted(set(check_int_sequence(widths, "widths", low, MAX_WIDTH)))
 
 
@@ -153,24 +149,12 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
     return out
 
 
-_LOG2_FACTORIALS = np.zeros(1)
-
-
-def _log2_factorials(m: int) -> np.ndarray:
-    """log2 k! for k = 0..m (at least), cached and grown on demand."""
-    global _LOG2_FACTORIALS
-    if len(_LOG2_FACTORIALS) <= m:
-        _LOG2_FACTORIALS = np.concatenate(
-            [[0.0], np.cumsum(np.log2(np.arange(1, 2 * m + 2, dtype=np.float64)))])
-    return _LOG2_FACTORIALS
-
-
-def _random_code_log2_estimate(m: int, log2_rho: np.ndarray, w: int | None = None) -> float:
+def _random_code_log2_estimate(m: int, log2_rho: np.ndarray) -> float:
     """ESTIMATE (not a certificate) of log2 Theorem E's bound for a random weight-w code
-    expurgated to gaps >= 2: with p_bad = P(G <= 1) for two random words, s = 1/(2 p_bad)
-    words and E = E[rho(G)^-2; G >= 2], the estimate is s / (1 + (s - 1) E)."""
-    w = m // 2 if w is None else w
-    lf = _log2_factorials(m)
+    (w = m // 2) expurgated to gaps >= 2: with p_bad = P(G <= 1) for two random words,
+    s = 1/(2 p_bad) words and E = E[rho(G)^-2; G >= 2], the estimate is s / (1 + (s - 1) E)."""
+    w = m // 2
+    lf = np.concatenate([[0.0], np.cumsum(np.log2(np.arange(1, m + 1, dtype=np.float64)))])
     j = np.arange(0, w + 1)  # overlap <x,y> of two independent uniform weight-w words
     j = j[(w - j) <= (m - w)]
     log2_p = (lf[w] - lf[j] - lf[w - j]) + (lf[m - w] - lf[w - j] - lf[m - 2 * w + j]) - (

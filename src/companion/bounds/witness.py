@@ -146,14 +146,10 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
     return chains, gaps, rho, pure_keys, links
 
 
-def _size(pure_keys, links, n: int) -> int:
-    return sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
-
-
 def family_size(S, n: int = 3, eps=Fraction(1, 2)) -> int:
     """Number of sequences witness_family(S, n, eps) builds (without building it)."""
     *_, pure_keys, links = _plan(np.asarray(S, dtype=np.int64), n, Fraction(eps))
-    return _size(pure_keys, links, n)
+    return sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
 
 
 def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirectional",
@@ -165,11 +161,11 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     check_convention(convention)
     check_int(max_sequences, "max_sequences")
     q = query_index(n, convention)
-    chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
-    total = _size(pure_keys, links, n)
+    total = family_size(arr, n, eps)
     if total > max_sequences:
         raise ValueError(f"the witness family of this S has {total} sequences, above "
                          f"max_sequences={max_sequences}; use a smaller S or raise max_sequences")
+    chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
     token_index: dict[Token, int] = {}
 
     def tid(t: Token) -> int:
