@@ -22,8 +22,7 @@ __all__ = ["best_chain_factor", "best_chain", "brute_force_chain_factor",
 
 #: Largest total gap that :func:`brute_force_chain_factor` enumerates (2**(G-1) compositions).
 MAX_BRUTE_FORCE_GAP = 20
-#: Cost budget of the exact DP table rho(0..G): ~G**2 bits(link weight) / 16 bytes, so
-#: G**2 * bits <= DP_BUDGET keeps it under ~130 MB (G <= 32768 at eps = 1/2).
+#: Cost budget of the exact DP table rho(0..G): G**2 * bits(link weight) <= 2**31 (~130 MB).
 DP_BUDGET = 2**31
 #: Largest size in bits of an exact rho(G) (its denominator D**G has G * bits(D) bits).
 MAX_EXACT_BITS = 2**20
@@ -205,14 +204,13 @@ def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 
 def log2_best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> float:
-    """log2 rho_{n,eps}(G) (-inf when rho = 0) from the exact ints, for any G (the DP's exact
-    period reduces G to the table)."""
+    """log2 rho_{n,eps}(G) (-inf when rho = 0) from the exact ints, for any G (exact period)."""
     return _table(n, eps).log2_rho(check_gap(G))
 
 
 def _best_link(n: int, eps: Fraction, max_gap: int | None = None) -> tuple[int, float]:
     """(g*, ln lambda), lambda = max_g c(g)^(1/g): no g > 2 eps + 1/ln(lambda) + 2 can win
-    (see :func:`_is_best_link`), so the scan stops there (or at max_gap)."""
+    (lambda^g / c(g) increases past it), so the scan stops there (or at max_gap)."""
     best_g, best, g = 0, -math.inf, 1
     while max_gap is None or g <= max_gap:
         if g > 3 and best > 0 and g > 2 * eps + 1 / best + 2:
@@ -272,22 +270,16 @@ class ChainGrowth:
         return float(self.kappa_power) ** (1 / self.best_link)
 
 
-def _is_best_link(g_star: int, n: int, eps: Fraction) -> None:
-    """Check exactly that c(g)^(1/g) <= c(g*)^(1/g*) for every g >= 1: past
-    g1 > 2 eps + 1/ln(lambda), lambda^g / c(g) increases, so g <= g1 covers all g."""
+def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
+    """The exact constants of kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0."""
+    n, eps = check_length(n), check_eps(eps)
+    g_star = _best_link(n, eps)[0]  # by floats; confirmed exactly below against every g
     c_star = link_factor(g_star, n, eps)
+    # c(g)^(1/g) <= c(g*)^(1/g*) for every g: past 2 eps + 1/ln(lambda), lambda^g / c(g) grows
     for g in range(1, math.ceil(2 * eps + 1 / (_log(c_star) / g_star)) + 3):
         c = link_factor(g, n, eps)
         if c > 0 and c**g_star > c_star**g:
             raise ArithmeticError(f"g* = {g_star} is not a best link: c({g}) beats it")
-
-
-def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
-    """The exact constants of kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0."""
-    n, eps = check_length(n), check_eps(eps)
-    g_star = _best_link(n, eps)[0]  # by floats; confirmed exactly against every g
-    _is_best_link(g_star, n, eps)
-    c_star = link_factor(g_star, n, eps)
     G0 = math.floor(2 * eps) + 1
     kappa_power = min(best_chain_factor(r, n, eps) ** g_star / c_star**r
                       for r in range(G0, G0 + g_star))

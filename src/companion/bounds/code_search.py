@@ -35,8 +35,7 @@ class CodeSearchResult:
 
 def _greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4000,
                  max_size: int = 400) -> np.ndarray:
-    """Scan seeded random weight-w words, keeping each whose gap w - <x,y> to every kept word
-    is >= min_gap."""
+    """Seeded random weight-w words, each kept if its gap to every kept word is >= min_gap."""
     rng = np.random.default_rng(seed)
     idx = np.argsort(rng.random((candidates, m)), axis=1)[:, :w]
     words = np.zeros((candidates, m), dtype=np.int64)

@@ -14,8 +14,7 @@ __all__ = ["paley_hadamard_code", "paley_subset"]
 
 
 def check_code(S, name: str = "S") -> tuple[np.ndarray, int]:
-    """(S as an int array (|S|, m), weight w) after checking S is a constant-weight code of at
-    least two distinct 0/1 words."""
+    """(S as an int array, weight w) for a constant-weight code of >= 2 distinct 0/1 words."""
     arr = check_tokens(S, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must have shape (|S|, m), got {arr.shape}")

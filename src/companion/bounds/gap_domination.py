@@ -123,14 +123,12 @@ def mixed_sequences(x, z, z_prime, k: int, l: int,
 
 
 def total_weights(head, sequences, convention: str = "bidirectional", exact: bool = False):
-    """Delta(X) = sum_p alpha_p(x, x_p) per sequence, shape (...); on P_z it is D(x;z), the one
-    definition of D in the package."""
+    """Delta(X) = sum_p alpha_p(x, x_p) per sequence; on P_z it is D(x;z) (the one D)."""
     return kernel_weights(head, sequences, convention, exact).sum(axis=-1)
 
 
 def total_weight(head, x, z, n: int, convention: str = "bidirectional", exact: bool = False):
-    """D(x;z) = alpha_q(x,x) + sum over key positions p of alpha_p(x,z): the total weight of
-    P_z."""
+    """D(x;z) = alpha_q(x,x) + sum_{p != q} alpha_p(x,z), the total weight of P_z."""
     check_instance(head, "head", KernelAttentionHead)
     n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
     total = total_weights(head, pure_sequence(x, z, n, convention)[None], convention, exact)[0]
@@ -167,8 +165,7 @@ def _pure_pair(x, z, z_prime, n, convention) -> np.ndarray:
 
 def mediant_closed_form(head, x, z, z_prime, k: int, l: int,
                         convention: str = "bidirectional", exact: bool = False):
-    """(k D(z) y(P_z) + l D(z') y(P_z')) / (k D(z) + l D(z')): the mediant identity's right
-    side, from the two pure sequences only."""
+    """(k D(z) y(P_z) + l D(z') y(P_z')) / (k D(z) + l D(z')): the mediant identity's right side"""
     check_instance(head, "head", KernelAttentionHead)
     k, l = _check_copies(k, l)
     pure = _pure_pair(x, z, z_prime, 1 + k + l, convention)
@@ -217,9 +214,8 @@ class LinkCheck:
         """The check at the head's own error eps = max(pure errors, mixed error)."""
         pure_errors = (float(pure_errors[0]), float(pure_errors[1]))
         eps = max(*pure_errors, float(mixed_error))
-        factor = None
-        if 0 < eps <= 0.5:
-            factor = float(gap_domination_factor(int(gap), 1 + k + l, eps, k))
+        factor = (float(gap_domination_factor(int(gap), 1 + k + l, eps, k)) if 0 < eps <= 0.5
+                  else None)
         return cls(int(gap), k, l, pure_errors, float(mixed_error), eps, float(ratio), factor)
 
 
@@ -241,8 +237,7 @@ def link_errors(head, x, z, z_prime, k: int = 1, l: int = 1,
 
 def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
                convention: str = "bidirectional") -> LinkCheck:
-    """The head on P_z, P_z' and every arrangement: D(z)/D(z') against c_{n,eps}(g) at the
-    head's own error eps on this family."""
+    """D(z)/D(z') against c_{n,eps}(g) at the head's own error eps on the link's sequences."""
     a, b = int(np.dot(x, z)), int(np.dot(x, z_prime))
     if a >= b:
         raise ValueError(f"need <x,z> < <x,z'> (z is the worse candidate), got {a} and {b}")
@@ -252,8 +247,7 @@ def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
 
 
 def chain_keys(m: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Query x = 1^m and keys z_j = 1^j 0^(m-j), j = 0..m: every pair i < j is a link of gap
-    j - i."""
+    """Query 1^m and keys z_j = 1^j 0^(m-j), j = 0..m: each pair i < j is a link of gap j - i."""
     return (np.ones(m, dtype=np.int64),
             [np.array([1] * j + [0] * (m - j), dtype=np.int64) for j in range(m + 1)])
 

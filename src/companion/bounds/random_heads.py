@@ -1,9 +1,6 @@
-"""Random probe heads for chapter 2: seeded heads that try to break Lemma B.
-
-Serves ``lem-mediant`` (random heads with position-dependent maps, float64 and exact),
-``lem-gap-domination`` (perturbed heads near the balanced head and the softmax kernel) and
-``cor-error-floor`` (random exact heads against the error floor).
-"""
+"""Seeded random heads that try to break Lemma B (chapter 2): ``lem-mediant`` (position-dependent
+maps, float64 and exact), ``lem-gap-domination`` (perturbed balanced and softmax-kernel heads)
+and ``cor-error-floor`` (random exact heads against the floor)."""
 
 from __future__ import annotations
 

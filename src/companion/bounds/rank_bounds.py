@@ -123,9 +123,8 @@ def random_matrix_survey(num_draws: int, rng: np.random.Generator) -> list[Matri
             M = W @ W.T
             np.fill_diagonal(M, 1.0)
             off = M[~np.eye(N, dtype=bool)]
-            sharp = np.nan
-            if kind == "nonnegative":
-                sharp = float(_sharp(N, Counter(Fraction(v) for v in off.tolist()))[0] - 1)
+            sharp = (float(_sharp(N, Counter(Fraction(v) for v in off.tolist()))[0] - 1)
+                     if kind == "nonnegative" else np.nan)
             cases.append(MatrixBoundCase(kind, N, int(np.linalg.matrix_rank(M, tol=1e-9)),
                                          _trace_rank_bound(M), float(_approximate_identity_bound(
                                              N, 1 / Fraction(float(np.abs(off).max())))), sharp))
@@ -168,8 +167,7 @@ class RankLowerBound:
 
 
 def rank_bound_from_rhos(size: int, rho_counts: dict[Fraction, int]) -> RankLowerBound:
-    """Theorem E and Lemma D' from the multiset {rho_xy: count} over all ordered pairs x != y
-    (M[x,y] in [0, 1/rho_xy], diagonal 1)."""
+    """Theorem E and Lemma D' from {rho_xy: count} over all pairs x != y (0 <= M_xy <= 1/rho)."""
     inv_sq = Fraction(size) + sum((k / (r * r) for r, k in rho_counts.items()), Fraction(0))
     trace = Fraction(size) ** 2 / inv_sq
     value, c = _sharp(size, Counter({1 / Fraction(r): k for r, k in rho_counts.items()}))

@@ -194,19 +194,17 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
                 factor=link_factor(g, n, eps), mixed_rows=tuple(mixed),
                 pure_rows=(pure_rows[(i, tid(better))], pure_rows[(i, tid(worse))])))
     sequences = np.asarray(rows, dtype=np.int64)
-    tokens = np.asarray(list(token_index), dtype=np.int64)
-    token_ids = np.asarray([[token_index[t] for t in seq] for seq in rows], dtype=np.int64)
-    targets = query_target(sequences, convention)
     certificate = Certificate(
         S=tuple(tuple(r.tolist()) for r in arr), n=n, eps=eps,
         chains=MappingProxyType(chains), gaps=MappingProxyType(gaps),
         rho=MappingProxyType(rho), bound=rank_bound_from_rhos(len(arr), Counter(rho.values())))
     return WitnessFamily(
         S=arr, n=n, eps=eps, convention=convention, query_position=q, sequences=sequences,
-        targets=targets, tokens=tokens, token_ids=token_ids,
+        targets=query_target(sequences, convention),
+        tokens=np.asarray(list(token_index), dtype=np.int64),
+        token_ids=np.asarray([[token_index[t] for t in seq] for seq in rows], dtype=np.int64),
         query_ids=np.asarray(query_ids, dtype=np.int64), kinds=np.asarray(kinds),
-        links=tuple(family_links), certificate=certificate,
-        pure_rows=MappingProxyType(pure_rows))
+        links=tuple(family_links), certificate=certificate, pure_rows=MappingProxyType(pure_rows))
 
 
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
@@ -285,8 +283,7 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 
 
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
-    """The family without the given rows (certificate and links kept): a tampered family that
-    :func:`verify_certificate` must reject."""
+    """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
     arr = check_array(rows, "rows")
     if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
