@@ -15,13 +15,29 @@ from companion.bounds.amplification import (
     brute_force_chain_factor,
     chain_growth,
     chain_growth_rate,
-    chain_value,
     check_chain_growth,
-    compositions,
     link_factor,
     log2_best_chain_factor,
 )
 from companion.bounds.gap_domination import gap_domination_factor
+
+
+def chain_value(gaps, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
+    """prod_i max(c_{n,eps}(g_i), 0) for an explicit chain of gaps (the oracle)."""
+    return math.prod((link_factor(g, n, eps) for g in gaps), start=Fraction(1))
+
+
+def compositions(G):
+    """Every composition of G (ordered tuples of ints >= 1 summing to G)."""
+    for cuts in range(2 ** (G - 1)):
+        parts, start = [], 0
+        for i in range(1, G):
+            if cuts >> (i - 1) & 1:
+                parts.append(i - start)
+                start = i
+        parts.append(G - start)
+        yield tuple(parts)
+
 
 EPS = st.sampled_from([Fraction(1, 2), Fraction(2, 5), Fraction(1, 3), Fraction(1, 4),
                        Fraction(1, 10), Fraction(7, 20)])
@@ -131,10 +147,20 @@ def test_bad_n_eps_and_sizes():
         best_chain_factor(5, 2)
     with pytest.raises(ValueError, match="at most 20"):
         brute_force_chain_factor(21)
-    with pytest.raises(ValueError, match="at least one link"):
-        chain_value(())
-    with pytest.raises(ValueError, match="gaps"):
-        chain_value((3, 0))
+
+
+def test_dp_limit_counts_the_link_weights_bits():
+    """At a tiny eps = p/q the link weights carry ~bits(q) bits per unit of gap, not bits(2p):
+    the exact DP's limit shrinks with them (it took > 20 s at G = 2681, eps = 5e-324), and
+    stays 32768 at eps = 1/2."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"G must be at most 14\d\d for an explicit best chain"):
+        best_chain(2681, eps=5e-324)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="G must be at most 32768"):
+        best_chain(32769)
 
 
 # ----

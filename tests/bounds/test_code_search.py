@@ -7,11 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from companion.bounds.code_search import expurgate, greedy_code, search_code
-from companion.bounds.codes import (
-    check_code,
-    gap_matrix,
-)
+from companion.bounds.code_search import _expurgate as expurgate
+from companion.bounds.code_search import _greedy_code as greedy_code
+from companion.bounds.code_search import search_code
+from companion.bounds.codes import check_code
 from companion.bounds.rank_bounds import certified_rank_bound
 
 
@@ -24,7 +23,7 @@ def test_greedy_code_respects_the_constraints(m, data):
     S = greedy_code(m, w, min_gap, seed, candidates=500, max_size=100)
     assert np.all(S.sum(axis=1) == w)
     if len(S) >= 2:
-        G = gap_matrix(S)
+        G = w - S @ S.T
         assert G[~np.eye(len(S), dtype=bool)].min() >= min_gap
     np.testing.assert_array_equal(S, greedy_code(m, w, min_gap, seed, candidates=500,
                                                  max_size=100))
@@ -54,15 +53,6 @@ def test_search_code_is_seeded_and_certified():
     assert bound.trace_rank > 8
 
 
-
 def test_bad_inputs():
-    with pytest.raises(ValueError, match=r"m must be an int in \[2, 64\]"):
-        greedy_code(65, 30, 2)
-    with pytest.raises(ValueError, match="w"):
-        greedy_code(10, 10, 2)
-    with pytest.raises(ValueError, match="min_gap"):
-        greedy_code(10, 5, 6)
-    with pytest.raises(TypeError, match="m"):
-        greedy_code(10.0, 5, 2)
     with pytest.raises(ValueError, match=r"m must be an int in \[4, 64\]"):
         search_code(100)

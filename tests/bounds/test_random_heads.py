@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from companion.bounds.gap_domination import gap_domination_factor
+from companion.bounds.random_heads import _perturbed_head as perturbed_head
 from companion.bounds.random_heads import (
     counterexample_search,
     error_floor_survey,
     mediant_survey,
-    perturbed_head,
     perturbed_link_survey,
     random_kernel_head,
 )

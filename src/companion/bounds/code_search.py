@@ -1,10 +1,6 @@
-"""The seeded code search: constant-weight codes S with a large certified bound (chapter 3).
-
-Greedy selection of random weight-w words with a minimum gap, then expurgation while that
-raises Theorem E's bound (``thm-exponential-rank``); :func:`search_code` keeps the best code
-over the minimum gaps. Used by chapter 3's table of codes and by
-:mod:`companion.bounds.asymptotics` for its base codes.
-"""
+"""The seeded code search for constant-weight codes S with a large certified bound (chapter 3,
+``thm-exponential-rank``): greedy random words with a minimum gap, then expurgation while
+Theorem E's bound rises; the best code over the minimum gaps is kept."""
 
 from __future__ import annotations
 
@@ -14,14 +10,14 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.amplification import best_chain_factor
-from companion.bounds.codes import check_code
 from companion.bounds.rank_bounds import certified_rank_bound
-from companion.checks import check_int, check_int_sequence
+from companion.checks import check_eps, check_int, check_int_sequence, check_length
 
-#: Widest tokens the seeded code search handles (it stores overlaps of sampled words densely).
+__all__ = ["search_code"]
+
+#: Widest tokens the search handles, most candidate words it samples and largest code it
+#: keeps: the greedy scan costs up to candidates x max_size x m (the book: 3000 and 1000).
 MAX_SEARCH_WIDTH = 64
-#: Most candidate words one search samples, and the largest code it keeps: the greedy scan
-#: costs up to candidates x max_size x m operations (the book uses 3000 and 1000).
 MAX_CANDIDATES = 10**5
 MAX_CODE_SIZE = 2_000
 
@@ -37,27 +33,13 @@ class CodeSearchResult:
     greedy_size: int  # size before expurgation
 
 
-def _random_weight_w_words(m: int, w: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` uniformly random weight-w words of {0,1}^m (with possible repeats)."""
-    keys = rng.random((count, m))
-    idx = np.argsort(keys, axis=1)[:, :w]
-    words = np.zeros((count, m), dtype=np.int64)
+def _greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4000,
+                 max_size: int = 400) -> np.ndarray:
+    """Seeded random weight-w words, each kept if its gap to every kept word is >= min_gap."""
+    rng = np.random.default_rng(seed)
+    idx = np.argsort(rng.random((candidates, m)), axis=1)[:, :w]
+    words = np.zeros((candidates, m), dtype=np.int64)
     np.put_along_axis(words, idx, 1, axis=1)
-    return words
-
-
-def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4000,
-                max_size: int = 400) -> np.ndarray:
-    """Seeded greedy constant-weight code: scan random weight-w words, keep each whose gap
-    w - <x,y> to every kept word is >= min_gap (so overlaps <= w - min_gap). Limits: m <= 64,
-    candidates <= 10**5, max_size <= 2000 (:data:`MAX_CANDIDATES`, :data:`MAX_CODE_SIZE`)."""
-    m = check_int(m, "m", 2, MAX_SEARCH_WIDTH)
-    w = check_int(w, "w (weight, at most m-1)", 1, m - 1)
-    min_gap = check_int(min_gap, "min_gap (at most w)", 1, w)
-    candidates = check_int(candidates, "candidates", 1, MAX_CANDIDATES)
-    max_size = check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
-    rng = np.random.default_rng(check_int(seed, "seed", 0))
-    words = _random_weight_w_words(m, w, candidates, rng)
     kept = np.zeros((max_size, m), dtype=np.int64)
     size = 0
     limit = w - min_gap
@@ -70,23 +52,15 @@ def greedy_code(m: int, w: int, min_gap: int, seed: int = 0, candidates: int = 4
     return kept[:size].copy()
 
 
-def _inverse_square_rho_matrix(S: np.ndarray, n: int, eps) -> np.ndarray:
-    """Float matrix rho(G_xy)^-2 (diagonal 1), inf where a pair has rho < 1."""
-    w = int(S[0].sum())
-    G = w - S @ S.T
-    out = np.ones(G.shape)
-    for g in np.unique(G[~np.eye(len(S), dtype=bool)]):
-        r = best_chain_factor(int(g), n, eps) if g >= 1 else Fraction(0)
-        out[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
-    np.fill_diagonal(out, 1.0)
-    return out
-
-
-def expurgate(S, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
+def _expurgate(arr: np.ndarray, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     """Drop words while that raises Theorem E's bound |S|^2 / sum rho^-2: each step removes
     the word with the largest row sum (removing word i leaves sum - 2 row_i + 1)."""
-    arr, _ = check_code(S)
-    A = _inverse_square_rho_matrix(arr, n, eps)
+    G = int(arr[0].sum()) - arr @ arr.T
+    A = np.ones(G.shape)  # rho(G_xy)^-2, diagonal 1, inf where rho < 1
+    for g in np.unique(G[~np.eye(len(arr), dtype=bool)]):  # greedy codes: every g >= 2
+        r = best_chain_factor(int(g), n, eps)
+        A[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
+    np.fill_diagonal(A, 1.0)
     keep = np.ones(len(arr), dtype=bool)
     rows = A.sum(axis=1)
     total = rows.sum()
@@ -104,22 +78,21 @@ def expurgate(S, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
 
 def search_code(m: int, n: int = 3, eps=Fraction(1, 2), seed: int = 0, weights=None,
                 candidates: int = 3000, max_size: int = 300) -> CodeSearchResult:
-    """Seeded greedy + expurgation: for each weight w (default m // 2) and minimum gap
-    2 <= min_gap <= w, build a greedy code and expurgate it; keep the code with the largest
-    certified bound (Theorem E, exact; ties to the smaller code). Limits: m <= 64,
-    candidates <= 10**5, max_size <= 2000 (:data:`MAX_CANDIDATES`, :data:`MAX_CODE_SIZE`)."""
+    """For each weight w (default m // 2) and minimum gap 2 <= min_gap <= w, a greedy code,
+    expurgated; the one with the largest certified bound (exact; ties to the smaller code).
+    Limits: m <= 64, candidates <= 10**5, max_size <= 2000."""
     m = check_int(m, "m", 4, MAX_SEARCH_WIDTH)
-    weights = ([m // 2] if weights is None
-               else check_int_sequence(weights, "weights", 1, m - 1))
-    check_int(candidates, "candidates", 1, MAX_CANDIDATES)
-    check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
+    n, eps, seed = check_length(n), check_eps(eps), check_int(seed, "seed", 0)
+    weights = [m // 2] if weights is None else check_int_sequence(weights, "weights", 1, m - 1)
+    candidates = check_int(candidates, "candidates", 1, MAX_CANDIDATES)
+    max_size = check_int(max_size, "max_size", 2, MAX_CODE_SIZE)
     best = None
     for w in weights:
         for min_gap in range(2, w + 1):
-            greedy = greedy_code(m, w, min_gap, seed, candidates, max_size)
+            greedy = _greedy_code(m, w, min_gap, seed, candidates, max_size)
             if len(greedy) < 2:
                 break
-            code = expurgate(greedy, n, eps)
+            code = _expurgate(greedy, n, eps)
             bound = certified_rank_bound(code, n, eps).trace_bound
             key = (bound, -len(code))
             if best is None or key > best[0]:

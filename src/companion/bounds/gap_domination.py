@@ -1,16 +1,10 @@
-"""Lemma B: the mediant identity and gap domination.
+"""Lemma B: the mediant identity and gap domination (chapter 2: ``lem-mediant``,
+``lem-gap-domination``, ``cor-error-floor``; chapters 3, 4 and 6 use its link checks and D).
 
-A head with error <= eps on the pure sequences (x, z, ..., z), (x, z', ..., z') and on every
-arrangement of k copies of z and l copies of z' must put much more total weight on the worse
-candidate: D(x;z) / D(x;z') >= c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), g = <x,z'> - <x,z>.
-
-Sequences follow :mod:`companion.core.task`: the query sits at position 0 ("bidirectional") or at
-position n-1 ("causal"); the other n-1 positions carry the keys. Heads are
-:class:`companion.core.attention.KernelAttentionHead` with position-dependent key and value maps,
-evaluated with the package's own evaluators, so every check here runs the real forward pass.
-
-Serves chapter 2 (``lem-mediant``, ``lem-gap-domination``, ``cor-error-floor``); chapters 3, 4
-and 6 use its link checks and D.
+A head with error <= eps on the pure sequences P_z, P_z' and on every arrangement of k copies
+of z and l copies of z' has D(x;z) / D(x;z') >= c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps),
+g = <x,z'> - <x,z>. Sequences follow :mod:`companion.core.task` (query first or last); every
+check runs the package's own forward pass.
 """
 
 from __future__ import annotations
@@ -34,50 +28,47 @@ from companion.checks import (
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
 from companion.core.task import check_convention, query_index, query_target
 
-#: Largest number of arrangements C(k+l, k) that :func:`mixed_sequences` materialises.
+__all__ = [
+    "gap_domination_factor", "split_gap_domination_factor", "min_error_for_ratio",
+    "pure_sequence", "mixed_sequences", "total_weight", "gap_domination_ratio",
+    "mediant_of_arrangements", "mediant_closed_form", "link_errors", "family_checks",
+]
+
+#: Most arrangements C(k+l, k) that :func:`mixed_sequences` materialises.
 MAX_ARRANGEMENTS = 2**16
-#: Longest explicit sequence built here (pure and mixed sequences, n = 1 + k + l): the heads
-#: evaluate them position by position.
+#: Longest explicit sequence built here (the heads evaluate it position by position).
 MAX_SEQUENCE_LENGTH = 10_000
 #: Widest chain family that :func:`family_checks` runs (m (m + 1) / 2 link checks).
 MAX_FAMILY_WIDTH = 16
 
 
 def _check_copies(k, l) -> tuple[int, int]:
-    """k copies of z and l copies of z' with k, l >= 1 (so n = 1 + k + l >= 3)."""
+    """k copies of z and l copies of z', k, l >= 1, at most MAX_ARRANGEMENTS arrangements."""
     k = check_int(k, "k (copies of z)", 1, MAX_SEQUENCE_LENGTH)
     l = check_int(l, "l (copies of z')", 1, MAX_SEQUENCE_LENGTH - 1 - k)
     if math.comb(k + l, k) > MAX_ARRANGEMENTS:
-        raise ValueError(
-            f"k={k}, l={l} give C(k+l, k) = {math.comb(k + l, k)} arrangements, above "
-            f"MAX_ARRANGEMENTS={MAX_ARRANGEMENTS}; choose k + l smaller"
-        )
+        raise ValueError(f"k={k}, l={l} give C(k+l, k) = {math.comb(k + l, k)} arrangements, "
+                         f"above MAX_ARRANGEMENTS={MAX_ARRANGEMENTS}; choose k + l smaller")
     return k, l
 
 
-# --------------------------------------------------------------------------- the factor
+def _check_gap_k(g, n, k) -> tuple[int, int, int]:
+    n = check_length(n)
+    g = check_int(g, "g (gap between overlaps)", 1)
+    return g, n, check_int(k, f"k (copies of the better key, at most n-2 = {n - 2})", 1, n - 2)
 
 
 def gap_domination_factor(g, n: int = 3, eps=Fraction(1, 2), k: int = 1) -> Fraction:
-    """c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps) with l = n - 1 - k (exact).
-
-    The default k = 1 maximises it. A value <= 0 proves nothing about the weight ratio.
-    """
-    n = check_length(n)
+    """c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), l = n - 1 - k (exact; k = 1 maximises it).
+    A value <= 0 proves nothing about the weight ratio."""
     eps = check_eps(eps)
-    g = check_int(g, "g (gap between overlaps)", 1)
-    k = check_int(k, f"k (copies of the better key, at most n-2 = {n - 2})", 1, n - 2)
-    l = n - 1 - k
-    return Fraction(l, int(k)) * (int(g) - 2 * eps) / (2 * eps)
+    return split_gap_domination_factor(g, n, eps, eps, k)
 
 
 def split_gap_domination_factor(g, n: int, eps_pure, eps_mixed, k: int = 1) -> Fraction:
     """(l/k) (g - eps_P - eps_M) / (eps_P + eps_M): Lemma B with separate error budgets on the
-    pure sequences (eps_P) and on the mixed arrangements (eps_M); equals c_{n,eps}(g) when
-    eps_P = eps_M = eps. Budgets lie in [0, 1/2] and may not both be 0."""
-    n = check_length(n)
-    g = check_int(g, "g (gap between overlaps)", 1)
-    k = check_int(k, "k (copies of z)", 1, n - 2)
+    pure (eps_P) and mixed (eps_M) sequences, each in [0, 1/2], not both 0."""
+    g, n, k = _check_gap_k(g, n, k)
     total = (check_fraction(eps_pure, "eps_pure", 0, Fraction(1, 2))
              + check_fraction(eps_mixed, "eps_mixed", 0, Fraction(1, 2)))
     if total == 0:
@@ -85,12 +76,10 @@ def split_gap_domination_factor(g, n: int, eps_pure, eps_mixed, k: int = 1) -> F
     return Fraction(n - 1 - k, k) * (g - total) / total
 
 
-def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1) -> float:
-    """Lemma B solved for the error: a head with D(z)/D(z') = ratio has error at least
-    l g / (2 (k ratio + l)) on the pure and mixed sequences of a link of gap g."""
-    n = check_length(n)
-    g = check_int(g, "g (gap between overlaps)", 1)
-    k = check_int(k, "k (copies of z)", 1, n - 2)
+def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1):
+    """Lemma B solved for the error: D(z)/D(z') = ratio forces error >= l g / (2 (k ratio + l))
+    (``cor-error-floor``); exact for a rational ratio, float64 (array) otherwise."""
+    g, n, k = _check_gap_k(g, n, k)
     if isinstance(ratio, Rational) and not isinstance(ratio, bool):
         if ratio <= 0:
             raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
@@ -102,18 +91,8 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1) -> float:
     return float(out) if out.ndim == 0 else out
 
 
-# --------------------------------------------------------------------------- sequences
-
-
-def _key_positions(n: int, convention: str) -> list[int]:
-    """The n-1 key positions (0-based): every position but the query's."""
-    q = query_index(n, convention)
-    return [p for p in range(n) if p != q]
-
-
 def pure_sequence(x, z, n: int, convention: str = "bidirectional") -> np.ndarray:
-    """P_z = the query x and n-1 copies of z: shape (n, m); target min(|x|, <x,z>) = <x,z>.
-    Limit: n <= 10000 (:data:`MAX_SEQUENCE_LENGTH`)."""
+    """P_z = the query x and n-1 copies of z: shape (n, m); target <x,z>."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
     n = check_int(n, "n (sequence length)", 2, MAX_SEQUENCE_LENGTH)
@@ -123,49 +102,34 @@ def pure_sequence(x, z, n: int, convention: str = "bidirectional") -> np.ndarray
     return seq
 
 
-def arrangements(k: int, l: int) -> np.ndarray:
-    """All C(k+l, k) ways to place k copies of z among k+l key slots: boolean (C, k+l),
-    True where z sits; lexicographic order of the chosen slots."""
-    k, l = _check_copies(k, l)
-    slots = list(combinations(range(k + l), k))
-    out = np.zeros((len(slots), k + l), dtype=bool)
-    for row, chosen in enumerate(slots):
-        out[row, list(chosen)] = True
-    return out
-
-
 def mixed_sequences(x, z, z_prime, k: int, l: int,
                     convention: str = "bidirectional") -> np.ndarray:
-    """Every arrangement of k copies of z and l copies of z' in the key positions of a
-    length n = 1 + k + l sequence with query x: shape (C(k+l, k), n, m); target <x,z> if
-    <x,z> <= <x,z'>."""
+    """Every arrangement of k copies of z and l of z' in the key positions of a length
+    n = 1 + k + l sequence with query x: shape (C(k+l, k), n, m), slots chosen in
+    lexicographic order."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
     z_prime = check_token(z_prime, "z_prime", x.shape[0])
     check_convention(convention)
-    places = arrangements(k, l)
-    n = 1 + k + l
-    keys = np.where(places[:, :, None], z[None, None, :], z_prime[None, None, :])
+    k, l = _check_copies(k, l)
+    n, q = 1 + k + l, query_index(1 + k + l, convention)
+    places = np.zeros((math.comb(k + l, k), k + l), dtype=bool)  # True where z sits
+    for row, chosen in enumerate(combinations(range(k + l), k)):
+        places[row, list(chosen)] = True
     seqs = np.empty((len(places), n, x.shape[0]), dtype=np.int64)
-    seqs[:, _key_positions(n, convention), :] = keys
-    seqs[:, query_index(n, convention), :] = x
+    seqs[:, [p for p in range(n) if p != q], :] = np.where(places[:, :, None], z, z_prime)
+    seqs[:, q, :] = x
     return seqs
 
 
-# --------------------------------------------------------------------------- weights, mediant
-
-
 def total_weights(head, sequences, convention: str = "bidirectional", exact: bool = False):
-    """Delta(X) = sum_p alpha_p(x, x_p), the total unnormalised weight of each sequence X,
-    shape (...). On a pure sequence P_z it is D(x;z): the one definition of D in the package."""
-    check_instance(head, "head", KernelAttentionHead)
+    """Delta(X) = sum_p alpha_p(x, x_p) per sequence; on P_z it is D(x;z) (the one D)."""
     return kernel_weights(head, sequences, convention, exact).sum(axis=-1)
 
 
 def total_weight(head, x, z, n: int, convention: str = "bidirectional", exact: bool = False):
-    """D(x;z) = alpha_q(x,x) + sum over key positions p of alpha_p(x,z): the total
-    unnormalised weight of the pure sequence P_z. Limit: n <= 10000."""
-    n = check_length(n)
+    """D(x;z) = alpha_q(x,x) + sum_{p != q} alpha_p(x,z), the total weight of P_z."""
+    check_instance(head, "head", KernelAttentionHead)
     n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
     total = total_weights(head, pure_sequence(x, z, n, convention)[None], convention, exact)[0]
     return Fraction(total) if exact else float(total)
@@ -183,50 +147,47 @@ def gap_domination_ratio(head, x, z, z_prime, n: int, convention: str = "bidirec
 
 def mediant_of_arrangements(head, x, z, z_prime, k: int, l: int,
                             convention: str = "bidirectional", exact: bool = False):
-    """sum_A N_A / sum_A D_A over all arrangements A of the mixed sequence, i.e. the outputs
-    y_A averaged with weights D_A (N_A = D_A y_A is the head's numerator including b(x))."""
+    """sum_A N_A / sum_A D_A over all arrangements A: the outputs y_A averaged with weights
+    D_A (N_A = D_A y_A includes b(x)); the left side of the mediant identity."""
+    check_instance(head, "head", KernelAttentionHead)
     seqs = mixed_sequences(x, z, z_prime, k, l, convention)
     dens = total_weights(head, seqs, convention, exact)
     y = kernel_attention(head, seqs, convention, exact)
-    if exact:
-        num = sum((Fraction(d) * Fraction(v) for d, v in zip(dens, y, strict=True)), Fraction(0))
-        return num / sum((Fraction(d) for d in dens), Fraction(0))
-    return float(np.sum(dens * y) / np.sum(dens))
+    if exact:  # Fractions (float weights read exactly)
+        dens, y = (np.array([Fraction(v) for v in a], dtype=object) for a in (dens, y))
+    value = np.sum(dens * y) / np.sum(dens)
+    return value if exact else float(value)
+
+
+def _pure_pair(x, z, z_prime, n, convention) -> np.ndarray:
+    return np.stack([pure_sequence(x, z, n, convention), pure_sequence(x, z_prime, n, convention)])
 
 
 def mediant_closed_form(head, x, z, z_prime, k: int, l: int,
                         convention: str = "bidirectional", exact: bool = False):
-    """(k D(z) y(P_z) + l D(z') y(P_z')) / (k D(z) + l D(z')): the right side of the
-    mediant identity, from the two pure sequences only."""
+    """(k D(z) y(P_z) + l D(z') y(P_z')) / (k D(z) + l D(z')): the mediant identity's right side"""
+    check_instance(head, "head", KernelAttentionHead)
     k, l = _check_copies(k, l)
-    n = 1 + k + l
-    pure = np.stack([pure_sequence(x, z, n, convention), pure_sequence(x, z_prime, n, convention)])
+    pure = _pure_pair(x, z, z_prime, 1 + k + l, convention)
     dens = total_weights(head, pure, convention, exact)
     y = kernel_attention(head, pure, convention, exact)
     if exact:
-        d0, d1 = Fraction(dens[0]), Fraction(dens[1])
-        return (k * d0 * Fraction(y[0]) + l * d1 * Fraction(y[1])) / (k * d0 + l * d1)
-    return float((k * dens[0] * y[0] + l * dens[1] * y[1]) / (k * dens[0] + l * dens[1]))
+        dens, y = [Fraction(v) for v in dens], [Fraction(v) for v in y]
+    value = (k * dens[0] * y[0] + l * dens[1] * y[1]) / (k * dens[0] + l * dens[1])
+    return value if exact else float(value)
 
 
 def mediant_relative_error(head, x, z, z_prime, k: int, l: int,
                            convention: str = "bidirectional") -> float:
-    """|mediant - closed form| in float64, relative to the D-weighted mean of |y_A|.
-
-    That scale is what float64 sums of the numerators can resolve: it equals |mediant| when
-    the outputs share a sign, and stays meaningful when signed outputs cancel.
-    """
+    """|mediant - closed form| in float64, relative to the D-weighted mean of |y_A| (the scale
+    float64 sums resolve, also when signed outputs cancel)."""
     seqs = mixed_sequences(x, z, z_prime, k, l, convention)
     dens = total_weights(head, seqs, convention)
     y = kernel_attention(head, seqs, convention)
     scale = float(np.sum(dens * np.abs(y)) / np.sum(dens))
-    direct = float(np.sum(dens * y) / np.sum(dens))
-    closed = mediant_closed_form(head, x, z, z_prime, k, l, convention)
-    diff = abs(direct - closed)
+    diff = abs(float(np.sum(dens * y) / np.sum(dens))
+               - mediant_closed_form(head, x, z, z_prime, k, l, convention))
     return diff / scale if scale > 0 else diff
-
-
-# --------------------------------------------------------------------------- gap domination
 
 
 @dataclass(frozen=True)
@@ -244,8 +205,7 @@ class LinkCheck:
 
     @property
     def holds(self) -> bool:
-        """ratio >= factor (vacuously true when the lemma is silent). Relative slack 1e-9
-        covers float64 rounding of the two sides."""
+        """ratio >= factor (vacuous when the lemma is silent), relative slack 1e-9 for float64."""
         return self.factor is None or self.ratio >= self.factor * (1 - 1e-9)
 
     @classmethod
@@ -254,24 +214,18 @@ class LinkCheck:
         """The check at the head's own error eps = max(pure errors, mixed error)."""
         pure_errors = (float(pure_errors[0]), float(pure_errors[1]))
         eps = max(*pure_errors, float(mixed_error))
-        factor = None
-        if 0 < eps <= 0.5:
-            factor = float(gap_domination_factor(int(gap), 1 + k + l, eps, k))
+        factor = (float(gap_domination_factor(int(gap), 1 + k + l, eps, k)) if 0 < eps <= 0.5
+                  else None)
         return cls(int(gap), k, l, pure_errors, float(mixed_error), eps, float(ratio), factor)
 
 
 def link_errors(head, x, z, z_prime, k: int = 1, l: int = 1,
                 convention: str = "bidirectional", exact: bool = False):
-    """The head's errors on one link's sequences: ((|y(P_z) - t|, |y(P_z') - t'|), the largest
-    |y_A - t_A| over the arrangements A of k copies of z and l of z'); Fractions if exact."""
+    """((|y(P_z) - t|, |y(P_z') - t'|), max over arrangements A of |y_A - t_A|): the head's
+    errors on one link's sequences; Fractions if exact."""
     check_instance(head, "head", KernelAttentionHead)
-    x = check_token(x, "x")
-    z = check_token(z, "z", x.shape[0])
-    z_prime = check_token(z_prime, "z_prime", x.shape[0])
-    k, l = _check_copies(k, l)
-    n = 1 + k + l
-    pure = np.stack([pure_sequence(x, z, n, convention), pure_sequence(x, z_prime, n, convention)])
     mixed = mixed_sequences(x, z, z_prime, k, l, convention)
+    pure = _pure_pair(x, z, z_prime, mixed.shape[1], convention)
     errors = []
     for seqs in (pure, mixed):
         y = kernel_attention(head, seqs, convention, exact)
@@ -283,12 +237,8 @@ def link_errors(head, x, z, z_prime, k: int = 1, l: int = 1,
 
 def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
                convention: str = "bidirectional") -> LinkCheck:
-    """Evaluate the head on P_z, P_z' and every arrangement of the mixed sequence, and
-    compare D(z)/D(z') with c_{n,eps}(g) at the head's own error eps on this family."""
-    x = check_token(x, "x")
-    z = check_token(z, "z", x.shape[0])
-    z_prime = check_token(z_prime, "z_prime", x.shape[0])
-    a, b = int(x @ z), int(x @ z_prime)
+    """D(z)/D(z') against c_{n,eps}(g) at the head's own error eps on the link's sequences."""
+    a, b = int(np.dot(x, z)), int(np.dot(x, z_prime))
     if a >= b:
         raise ValueError(f"need <x,z> < <x,z'> (z is the worse candidate), got {a} and {b}")
     pure_errors, mixed_error = link_errors(head, x, z, z_prime, k, l, convention)
@@ -296,23 +246,16 @@ def link_check(head, x, z, z_prime, k: int = 1, l: int = 1,
     return LinkCheck.from_errors(b - a, k, l, pure_errors, mixed_error, ratio)
 
 
-# --------------------------------------------------------------------------- chain family
-
-
 def chain_keys(m: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Query x = 1^m and keys z_j = 1^j 0^(m-j), j = 0..m, so <x, z_j> = j: every pair
-    (z_i, z_j), i < j, is a link of gap j - i. Limit: m <= 1024 (m + 1 keys of width m)."""
-    m = check_int(m, "m", 1, 1024)
+    """Query 1^m and keys z_j = 1^j 0^(m-j), j = 0..m: each pair i < j is a link of gap j - i."""
     return (np.ones(m, dtype=np.int64),
             [np.array([1] * j + [0] * (m - j), dtype=np.int64) for j in range(m + 1)])
 
 
 def family_checks(head, m: int, n: int, convention: str = "bidirectional") -> list[LinkCheck]:
-    """link_check (k = 1, l = n - 2) on every link of the chain family of :func:`chain_keys`.
-    Limits: m <= 16 (:data:`MAX_FAMILY_WIDTH`), n <= 10000."""
+    """link_check (k = 1, l = n - 2) on every link of the chain family of width m <= 16."""
     m = check_int(m, "m", 1, MAX_FAMILY_WIDTH)
-    x, keys = chain_keys(m)
-    n = check_length(n)
     n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
+    x, keys = chain_keys(m)
     return [link_check(head, x, keys[i], keys[j], 1, n - 2, convention)
             for i in range(m + 1) for j in range(i + 1, m + 1)]

@@ -1,10 +1,6 @@
-"""Random probe heads for chapter 2: seeded heads that try to break Lemma B.
-
-Serves ``lem-mediant`` (the mediant identity on random heads with position-dependent maps, in
-float64 and exactly), ``lem-gap-domination`` (perturbed heads near the balanced head and the
-softmax kernel, searched for a violation) and ``cor-error-floor`` (random exact heads against
-the error floor). Explicit heads live in :mod:`companion.core.constructions`.
-"""
+"""Seeded random heads that try to break Lemma B (chapter 2): ``lem-mediant`` (position-dependent
+maps, float64 and exact), ``lem-gap-domination`` (perturbed balanced and softmax-kernel heads)
+and ``cor-error-floor`` (random exact heads against the floor)."""
 
 from __future__ import annotations
 
@@ -26,7 +22,7 @@ from companion.bounds.gap_domination import (
     mediant_relative_error,
     min_error_for_ratio,
 )
-from companion.checks import check_float, check_instance, check_int, check_token
+from companion.checks import check_float, check_int, check_token
 from companion.core.attention import KernelAttentionHead
 from companion.core.constructions import (
     MAX_TABLE_WIDTH,
@@ -36,33 +32,28 @@ from companion.core.constructions import (
 )
 from companion.core.task import all_tokens
 
-#: Most random heads one survey draws (~7 ms each; the book's surveys use <= 200): a bound on
-#: the call's time, stated in every survey's message.
+__all__ = ["random_kernel_head", "mediant_survey", "perturbed_link_survey",
+           "counterexample_search", "error_floor_survey"]
+
+#: Most random heads one survey draws (~7 ms each; the book's surveys use <= 200).
 MAX_SURVEY = 1_000
 #: Most entries of a random head's key and value tables (2**24 float64, 128 MB).
 MAX_HEAD_TABLE = 2**24
 #: counterexample_search costs ~40 ms a head.
 MAX_SEARCH_HEADS = 200
 
+
 def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
                        integer: bool = False, zero_fraction: float = 0.25) -> KernelAttentionHead:
-    """A seeded random NKA head with position-dependent key and value maps (lookup tables).
-
-    Float heads draw features from a wide log-normal (weights spanning several orders of
-    magnitude) and signed normal values and readouts; integer heads draw small nonnegative
-    integers (features) and signed integers (values) for exact evaluation. A fraction of
-    feature entries is zeroed so that sparse kernels are covered; coordinate 0 of every
-    query and key feature stays positive so that no denominator vanishes.
-    Limit: n * 2**m * (rank + d) <= 2**24 (the key and value tables, :data:`MAX_HEAD_TABLE`).
-    """
+    """A seeded random NKA head with position-dependent lookup-table maps: log-normal features
+    and normal values (float), or small nonnegative / signed integers (integer, for exact
+    evaluation); a fraction of feature entries is zeroed, coordinate 0 stays positive so no
+    denominator vanishes. Limit: n * 2**m * (rank + d) <= 2**24 table entries."""
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
-    n = check_int(n, "n", 1, MAX_HEAD_TABLE)
-    rank = check_int(rank, "rank", 1, MAX_HEAD_TABLE)
-    d = check_int(d, "d", 1, MAX_HEAD_TABLE)
+    n, rank, d = check_int(n, "n", 1), check_int(rank, "rank", 1), check_int(d, "d", 1)
     if n * 2**m * (rank + d) > MAX_HEAD_TABLE:
         raise ValueError(f"n * 2**m * (rank + d) = {n * 2**m * (rank + d)} table entries, above "
                          f"MAX_HEAD_TABLE = {MAX_HEAD_TABLE}; choose smaller n, m, rank or d")
-    seed = check_int(seed, "seed", 0)
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
     rng = np.random.default_rng(check_int(seed, "seed", 0))
     size = 2**m
@@ -87,18 +78,11 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
     return lookup_head(qf, kf, vals, a, b)
 
 
-def perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
-                   seed: int = 0) -> KernelAttentionHead:
-    """`base` with every position's kernel multiplied by exp(sigma * N(0,1)) entrywise and its
-    per-token scores shifted by sigma/4 * N(0,1): a position-dependent head near `base`.
-
-    The perturbed kernel is tabulated as alpha_p(x, z) (rank 2**m, one-hot query features).
-    """
-    check_instance(base, "base", KernelAttentionHead)
-    m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
-    n = check_int(n, "n", 1)
-    sigma = check_float(sigma, "sigma", 0)
-    rng = np.random.default_rng(check_int(seed, "seed", 0))
+def _perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
+                    seed: int = 0) -> KernelAttentionHead:
+    """`base` with every position's kernel times exp(sigma N(0,1)) entrywise and its scores
+    shifted by sigma/4 N(0,1), tabulated as alpha_p(x, z) (rank 2**m, one-hot queries)."""
+    rng = np.random.default_rng(seed)
     size = 2**m
     tokens = all_tokens(m)
     qf = np.asarray(base.query_features(tokens), dtype=np.float64)  # (size, r)
@@ -106,15 +90,12 @@ def perturbed_head(base: KernelAttentionHead, m: int, n: int, sigma: float,
     b = np.asarray(base.readout_bias(tokens), dtype=np.float64)
     kernels, scores = [], []
     for p in range(n):
-        try:
-            kf = np.asarray(base.key_features(tokens, p), dtype=np.float64)  # (size, r)
-            vals = np.asarray(base.values(tokens, p), dtype=np.float64)  # (size, d)
-        except ValueError as exc:  # the base head has fewer positions than n
-            raise ValueError(f"n={n} must not exceed base's sequence length ({exc})") from exc
+        kf = np.asarray(base.key_features(tokens, p), dtype=np.float64)  # (size, r)
+        vals = np.asarray(base.values(tokens, p), dtype=np.float64)  # (size, d)
         kernel = qf @ kf.T * np.exp(sigma * rng.normal(size=(size, size)))  # [x, z]
         kernels.append(kernel.T)  # row z: key feature of z = column of the kernel
         scores.append(vals @ a.T + b[None, :] + sigma / 4 * rng.normal(size=(size, size)))
-    # Query-dependent scores f_p(x, z) as values with d = 2**m and readout a(x) = one-hot(x).
+    # query-dependent scores f_p(x, z) as values (d = 2**m), readout a(x) = one-hot(x)
     return lookup_head(np.eye(size), np.stack(kernels), np.stack(scores), np.eye(size),
                        np.zeros(size))
 
@@ -133,19 +114,11 @@ class MediantCase:
     exact_equal: bool | None  # exact check on an integer head; None when not run
 
 
-def _random_link(rng, max_m: int, max_n: int):
-    m = int(rng.integers(1, max_m + 1))
-    n = int(rng.integers(3, max_n + 1))
-    k = int(rng.integers(1, n - 1))
-    x, z, z_prime = (rng.integers(0, 2, size=m) for _ in range(3))
-    return m, n, k, x, z, z_prime
-
-
 def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6,
                    exact_every: int = 4) -> list[MediantCase]:
-    """The mediant identity on `num_heads` random position-dependent heads (random m <= max_m,
-    n <= max_n, k, rank, tokens), each in both conventions: float64 relative error, plus an
-    exact Fraction check on an integer head for every `exact_every`-th case."""
+    """The mediant identity on `num_heads` random position-dependent heads (m <= max_m,
+    n <= max_n), both conventions: float64 relative error, and an exact check on an integer
+    head every `exact_every`-th case."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     exact_every = check_int(exact_every, "exact_every", 1)
     max_m = check_int(max_m, "max_m", 1, MAX_TABLE_WIDTH)
@@ -153,35 +126,35 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
     rng = np.random.default_rng(check_int(seed, "seed", 0))
     cases = []
     for i in range(num_heads):
-        m, n, k, x, z, z_prime = _random_link(rng, max_m, max_n)
+        m = int(rng.integers(1, max_m + 1))
+        n = int(rng.integers(3, max_n + 1))
+        k = int(rng.integers(1, n - 1))
+        x, z, z_prime = (rng.integers(0, 2, size=m) for _ in range(3))
         rank = int(rng.integers(1, 5))
         head_seed = int(rng.integers(2**32))
         head = random_kernel_head(m, n, rank=rank, d=int(rng.integers(1, 4)), seed=head_seed)
-        integer_head = None
-        if i % exact_every == 0:
-            integer_head = random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
+        integer_head = (random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
+                        if i % exact_every == 0 else None)
         for convention in ("bidirectional", "causal"):
             rel = mediant_relative_error(head, x, z, z_prime, k, n - 1 - k, convention)
-            exact_equal = None
-            if integer_head is not None:
-                exact_equal = (
-                    mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k,
-                                            convention, exact=True)
-                    == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k,
-                                           convention, exact=True))
+            exact_equal = None if integer_head is None else (
+                mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k, convention,
+                                        True)
+                == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k, convention, True))
             cases.append(MediantCase(head_seed, m, n, k, rank, convention, rel, exact_equal))
     return cases
 
 
 def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[LinkCheck]:
-    """Lemma B on one link for `num_heads` perturbed heads: odd seeds perturb a balanced head
-    of random ratio in [0.3, 20] (sigma <= 0.5), even seeds the softmax kernel of random
-    beta in [0, 2] (sigma <= 1). Seeded by the head's index."""
+    """Lemma B on one link for `num_heads` perturbed heads (seeded by index): odd ones perturb
+    a balanced head of ratio in [0.3, 20] (sigma <= 0.5), even ones the softmax kernel of
+    beta in [0, 2] (sigma <= 1)."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
-    m = len(check_token(x, "x"))
-    if m > MAX_TABLE_WIDTH:
-        raise ValueError(f"x must have width m <= {MAX_TABLE_WIDTH} (the perturbed heads are "
-                         f"tables over all 2**m tokens), got {m}")
+    x = check_token(x, "x")
+    z, z_prime = check_token(z, "z", len(x)), check_token(z_prime, "z_prime", len(x))
+    m = check_int(len(x), "the width m of x (perturbed heads tabulate 2**m tokens)", 1,
+                  MAX_TABLE_WIDTH)
+    n = check_int(n, "n (sequence length)", 3, MAX_HEAD_TABLE // 4**m)  # n tables of 4**m
     checks = []
     for seed in range(num_heads):
         rng = np.random.default_rng(seed)
@@ -191,17 +164,16 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
         else:
             base = softmax_kernel_head(float(rng.uniform(0, 2)), m, n)
             sigma = float(rng.uniform(0, 1))
-        head = perturbed_head(base, m, n, sigma, seed=seed)
+        head = _perturbed_head(base, m, n, sigma, seed=seed)
         checks.append(link_check(head, x, z, z_prime, 1, n - 2))
     return checks
 
 
 def counterexample_search(num_heads: int = 120, m: int = 4,
                           seed: int = 1000) -> list[tuple[int, LinkCheck]]:
-    """Search for a violation of Lemma B: perturbed heads (lengths n = 3, 4, 5 in turn),
-    checked on every link of the chain family of :func:`companion.bounds.gap_domination.chain_keys`
-    in both conventions. Odd heads perturb a balanced head on a random chain link with a
-    ratio around max(c_{n,1/2}(g), 1); even heads the softmax kernel. Returns (n, LinkCheck)."""
+    """Search for a violation of Lemma B: perturbed heads (n = 3, 4, 5 in turn) on every link of
+    the chain family, both conventions; odd heads perturb a balanced head of ratio about
+    max(c_{n,1/2}(g), 1) on a random link, even ones the softmax kernel. (n, LinkCheck) pairs."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SEARCH_HEADS)
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     seed = check_int(seed, "seed", 0)
@@ -219,16 +191,16 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
         else:
             base = softmax_kernel_head(float(rng.uniform(0.3, 4)), m, n)
             sigma = float(rng.uniform(0, 1))
-        head = perturbed_head(base, m, n, sigma, seed=i)
+        head = _perturbed_head(base, m, n, sigma, seed=i)
         for convention in ("bidirectional", "causal"):
             records += [(n, check) for check in family_checks(head, m, n, convention)]
     return records
 
 
 def error_floor_survey(num_heads: int = 200) -> list[tuple[Fraction, Fraction]]:
-    """(error, floor) for seeded random integer heads of rank 1-4 on the smallest link
-    (m = 1: x = 1, z = 0, z' = 1; n = 3), both conventions, exactly: the error is the largest
-    over P_z, P_z' and both arrangements, the floor is Lemma B's l g / (2 (k rho + l))."""
+    """(error, floor), exactly, for seeded random integer heads of rank 1-4 on the smallest
+    link (x = 1, z = 0, z' = 1, n = 3), both conventions: the largest error over P_z, P_z' and
+    both arrangements against Lemma B's floor l g / (2 (k rho + l))."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x, z, z_prime = np.array([1]), np.array([0]), np.array([1])
     out = []

@@ -1,17 +1,15 @@
-"""Theorem E made concrete: the witness family F(S), its certificate and an exact realisation.
+"""Theorem E made concrete: the witness family F(S) and its certificate (chapter 3,
+``thm-exponential-rank``; chapter 6 trains on such a family).
 
-For each query x in S the family holds the pure sequences (x, z, ..., z) on the complement
-x-bar, on the chain keys and on every y-bar (y != x), and every arrangement of the mixed
-sequences (one copy of the better key z, n-2 copies of the worse key z') of every chain link
-the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the certified bound.
-
-Serves chapter 3 (``thm-exponential-rank``); chapter 6 trains on such a family.
+For each query x in S: the pure sequences (x, z, ..., z) on the complement x-bar, on the chain
+keys and on every y-bar, and every arrangement (one better key z, n-2 worse keys z') of each
+chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the bound.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -19,7 +17,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from companion.bounds.amplification import best_chain, link_factor
+from companion.bounds.amplification import best_chain, best_chain_factor, link_factor
 from companion.bounds.codes import check_code
 from companion.bounds.rank_bounds import (
     RankLowerBound,
@@ -38,6 +36,9 @@ from companion.core.attention import KernelAttentionHead, kernel_attention, kern
 from companion.core.exact import exact_max_error
 from companion.core.task import check_convention, query_index, query_target
 
+__all__ = ["witness_family", "verify_certificate", "without_rows", "certificate_error",
+           "max_error_exact", "kernel_ratio_matrix", "ratio_matrix_facts"]
+
 Token = tuple[int, ...]
 
 #: Largest family witness_family builds (beyond it the exact checks become slow).
@@ -46,12 +47,9 @@ MAX_FAMILY_SEQUENCES = 200_000
 
 @dataclass(frozen=True, eq=False)
 class Certificate:
-    """What Theorem E needs, in raw tokens so it can be re-checked from scratch.
-
-    chains[(i, j)]: the keys z_0 = complement(S[i]), ..., z_k = complement(S[j]) of the chain
-    for query S[i] and column S[j]; gaps[(i, j)] their overlap increments with S[i];
-    rho[(i, j)] = prod max(c(g), 0) over the chain; the bounds as in RankLowerBound.
-    """
+    """What Theorem E needs, in raw tokens to be re-checked from scratch: chains[(i, j)] the
+    keys complement(S[i]), ..., complement(S[j]) of the chain for query S[i], gaps[(i, j)] their
+    overlap increments with S[i], rho[(i, j)] = prod max(c(g), 0) over it."""
 
     S: tuple[Token, ...]
     n: int
@@ -62,11 +60,6 @@ class Certificate:
     bound: RankLowerBound
 
     @property
-    def exact_bound(self) -> Fraction:
-        """Theorem E: |S|^2 / sum_{x,y} rho_xy^-2."""
-        return self.bound.trace_bound
-
-    @property
     def integer_bound(self) -> int:
         """The integer consequence: r >= the larger of ceil(Theorem E) and ceil(Lemma D')."""
         return self.bound.rank
@@ -74,12 +67,9 @@ class Certificate:
 
 @dataclass(frozen=True)
 class FamilyLink:
-    """One chain link used by the certificate, located in the family.
-
-    better/worse: token ids (into WitnessFamily.tokens) of the keys with the lower/higher
-    overlap with the query; mixed_rows: the rows of all arrangements of one `better` and n-2
-    `worse` copies; pure_rows: rows of the pure sequences on (better, worse).
-    """
+    """One chain link of the certificate, located in the family: token ids (into
+    WitnessFamily.tokens) of the keys with the lower / higher overlap with the query, the rows
+    of its arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
 
     query: int
     better: int
@@ -114,14 +104,6 @@ class WitnessFamily:
         return len(self.sequences)
 
 
-def _chain_key(x: np.ndarray, level: int) -> np.ndarray:
-    """The key with overlap `level` (<= |x|) with x: the complement of x plus x's first
-    `level` ones."""
-    z = 1 - x
-    z[np.flatnonzero(x)[:level]] = 1
-    return z
-
-
 def _sequence(query: Token, keys: list[Token], position: int) -> list[Token]:
     seq = list(keys)
     seq.insert(position, query)
@@ -136,8 +118,6 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
     chains, gaps, rho = {}, {}, {}
     pure_keys: list[list[Token]] = []
     links: list[list[tuple[Token, Token, int]]] = []
-    factor_cache: dict[tuple[int, ...], Fraction] = {}
-    chain_cache: dict[int, tuple[int, ...]] = {}
     for i, x in enumerate(S):
         level_keys: dict[int, Token] = {0: comp[i]}  # chain keys shared by all pairs of x
         keys: dict[Token, int] = {comp[i]: 0}  # key -> overlap with x
@@ -146,20 +126,17 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             if j == i:
                 continue
             G = w - gram[i][j]
-            if G not in chain_cache:
-                chain_cache[G] = best_chain(G, n, eps)
-            chain_gaps = chain_cache[G]
+            chain_gaps = best_chain(G, n, eps)  # the DP tables are cached
             levels = np.cumsum((0,) + chain_gaps).tolist()
             for lv in levels[1:-1]:
-                if lv not in level_keys:
-                    level_keys[lv] = tuple(_chain_key(x, lv).tolist())
+                if lv not in level_keys:  # overlap lv with x: complement(x) + x's first lv ones
+                    z = 1 - x
+                    z[np.flatnonzero(x)[:lv]] = 1
+                    level_keys[lv] = tuple(z.tolist())
             tokens = [level_keys[lv] for lv in levels[:-1]] + [comp[j]]
             chains[(i, j)] = tuple(tokens)
             gaps[(i, j)] = chain_gaps
-            if chain_gaps not in factor_cache:
-                factor_cache[chain_gaps] = math.prod(
-                    (link_factor(g, n, eps) for g in chain_gaps), start=Fraction(1))
-            rho[(i, j)] = factor_cache[chain_gaps]
+            rho[(i, j)] = best_chain_factor(G, n, eps)  # the product over chain_gaps
             for t, lv in zip(tokens, levels, strict=True):
                 keys[t] = lv
             for a, b, g in zip(tokens, tokens[1:], chain_gaps, strict=False):
@@ -171,32 +148,24 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
 
 def family_size(S, n: int = 3, eps=Fraction(1, 2)) -> int:
     """Number of sequences witness_family(S, n, eps) builds (without building it)."""
-    arr, *_ = check_rank_bound_input(S, n, eps)
-    n, eps = check_length(n), check_eps(eps)
-    *_, pure_keys, links = _plan(arr, n, eps)
+    *_, pure_keys, links = _plan(np.asarray(S, dtype=np.int64), n, Fraction(eps))
     return sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
 
 
 def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirectional",
                    max_sequences: int = MAX_FAMILY_SEQUENCES) -> WitnessFamily:
-    """The family F(S) of Theorem E with its certificate (best chains, exact bound).
-
-    S: constant-weight code with every pairwise gap G_xy = w - <x,y> admitting a chain with
-    rho >= 1; n >= 3 the sequence length; eps in (0, 1/2]; convention 'bidirectional' (query
-    at position 0) or 'causal' (query at position n-1).
-    """
-    arr, w, _, _ = check_rank_bound_input(S, n, eps)
+    """The family F(S) of Theorem E with its certificate (best chains, exact bound), for a
+    constant-weight code S whose every gap admits a chain with rho >= 1."""
+    arr = check_rank_bound_input(S, n, eps)[0]
     n, eps = check_length(n), check_eps(eps)
     check_convention(convention)
     check_int(max_sequences, "max_sequences")
     q = query_index(n, convention)
-    chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
-    total = sum(len(k) for k in pure_keys) + (n - 1) * sum(len(v) for v in links)
+    total = family_size(arr, n, eps)
     if total > max_sequences:
-        raise ValueError(
-            f"the witness family of this S has {total} sequences, above max_sequences="
-            f"{max_sequences}; use a smaller S or raise max_sequences"
-        )
+        raise ValueError(f"the witness family of this S has {total} sequences, above "
+                         f"max_sequences={max_sequences}; use a smaller S or raise max_sequences")
+    chains, gaps, rho, pure_keys, links = _plan(arr, n, eps)
     token_index: dict[Token, int] = {}
 
     def tid(t: Token) -> int:
@@ -205,68 +174,59 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
     rows, query_ids, kinds = [], [], []
     pure_rows: dict[tuple[int, int], int] = {}
     family_links = []
+
+    def add(keys: list[Token], kind: str) -> int:  # a row with query xt = S[i]
+        rows.append(_sequence(xt, keys, q))
+        query_ids.append(i)
+        kinds.append(kind)
+        return len(rows) - 1
+
     for i, x in enumerate(arr):
         xt = tuple(x.tolist())
         tid(xt)
         for z in pure_keys[i]:
-            pure_rows[(i, tid(z))] = len(rows)
-            rows.append(_sequence(xt, [z] * (n - 1), q))
-            query_ids.append(i)
-            kinds.append("pure")
+            pure_rows[(i, tid(z))] = add([z] * (n - 1), "pure")
         for better, worse, g in links[i]:
-            mixed = []
-            for p in range(n - 1):  # the single better copy at key slot p, n-2 worse copies
-                keys = [worse] * (n - 1)
-                keys[p] = better
-                mixed.append(len(rows))
-                rows.append(_sequence(xt, keys, q))
-                query_ids.append(i)
-                kinds.append("mixed")
+            mixed = [add([worse] * p + [better] + [worse] * (n - 2 - p), "mixed")
+                     for p in range(n - 1)]  # the single better copy at key slot p
             family_links.append(FamilyLink(
                 query=i, better=tid(better), worse=tid(worse), gap=g,
                 factor=link_factor(g, n, eps), mixed_rows=tuple(mixed),
                 pure_rows=(pure_rows[(i, tid(better))], pure_rows[(i, tid(worse))])))
     sequences = np.asarray(rows, dtype=np.int64)
-    tokens = np.asarray(list(token_index), dtype=np.int64)
-    token_ids = np.asarray([[token_index[t] for t in seq] for seq in rows], dtype=np.int64)
-    targets = query_target(sequences, convention)
-    rho_counts = Counter(rho.values())
     certificate = Certificate(
         S=tuple(tuple(r.tolist()) for r in arr), n=n, eps=eps,
         chains=MappingProxyType(chains), gaps=MappingProxyType(gaps),
-        rho=MappingProxyType(rho), bound=rank_bound_from_rhos(len(arr), dict(rho_counts)))
+        rho=MappingProxyType(rho), bound=rank_bound_from_rhos(len(arr), Counter(rho.values())))
     return WitnessFamily(
         S=arr, n=n, eps=eps, convention=convention, query_position=q, sequences=sequences,
-        targets=targets, tokens=tokens, token_ids=token_ids,
+        targets=query_target(sequences, convention),
+        tokens=np.asarray(list(token_index), dtype=np.int64),
+        token_ids=np.asarray([[token_index[t] for t in seq] for seq in rows], dtype=np.int64),
         query_ids=np.asarray(query_ids, dtype=np.int64), kinds=np.asarray(kinds),
-        links=tuple(family_links), certificate=certificate,
-        pure_rows=MappingProxyType(pure_rows))
+        links=tuple(family_links), certificate=certificate, pure_rows=MappingProxyType(pure_rows))
 
 
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
-    """Re-verify a certificate against a family from scratch; return the recomputed bound.
-
-    Recomputes every overlap, gap, link factor and rho, checks that every link's pure and
-    mixed sequences (all arrangements) are in the family with their Min-IP targets, and
-    recomputes the bound. Raises ValueError naming the first thing that is wrong.
-    """
+    """Re-verify a certificate against a family from scratch (every overlap, gap, link factor,
+    rho, each link's pure and mixed sequences with their Min-IP targets, the bound); return
+    the bound, or raise ValueError naming the first thing that is wrong."""
     check_instance(certificate, "certificate", Certificate)
     check_instance(family, "family", WitnessFamily)
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")
     n, eps = check_length(certificate.n), check_eps(certificate.eps)
     seqs = check_tokens(family.sequences, "family.sequences", min_ndim=3)
-    if seqs.ndim != 3 or seqs.shape[1] != n or seqs.shape[2] != S.shape[1]:
-        raise ValueError(
-            f"family.sequences must have shape (N, n={n}, m={S.shape[1]}), got {seqs.shape}")
+    if seqs.shape[1:] != (n, S.shape[1]):
+        raise ValueError(f"family.sequences must have shape (N, n={n}, m={S.shape[1]}), got "
+                         f"{seqs.shape}")
     check_convention(family.convention)
     q = query_index(n, family.convention)
     if family.query_position != q:
         raise ValueError(f"family.query_position is {family.query_position}, but the "
                          f"{family.convention} convention puts the query at {q}")
-    targets = np.asarray(family.targets)
+    targets, true_targets = np.asarray(family.targets), query_target(seqs, family.convention)
     if targets.shape != (len(seqs),):
         raise ValueError(f"family.targets must have shape ({len(seqs)},), got {targets.shape}")
-    true_targets = query_target(seqs, family.convention)
     wrong = np.flatnonzero(targets != true_targets)
     if len(wrong):
         raise ValueError(f"family.targets is wrong at row {wrong[0]}: {targets[wrong[0]]} != "
@@ -280,58 +240,50 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 
     comp = 1 - S
     rho_counts: Counter = Counter()
-    for i, x in enumerate(S):
-        for j in range(len(S)):
-            if j == i:
-                continue
-            pair = f"pair (x=S[{i}], y=S[{j}])"
-            if (i, j) not in certificate.chains or (i, j) not in certificate.rho:
-                raise ValueError(f"certificate has no chain for {pair}")
-            chain = np.asarray(certificate.chains[(i, j)], dtype=np.int64)
-            if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
-                raise ValueError(f"certificate.chains for {pair} must hold >= 2 keys of width m")
-            if not np.array_equal(chain[0], comp[i]) or not np.array_equal(chain[-1], comp[j]):
-                raise ValueError(f"certificate.chains for {pair} must run from complement(x) "
-                                 "to complement(y)")
-            levels = chain @ x
-            gaps = np.diff(levels)
-            if np.any(gaps < 1):
-                raise ValueError(f"certificate.chains for {pair}: overlaps with x {levels.tolist()}"
-                                 " must increase strictly")
-            if tuple(gaps.tolist()) != tuple(certificate.gaps.get((i, j), ())):
-                raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
-                                 f", recomputed {tuple(gaps.tolist())}")
-            value = Fraction(1)
-            for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
-                c = link_factor(int(g), n, eps)
-                if c <= 0:
-                    raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
-                                     " it proves nothing and cannot be chained")
-                value *= c
-                require(x, [a] * (n - 1), f"pure sequence on a chain key of {pair}")
-                require(x, [b] * (n - 1), f"pure sequence on a chain key of {pair}")
-                for p in range(n - 1):
-                    keys = [b] * (n - 1)
-                    keys[p] = a
-                    require(x, keys, f"mixed sequence (arrangement {p}) of a link of gap {g} "
-                                     f"for {pair}")
-            if value != certificate.rho[(i, j)]:
-                raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
-                                 f"recomputed {value}")
-            if value < 1:
-                raise ValueError(f"certificate.rho for {pair} is {value} < 1: proves no ratio")
-            rho_counts[value] += 1
+    for i, j in itertools.permutations(range(len(S)), 2):
+        x, pair = S[i], f"pair (x=S[{i}], y=S[{j}])"
+        if (i, j) not in certificate.chains or (i, j) not in certificate.rho:
+            raise ValueError(f"certificate has no chain for {pair}")
+        chain = np.asarray(certificate.chains[(i, j)], dtype=np.int64)
+        if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
+            raise ValueError(f"certificate.chains for {pair} must hold >= 2 keys of width m")
+        if not np.array_equal(chain[0], comp[i]) or not np.array_equal(chain[-1], comp[j]):
+            raise ValueError(f"certificate.chains for {pair} must run from complement(x) "
+                             "to complement(y)")
+        levels = chain @ x
+        gaps = np.diff(levels)
+        if np.any(gaps < 1):
+            raise ValueError(f"certificate.chains for {pair}: overlaps with x {levels.tolist()}"
+                             " must increase strictly")
+        if tuple(gaps.tolist()) != tuple(certificate.gaps.get((i, j), ())):
+            raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
+                             f", recomputed {tuple(gaps.tolist())}")
+        value = Fraction(1)
+        for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
+            c = link_factor(int(g), n, eps)
+            if c <= 0:
+                raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
+                                 " it proves nothing and cannot be chained")
+            value *= c
+            for key in (a, b):
+                require(x, [key] * (n - 1), f"pure sequence on a chain key of {pair}")
+            for p in range(n - 1):
+                require(x, [b] * p + [a] + [b] * (n - 2 - p),
+                        f"mixed sequence (arrangement {p}) of a link of gap {g} for {pair}")
+        if value != certificate.rho[(i, j)]:
+            raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
+                             f"recomputed {value}")
+        if value < 1:
+            raise ValueError(f"certificate.rho for {pair} is {value} < 1: proves no ratio")
+        rho_counts[value] += 1
     bound = rank_bound_from_rhos(len(S), dict(rho_counts))
     if bound != certificate.bound:
         raise ValueError(f"certificate.bound is {certificate.bound}, recomputed {bound}")
     return bound
 
 
-
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
-    """A copy of the family with the given sequence rows removed (the certificate and the
-    links are kept as they are): a tampered family that :func:`verify_certificate` must
-    reject."""
+    """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
     arr = check_array(rows, "rows")
     if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
@@ -362,8 +314,8 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
 
 
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
-    """M[x,y] = K(x, complement y) / K(x, complement x), with K the weight on the key
-    positions of the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
+    """M[x,y] = K(x, complement y) / K(x, complement x), K the weight on the key positions of
+    the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
     check_instance(family, "family", WitnessFamily)
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
@@ -372,19 +324,18 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
     comp_ids = [index[(1 - x).astype(np.int64).tobytes()] for x in S]
     M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
     for i in range(len(S)):
-        base = keys[family.pure_rows[(i, comp_ids[i])]]
-        if base == 0:
+        row = [keys[family.pure_rows[(i, c)]] for c in comp_ids]
+        if row[i] == 0:
             raise ValueError(f"K(x, complement x) = 0 for x = S[{i}]: the head cannot solve F(S)")
-        for j in range(len(S)):
-            M[i, j] = (Fraction(keys[family.pure_rows[(i, comp_ids[j])]]) / Fraction(base)
-                       if exact else keys[family.pure_rows[(i, comp_ids[j])]] / base)
+        for j, v in enumerate(row):
+            M[i, j] = Fraction(v) / Fraction(row[i]) if exact else v / row[i]
     return M
 
 
 def ratio_matrix_facts(head: KernelAttentionHead, family: WitnessFamily) -> tuple[float, int]:
-    """Theorem E's two facts about a head's ratio matrix M (chapter 6, float64): the largest
-    M[x,y] * rho_xy over x != y (the proof says <= 1 for a head with error < 1/2) and the
-    numerical rank of M (at most the head's rank; singular values above 1e-6 of the top)."""
+    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): the largest
+    M[x,y] rho_xy, x != y (<= 1 at error < 1/2), and the numerical rank of M (singular values
+    above 1e-6 of the top; at most the head's rank)."""
     M = kernel_ratio_matrix(head, family)
     rho = family.certificate.rho
     worst = max(M[i, j] * float(rho[(i, j)])
