@@ -376,7 +376,7 @@ def test_truncated_results_file(truncated, capsys):
     needs_torch()
     before = truncated.read_bytes()
     code, lines = run_main(["e1", "--smoke", "--out", str(truncated), "--no-progress"], capsys)
-    assert_one_line(code, lines, str(truncated), "not a complete JSON", "--restart")
+    assert_one_line(code, lines, str(truncated), "not a JSON results file", "--restart")
     assert truncated.read_bytes() == before
 
 
@@ -497,7 +497,7 @@ def test_real_process_truncated_file(truncated):
 
 def test_store_refuses_truncated_file_untouched(truncated):
     before = truncated.read_bytes()
-    with pytest.raises(ResultFileError, match="not a complete JSON"):
+    with pytest.raises(ResultFileError, match="not a JSON results file"):
         ResultStore(truncated, {"a": 1})
     assert truncated.read_bytes() == before
     store = ResultStore(truncated, {"a": 1}, restart=True)  # restart: overwritten on put
