@@ -1,24 +1,11 @@
-"""A batched training engine: many independent models as one tensor program.
+"""A batched training engine: many independent models as one tensor program (chapters 6-8).
 
-A *stacked* model holds M independent models in one ``torch.nn.Module``: every parameter has a
-leading model dimension (or the module is a :class:`ModelStack` of such modules) and
-``model(inputs)`` returns predictions of shape (M, N). :func:`train_batched` minimises the
-**sum over models** of each model's mean squared error. Each model's gradient is then exactly
-the gradient it would get alone, and Adam acts element-wise, so training the stack is training
-every model on its own — in one program instead of a Python loop
-(``tests/experiments/test_engine.py`` checks this against a stack of one). In floats the
-agreement is to rounding, not always to the bit: element-wise kernels may round an entry
-differently depending on where it sits in the stacked tensor (vectorised body vs scalar tail),
-and a long run on a max-error surrogate amplifies such ulp differences. Bit-for-bit
-reproduction therefore re-runs the same stack.
-
-Schedule: Adam with cosine decay from ``lr`` to ``final_lr_fraction * lr`` over ``steps`` MSE
-steps, then optionally ``surrogate_steps`` more steps (same cosine shape, restarted) on a smooth
-L_p-norm surrogate of each model's max error. The engine keeps, per model, the parameters of
-the step with the smallest max error over the whole training set (per-model selection of
-parameter slices) and loads them into the model it returns.
-
-Serves chapters 6 and 7 (the experiments on ``thm-exponential-rank``).
+A stacked model holds M models (every parameter has a leading model dimension, or it is a
+:class:`ModelStack` of such) and returns predictions (M, N). :func:`train_batched` minimises
+the sum of the models' mean squared errors: each model gets exactly its own gradient and Adam
+acts element-wise, so the stack trains every model as alone (to rounding). Schedule: Adam with
+cosine decay over ``steps`` MSE steps, then optionally ``surrogate_steps`` on a smooth L_p
+surrogate of the max error; the best checkpoint (smallest max error) is kept per model.
 """
 
 from __future__ import annotations
@@ -33,19 +20,16 @@ import torch
 
 from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
-__all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at",
-           "check_model_size", "MAX_PARAMETERS"]
+__all__ = ["train_batched", "lr_at", "max_errors"]
 
-#: Most Adam steps of one training run (and of its surrogate phase); the sweeps use <= 2000.
+#: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
-#: Most parameters one stack of models may hold: 2**25 floats (with Adam's two moments and
-#: the gradient, ~1 GB in float64), far above every configuration of the book.
+#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
 MAX_PARAMETERS = 2**25
 
 
 def check_model_size(count: int, what: str) -> int:
-    """`count` (a parameter count) if it is at most MAX_PARAMETERS, else ValueError naming
-    `what` (the arguments that set it)."""
+    """`count` parameters if at most MAX_PARAMETERS, else ValueError naming `what`."""
     if count > MAX_PARAMETERS:
         raise ValueError(f"{what} give ~{count} parameters, above MAX_PARAMETERS = "
                          f"{MAX_PARAMETERS}; use fewer or smaller models")
@@ -56,19 +40,10 @@ HISTORY_POINTS = 200
 
 
 class ModelStack(torch.nn.Module):
-    """Concatenate several stacked models along the model dimension.
-
-    ``ModelStack([a, b])(inputs)`` returns ``cat([a(inputs), b(inputs)])``: models 0..M_a-1 are
-    a's, then b's. Lets one :func:`train_batched` call train e.g. rank groups padded to
-    different widths together with a dense baseline.
-    """
+    """Several stacked models concatenated along the model dimension (a's models, then b's)."""
 
     def __init__(self, models: Sequence[torch.nn.Module]):
         super().__init__()
-        if not models:
-            raise ValueError("models must be a non-empty sequence of stacked modules")
-        for model in models:
-            check_instance(model, "models[i]", torch.nn.Module)
         self.parts = torch.nn.ModuleList(models)
 
     def forward(self, inputs):
@@ -77,15 +52,10 @@ class ModelStack(torch.nn.Module):
 
 @dataclass
 class TrainResult:
-    """What :func:`train_batched` returns (tensors on the CPU; ``model`` on ``device``).
-
-    best_max_error (M,): smallest max |prediction - target| over the training set seen at any
-    evaluated step; fraction_within_half (M,): fraction of inputs with |error| < 1/2 at that
-    best checkpoint; final_max_error (M,) and final_fraction_within_half (M,): the same for
-    the last iterate; loss_history (K, M):
-    each model's training objective at ``history_steps`` (K,); ``best_step`` (M,) the step of
-    the best checkpoint; ``model`` holds the best parameters of every model.
-    """
+    """What :func:`train_batched` returns (tensors on the CPU): per model (M,) the best max
+    error and share of inputs within 1/2 at the best checkpoint, the same for the last
+    iterate, the best step; the loss history (K, M) at ``history_steps``; ``model`` holds the
+    best parameters."""
 
     model: torch.nn.Module
     best_max_error: torch.Tensor
@@ -96,11 +66,6 @@ class TrainResult:
     loss_history: torch.Tensor
     history_steps: torch.Tensor
     wall_time: float
-
-    @property
-    def solved(self) -> torch.Tensor:
-        """(M,) bool: max error < 1/2 on every training input (the paper's 'exact')."""
-        return self.best_max_error < 0.5
 
 
 def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
@@ -129,8 +94,7 @@ def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 
 def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
-    """x ** power for an int power >= 1 by repeated squaring: torch's pow with a general
-    exponent runs ~8x slower than these few multiplications (same value up to rounding)."""
+    """x ** power by repeated squaring (~8x faster than torch's general pow)."""
     result = None
     while power:
         if power & 1:
@@ -213,16 +177,12 @@ def train_batched(
     progress: bool = False,
     eval_every: int | None = None,
 ) -> TrainResult:
-    """Train the M stacked models in ``model`` together; see the module docstring.
+    """Train the M stacked models in ``model`` together (see the module docstring).
 
-    inputs: a tensor or a tuple/list/dict of tensors whose first dimension indexes the N inputs
-    (non-tensor leaves pass through); ``model(inputs)`` must return (M, N). targets: (N,) shared
-    or (M, N) per model. ``batch_size`` None means full-batch; otherwise every step uses the same
-    seeded mini-batch for all models (so each model sees what it would see alone). The best
-    checkpoint is chosen on the full training set: at every step in full-batch mode (from the
-    step's own forward pass), every ``eval_every`` steps (default: 1 % of the steps) otherwise,
-    and after the last step. Deterministic on the CPU for a given ``seed`` and model init.
-    Limits: steps, surrogate_steps <= 100000 (:data:`MAX_STEPS`).
+    inputs: a tensor or a tuple/list/dict of tensors indexed by the N inputs first;
+    ``model(inputs)`` returns (M, N); targets (N,) or (M, N). ``batch_size`` None: full batch,
+    else one seeded mini-batch per step for all models; the best checkpoint is chosen on the
+    full set (every step in full batch, else every ``eval_every`` steps, default 1 %).
     """
     check_instance(model, "model", torch.nn.Module)
     steps = check_int(steps, "steps", 1, MAX_STEPS)
@@ -261,9 +221,8 @@ def train_batched(
 
 @contextlib.contextmanager
 def _no_uninitialised_fill():
-    """Deterministic mode (seed_everything) also fills every new tensor with NaN to expose
-    reads of uninitialised memory; on these tiny models that costs a third of each step and
-    changes no result, so it is off while training (and restored afterwards)."""
+    """Deterministic mode fills new tensors with NaN (a third of each step here, no result
+    changes): off while training."""
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
