@@ -21,8 +21,7 @@ import torch
 from companion.book import Table
 from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import LinkCheck, total_weights
-from companion.bounds.rank_bounds import RankLowerBound, certified_rank_bound
-from companion.bounds.witness import WitnessFamily, family_size, witness_family
+from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
     check_bool,
     check_choice,
@@ -43,7 +42,7 @@ from companion.experiments.heads import (
 )
 from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
 
-__all__ = ["experiment_code_24", "select_paley_witness", "experiment_witness_24", "E1Config",
+__all__ = ["experiment_code_24", "experiment_witness_24", "E1Config",
            "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family", "family_digest", "build_unit",
            "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
            "consistency_violations", "find_trained_model", "dense_init_statistics",
@@ -52,40 +51,15 @@ __all__ = ["experiment_code_24", "select_paley_witness", "experiment_witness_24"
 
 # --------------------------------------------------------------------------- the E1 family
 
-#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the
-#: first b of them. Found by select_paley_witness() (tests re-run the search and compare).
+#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the first
+#: b of them; the subset with the largest certified bound among those with 1,000-2,500
+#: sequences (tests/experiments/test_e1.py re-runs the search).
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
 def experiment_code_24() -> np.ndarray:
-    """The 24-bit query set of the experiments: the Paley (q = 23) subset that
-    :func:`select_paley_witness` picks (largest certified bound with 1,000-2,500 sequences)."""
+    """The 24-bit query set of the experiments (:data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23)."""
     return paley_subset(*EXPERIMENT_PALEY_SUBSET)
-
-
-def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: int = 2500,
-                         n: int = 3) -> tuple[tuple[int, int], RankLowerBound, int]:
-    """Search the Paley code's subsets {first a rows} + {complements of the first b of them}
-    for the largest certified rank bound whose family size lies in [min, max]; ties go to the
-    smaller family. Returns ((a, b), bound, family size); see
-    :func:`companion.bounds.codes.paley_subset`."""
-    q, min_sequences = check_int(q, "q", 3), check_int(min_sequences, "min_sequences", 1)
-    max_sequences = check_int(max_sequences, "max_sequences", min_sequences)
-    best = None
-    for a in range(2, q + 1):
-        for b in range(0, a + 1):
-            S = paley_subset(a, b, q)
-            size = family_size(S, n)
-            if not min_sequences <= size <= max_sequences:
-                continue
-            bound = certified_rank_bound(S, n)
-            key = (bound.rank, bound.sharpened_bound, -size)
-            if best is None or key > best[0]:
-                best = (key, (a, b), bound, size)
-    if best is None:
-        raise ValueError(f"no Paley subset for q={q}, n={n} has a family size in "
-                         f"[min_sequences, max_sequences] = [{min_sequences}, {max_sequences}]")
-    return best[1], best[2], best[3]
 
 
 def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from companion.book import MAX_THREADS, seed_everything
-from companion.checks import check_bool, check_float, check_int, read_json_file
+from companion.checks import (
+    check_bool,
+    check_float,
+    check_int,
+    check_mapping,
+    read_json_file,
+)
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "atomic_write_json",
            "check_writable", "ResultStore", "Unit", "environment",
@@ -321,7 +327,7 @@ class ResultStore:
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = None if path is None else check_writable(path, "path")
-        self.fields = fields or {}
+        self.fields = {} if fields is None else check_mapping(fields, "fields")
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:
             self.units = self._read_units()
