@@ -26,6 +26,7 @@ from companion.checks import (
     check_bool,
     check_choice,
     check_device,
+    check_float,
     check_instance,
     check_int,
     check_int_sequence,
@@ -202,6 +203,8 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
             check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
+        if not seeds:
+            raise ValueError("seeds must not be empty: the configuration has no dense seeds")
         model = table_softmax_heads(seeds, len(family.tokens),
                                     np.asarray(family.token_ids).shape[1],
                                     score_dim=cfg.score_dim,
@@ -307,6 +310,8 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
     deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
     family = check_instance(family, "family", WitnessFamily)
     seeds = check_int_sequence(seeds, "seeds", 0)
+    qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)
+    score_dim = check_int(score_dim, "score_dim", 1, 4096)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
     heads = table_softmax_heads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,

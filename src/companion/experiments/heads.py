@@ -204,9 +204,8 @@ class StackedHeads(torch.nn.Module):
             self.register_buffer("mask", mask)
         elif c.attention == "kernel":
             self.register_buffer("mask", own)
-            # additive mask: 0 on a model's own columns, -inf on its padding (exp(-inf) = 0).
-            # Padded heads keep finite, all-zero tables, so their normalisation stays defined;
-            # head_mask removes their output.
+            # 0 on a model's own columns, -inf on its padding; padded heads keep finite zero
+            # tables (defined normalisation) and head_mask removes their output
             self.register_buffer("mask_add",
                                  torch.zeros(m, r, dtype=dtype).masked_fill(~own, -math.inf))
             if c.heads is not None:
@@ -359,9 +358,8 @@ class StackedHeads(torch.nn.Module):
         return (alpha * sc).sum(-1) / den + self.b.index_select(1, x)
 
     def _signed_kernel(self):
-        """kern (M, T, P, T) query-major and a log-scale (M, P, T) per (position, key):
-        alpha = kern * exp(scale), up to a positive factor per (model, query) that cancels.
-        (gexp: exponents are max-shifted per row, so exp never overflows.)"""
+        """kern (M, T, P, T) query-major and a log-scale (M, P, T) (None for raw):
+        alpha = kern * exp(scale) up to a factor per query; exponents max-shifted."""
         if self.config.parametrisation == "raw":
             phi_q, phi_k = self.features()
             return _pair_matmul(phi_q, phi_k), None
@@ -395,10 +393,8 @@ class StackedHeads(torch.nn.Module):
         return f(self.q) * mq, f(self.k) * mk
 
     def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Single-head table kernel or softmax heads: (log_alpha, scores), each (M, P, T, T)
-        indexed [model, position, query x, key z]: log alpha_p(x, z) up to an additive constant
-        per (model, query x) — which cancels in the normalisation — and
-        f_p(x, z) = <a(x), v_p(z)>."""
+        """Single-head table kernel or softmax heads: (log alpha_p(x, z) up to a constant per
+        query, f_p(x, z) = <a(x), v_p(z)>), each (M, P, T, T) [model, position, x, z]."""
         if self.config.attention == "softmax":
             log_alpha = _pair_matmul(self.q, self.k)
         elif self.feature == "exp":
@@ -474,9 +470,8 @@ class StackedHeads(torch.nn.Module):
         return f(pq) * mask, f(pk) * mask, v, a, b
 
     def export(self, j: int) -> HeadTables:
-        """Model j of kernel, signed or several-head table heads in float64 numpy, which
-        :func:`companion.core.exact.exact_table_max_error` re-verifies without rounding;
-        exp features are shifted by constants, which cancel in each head's normalisation."""
+        """Model j of table kernel, signed or several-head heads as float64 tables for
+        :func:`companion.core.exact.exact_table_max_error` (exp shifts cancel per head)."""
         c = self.config
         r = self.ranks[j]
         heads = []
@@ -502,9 +497,8 @@ class StackedHeads(torch.nn.Module):
 
     def to_kernel_head(self, j: int, tokens) -> KernelAttentionHead:
         """Model j of single-head table kernel heads as a
-        :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens ``tokens``
-        (T, m) its tables index (float64 numpy maps), so the package's reference evaluators and
-        the witness certificate tools can inspect a trained head."""
+        :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens (T, m) its
+        tables index (float64 maps), for the reference evaluators and certificate tools."""
         j = check_int(j, "j", 0, self.num_models - 1)
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 2 or len(tokens) != self.num_tokens:
@@ -541,8 +535,7 @@ def table_kernel_heads(ranks, seeds, num_tokens, length=3, **options) -> Stacked
 
 def table_softmax_heads(seeds, num_tokens, length=3, *, positional=False,
                         **options) -> StackedHeads:
-    """E1's dense softmax heads; q, k ~ N(0, qk_std^2): a small std (0.2) keeps the initial
-    logits near 0, so gradients flow through every position (std 1 starts nearly one-hot)."""
+    """E1's dense softmax heads; q, k ~ N(0, qk_std^2) (a small std keeps early logits near 0)."""
     return StackedHeads(HeadConfig("table", "softmax", seeds, num_tokens=num_tokens,
                                    length=length, positional=positional, **options))
 
@@ -554,8 +547,7 @@ def signed_heads(ranks, seeds, num_tokens, length=3, **options) -> StackedHeads:
 
 
 def multi_heads(heads, ranks, seeds, num_tokens, length=3, **options) -> StackedHeads:
-    """Chapter 8's models of ``heads[j]`` NKA heads of rank ``ranks[j]`` each; with one head
-    the draws are those of :func:`table_kernel_heads` but for rounding of the readout's."""
+    """Chapter 8's models of ``heads[j]`` NKA heads of rank ``ranks[j]`` each."""
     return StackedHeads(HeadConfig("table", "kernel", seeds, ranks, heads, num_tokens=num_tokens,
                                    length=length, **options))
 
@@ -580,8 +572,7 @@ def mlp_kernel_heads(m: int, ranks: Sequence[int], seeds: Sequence[int],
                      hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp",
                      encoding: str = "01", skip: bool = False,
                      readout: str = "learned") -> StackedHeads:
-    """E2's NKA heads on m-bit tokens; ``hidden=()`` gives affine maps of the bits
-    (exp-affine features: Performer-style positive random features lie in this class)."""
+    """E2's NKA heads on m-bit tokens (``hidden=()``: affine maps of the bits)."""
     return StackedHeads(HeadConfig("mlp", "kernel", seeds, ranks, m=m, hidden=hidden,
                                    d=value_dim, feature=feature, encoding=encoding, skip=skip,
                                    readout=readout))
