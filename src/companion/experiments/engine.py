@@ -76,9 +76,8 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     if total <= 1:
         return lr
     progress = step / (total - 1)
-    return lr * (
-        final_lr_fraction + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-    )
+    return lr * (final_lr_fraction
+                 + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -115,10 +114,8 @@ def _num_inputs(inputs) -> int:
         return _num_inputs(next(iter(inputs.values())))
     if isinstance(inputs, (tuple, list)):
         return _num_inputs(inputs[0])
-    raise TypeError(
-        f"inputs must be a tensor, or a tuple/list/dict of tensors with the input index first, "
-        f"got {type(inputs).__name__}"
-    )
+    raise TypeError(f"inputs must be a tensor, or a tuple/list/dict of tensors with the input "
+                    f"index first, got {type(inputs).__name__}")
 
 
 def _map_inputs(inputs, fn):
@@ -146,37 +143,24 @@ def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, t
         size = params[0].shape[0] if params[0].ndim else 0
         for p in params:
             if p.ndim == 0 or p.shape[0] != size:
-                raise ValueError(
-                    "model: every parameter of a stacked model must have the same leading model "
-                    f"dimension, got shapes {[tuple(q.shape) for q in params]}"
-                )
+                raise ValueError("model: every parameter of a stacked model must have the same "
+                                 "leading model dimension, got shapes "
+                                 f"{[tuple(q.shape) for q in params]}")
             index[id(p)] = torch.arange(offset, offset + size, device=device)
         return offset + size
 
     total = visit(model, 0)
     if total != num_models:
-        raise ValueError(
-            f"model: parameters stack {total} models but model(inputs) returned {num_models} rows"
-        )
+        raise ValueError(f"model: parameters stack {total} models but model(inputs) returned "
+                         f"{num_models} rows")
     return index
 
 
-def train_batched(
-    model: torch.nn.Module,
-    inputs,
-    targets: torch.Tensor,
-    *,
-    steps: int,
-    lr: float,
-    final_lr_fraction: float = 0.02,
-    surrogate_steps: int = 0,
-    surrogate_power: int = 16,
-    batch_size: int | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    eval_every: int | None = None,
-) -> TrainResult:
+def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int,
+                  lr: float, final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
+                  surrogate_power: int = 16, batch_size: int | None = None, seed: int = 0,
+                  device: str | torch.device = "cpu", progress: bool = False,
+                  eval_every: int | None = None) -> TrainResult:
     """Train the M stacked models in ``model`` together (see the module docstring).
 
     inputs: a tensor or a tuple/list/dict of tensors indexed by the N inputs first;
@@ -200,10 +184,8 @@ def train_batched(
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")
     if targets.ndim not in (1, 2) or targets.shape[-1] != n_inputs:
-        raise ValueError(
-            f"targets must have shape (N,) or (M, N) with N = {n_inputs}, "
-            f"got {tuple(targets.shape)}"
-        )
+        raise ValueError(f"targets must have shape (N,) or (M, N) with N = {n_inputs}, "
+                         f"got {tuple(targets.shape)}")
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
     if batch_size is not None:
@@ -244,14 +226,12 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     with torch.no_grad():
         first = model(inputs)
     if first.ndim != 2 or first.shape[1] != n_inputs:
-        raise ValueError(
-            f"model(inputs) must return (M, N) with N = {n_inputs}, got {tuple(first.shape)}"
-        )
+        raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got "
+                         f"{tuple(first.shape)}")
     num_models = first.shape[0]
     if targets.ndim == 2 and targets.shape[0] != num_models:
-        raise ValueError(
-            f"targets of shape (M, N) must have M = {num_models} rows, got {targets.shape[0]}"
-        )
+        raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got "
+                         f"{targets.shape[0]}")
     index = _model_index(model, num_models, device)
     tgt_full = targets.expand(num_models, n_inputs)
 
@@ -362,14 +342,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             p.copy_(bp)
     if bar is not None:
         bar.close()
-    return TrainResult(
-        model=model,
-        best_max_error=best_err.cpu(),
-        fraction_within_half=best_frac.cpu(),
-        final_max_error=final_err.cpu(),
-        final_fraction_within_half=final_frac.cpu(),
-        best_step=best_step.cpu(),
-        loss_history=torch.stack(hist) if hist else torch.zeros(0, num_models),
-        history_steps=torch.tensor(hist_steps, dtype=torch.long),
-        wall_time=time.perf_counter() - start,
-    )
+    return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
+                       best_step.cpu(),
+                       torch.stack(hist) if hist else torch.zeros(0, num_models),
+                       torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start)
