@@ -154,6 +154,8 @@ def test_a_damaged_unit_gives_one_line_naming_file_unit_and_field(tmp_path, caps
                             "config_hash": sweep.config_hash(E1_SMOKE)})
     with pytest.raises(sweep.ResultFileError, match=re.escape(f"{out}: {word}")):
         run_sweep(E1_SMOKE, [], out=out)
+    with pytest.raises(sweep.ResultFileError, match=re.escape(word)):
+        sweep.load_sweep(out)  # the reader of stored sweeps checks the same schema
     assert main(["e1", "--smoke", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and word in err[0]

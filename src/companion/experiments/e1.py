@@ -31,7 +31,6 @@ from companion.checks import (
     check_int,
     check_int_sequence,
     check_mapping,
-    read_json_file,
 )
 from companion.core.attention import kernel_attention
 from companion.experiments.engine import check_model_size, train_batched
@@ -41,7 +40,13 @@ from companion.experiments.heads import (
     table_kernel_heads,
     table_softmax_heads,
 )
-from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
+from companion.experiments.sweep import (
+    FrozenConfig,
+    load_sweep,
+    run_sweep,
+    seed_units,
+    sweep_records,
+)
 
 __all__ = ["experiment_code_24", "experiment_witness_24", "E1Config",
            "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family", "family_digest", "build_unit",
@@ -342,7 +347,7 @@ def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
 
 def load_e1_results(path) -> dict:
     """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
-    return read_json_file(path, "E1 results file")
+    return load_sweep(path, "E1 results file")
 
 
 # --------------------------------------------------------------------------- the live subset

@@ -338,26 +338,11 @@ class ResultStore:
             data = read_json_file(self.path, "results file")
         except ValueError as exc:
             raise ResultFileError(f"{exc}; {fix}") from None
-        if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
-            raise ResultFileError(f"{self.path} is JSON but not a results file (no 'units' "
-                                  f"mapping); {fix}")
-        if data.get("config_hash") != self.hash:
+        if isinstance(data, dict) and isinstance(data.get("units"), dict) and \
+                data.get("config_hash") != self.hash:
             raise ResultFileError(f"{self.path} holds results for configuration "
                                   f"{data.get('config_hash')}, not {self.hash}; {fix}")
-        for key, unit in data["units"].items():
-            items = [(f"unit {key!r}", unit, self.fields)]
-            if "models" in self.fields and isinstance(unit, dict) and \
-                    isinstance(unit.get("models"), list):
-                items += [(f"unit {key!r} record {i}", rec, RECORD_FIELDS)
-                          for i, rec in enumerate(unit["models"])]
-            for where, item, fields in items:
-                bad = "it is not a mapping" if not isinstance(item, dict) else next((
-                    f"field {f!r} " + ("is missing" if f not in item else
-                                       f"is a {type(item[f]).__name__}, not {_names(t)}")
-                    for f, t in fields.items() if not isinstance(item.get(f), t)), None)
-                if bad:
-                    raise ResultFileError(f"{self.path}: {where} is damaged ({bad}); {fix}")
-        return dict(data["units"])
+        return dict(_check_units(str(self.path), data, self.fields, "; " + fix)["units"])
 
     def done(self, key: str) -> bool:
         return key in self.units
@@ -377,6 +362,31 @@ class ResultStore:
 
 
 # --------------------------------------------------------------------------- units
+
+
+def _check_units(where: str, data, fields: dict, fix: str = "") -> dict:
+    """`data` if it is a results file whose every unit (and, with a "models" field, every
+    model record) holds `fields` with their types; else a one-line ResultFileError."""
+    if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
+        raise ResultFileError(f"{where} is JSON but not a results file (no 'units' mapping){fix}")
+    for key, unit in data["units"].items():
+        items = [(f"unit {key!r}", unit, fields)]
+        if "models" in fields and isinstance(unit, dict) and isinstance(unit.get("models"), list):
+            items += [(f"unit {key!r} record {i}", rec, RECORD_FIELDS)
+                      for i, rec in enumerate(unit["models"])]
+        for name, item, need in items:
+            bad = "it is not a mapping" if not isinstance(item, dict) else next((
+                f"field {f!r} " + ("is missing" if f not in item else
+                                   f"is a {type(item[f]).__name__}, not {_names(t)}")
+                for f, t in need.items() if not isinstance(item.get(f), t)), None)
+            if bad:
+                raise ResultFileError(f"{where}: {name} is damaged ({bad}){fix}")
+    return data
+
+
+def load_sweep(path, what: str = "results file") -> dict:
+    """A stored sweep (the JSON :func:`run_sweep` writes), every unit's schema checked."""
+    return _check_units(f"path {str(path)!r}", read_json_file(path, what), UNIT_FIELDS)
 
 
 def _names(types) -> str:
