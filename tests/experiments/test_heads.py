@@ -412,9 +412,9 @@ def test_group_ranks_is_the_quadratic_programme_and_runs_in_linear_time():
         rs = sorted(set(rng.integers(1, 300, rng.integers(0, 30)).tolist()))
         for overhead in (0, 3.5, 48.0, 1000.0):
             assert group_ranks(rs, overhead) == quadratic(rs, overhead)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the machine may be shared
     assert sum(map(len, group_ranks(range(1, 10**6 + 1)))) == 10**6
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
 
 
 # ---------------------------------------------------------------- the configuration

@@ -18,10 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from companion.checks import (
-    check_instance,
-    check_int,
-)
+from companion.checks import check_choice, check_instance, check_int, check_int_sequence
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import HeadTables
 from companion.experiments.engine import check_model_size
@@ -83,8 +80,19 @@ class HeadConfig:
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        put("seeds", tuple(int(s) for s in self.seeds))
-        put("ranks", () if self.attention == "softmax" else tuple(int(r) for r in self.ranks))
+        # the factories' callers (E2's units and its tests) rely on these few checks
+        put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
+        if self.attention == "softmax":
+            put("ranks", ())
+        else:
+            put("ranks", tuple(check_int_sequence(self.ranks, "ranks", 1)))
+            if len(self.ranks) != len(self.seeds):
+                raise ValueError(f"seeds must have one entry per rank ({len(self.ranks)}), got "
+                                 f"{len(self.seeds)}")
+        for name in ("num_tokens", "m"):
+            put(name, check_int(getattr(self, name), name, 1))
+        check_choice(self.feature, "feature", FEATURES)
+        check_choice(self.readout, "readout", READOUTS)
         put("hidden", tuple(self.hidden))
         if self.heads is not None:
             put("heads", tuple(int(h) for h in self.heads))
