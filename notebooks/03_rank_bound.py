@@ -101,13 +101,13 @@ from companion.bounds.witness import witness_family
 from companion.core.constructions import indicator_head
 from companion.core.constructions import query_indicator_head
 from companion.core.constructions import spread_query_head
+from companion.core.exact import exact_rank
 from companion.experiments.e1 import experiment_witness_24
 from companion.sandwich.certificates import kneser_box_matrix
 from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.head_files import read_head_claims
 from companion.sandwich.head_files import verify_head_file
 from companion.sandwich.matrix import admissibility_violations
-from companion.sandwich.matrix import exact_rank
 from companion.sandwich.matrix import ratio_bounds
 from companion.sandwich.matrix import spread_products
 

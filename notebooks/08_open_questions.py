@@ -168,11 +168,11 @@ print(f"alternating sum of the four targets: {alternating}; "
 # (the code is folded above the result).
 
 # %% tags=["hide-input"]
-from companion.open.signed import exact_rank
+from companion.core.exact import exact_rank
+from companion.core.exact import rank_factorisation
 from companion.open.signed import newton_coefficients
 from companion.open.signed import overlap_kernel_head
 from companion.open.signed import overlap_kernel_rank
-from companion.open.signed import rank_factorisation
 
 width = family.S.shape[1]
 kernel = [Fraction((14 - t) ** 4) for t in range(width + 1)]  # P(t) = (14 - t)^4

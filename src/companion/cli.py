@@ -1,38 +1,17 @@
-"""Command line: regenerate the experiments' full-size sweeps; re-verify exact heads.
+"""Command line: regenerate the experiments' sweeps; re-verify exact heads.
 
-    python -m companion e1|e2 [--full|--quick|--smoke] [--out results/e1_full.json]
-                              [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda]
-    python -m companion e2 --full [--reading X|S-code|S-random|all] [--out results]
-
-Results are written atomically as JSON beside a hash of the configuration. Every finished unit
-(E1: rank group x seed block, or the dense baseline; E2: one width) is stored as it finishes,
-so rerunning the same command after an interruption resumes without redoing finished units
-(``--restart`` starts over). ``e2 --full`` runs the three readings of chapter 7 (X, S-code,
-S-random; one unit per size x readout x heads|dense) into ``results/e2_<reading>_full.json``
-and judges them by the pre-registered rule into ``results/e2_summary.json``; ``--quick`` and
-``--smoke`` without ``--reading`` run the stored protocol's quick and smoke sizes into one
-file. ``--scheduler`` sends the units as tasks to a Dask cluster
-(``local:N``: N worker processes on this machine; an address: a running ``dask scheduler``);
-this process still writes every result. ``--smoke`` runs a tiny configuration in seconds.
-Shows a tqdm progress bar on stderr. While a run writes ``--out`` it holds ``<out>.lock``
-(a second run on it exits 2 naming the first); Ctrl-C stops it with one line (exit 130).
-
-    python -m companion probes [--full|--quick|--smoke|--exact] [--out FILE] [--device cpu|cuda]
-                               [--scheduler local:N|tcp://HOST:PORT]
-
-runs chapter 8's witness sweep (signed heads, several heads; a unit is a model kind x a seed
-block), resumable and schedulable in the same way; ``--exact`` writes its exact LP tables
-instead (results/probes_exact.json; no training, always in this process).
-
+    python -m companion e1|e2|probes [--full|--quick|--smoke] [--out FILE] [--restart]
+        [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda] [--threads N]
+    python -m companion e2 --full [--reading X|S-code|S-random|all] [--out FOLDER]
+    python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
-re-verifies head files (``results/heads/*.json``) in exact arithmetic on every input of their
-witness family and prints each head's rank and exact max error, and re-checks lower-bound
-certificates (``results/heads/*_lower_bound.json``) from their ladders; exit status 2 (one
-line per failing file) if any fails.
-
-Serves chapters 6, 7 and 8 (the full-size runs behind their committed results) and chapter 3
-(the sandwich's exact heads).
+Every finished unit is stored as it finishes (``--restart`` starts over), so rerunning the
+command resumes; ``--scheduler`` sends the units to a Dask cluster. ``e2 --full`` runs chapter
+7's three readings and judges them into ``results/e2_summary.json``; ``probes --exact`` writes
+the exact LP tables. ``verify-head`` re-verifies head files and lower-bound certificates
+(``results/heads/*.json``) in exact arithmetic. While a run writes ``--out`` it holds
+``<out>.lock``. Exit status 2 with one line on a usage error, 130 on Ctrl-C (chapters 3, 6-8).
 """
 
 from __future__ import annotations
@@ -92,22 +71,19 @@ class _UsageError(Exception):
 
 
 def _device(name: str) -> str:
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise _UsageError(f"--device must be cpu or cuda[:i], got {name!r}")
-    if name.startswith("cuda:") and not name[5:].isdigit():
-        raise _UsageError(f"--device {name}: the device index must be a number (cuda:0 ...)")
+    if name not in ("cpu", "cuda") and not (name.startswith("cuda:") and name[5:].isdigit()):
+        raise _UsageError(f"--device must be cpu or cuda[:i] (i a number), got {name!r}")
     try:
         import torch
-    except ImportError as exc:  # torch is a core dependency, but a broken install happens
-        raise _UsageError("the sweeps need torch, which cannot be imported here "
-                          f"({exc}); install it: pip install 'torch>=2.11,<3'") from exc
+    except ImportError as exc:  # a broken install
+        raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
+                          "install it: pip install 'torch>=2.11,<3'") from exc
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
                           "use --device cpu")
-    if name.startswith("cuda:"):
-        if int(name[5:]) >= torch.cuda.device_count():
-            raise _UsageError(f"--device {name}: this machine has "
-                              f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise _UsageError(f"--device {name}: this machine has "
+                          f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
     return name
 
 
@@ -201,7 +177,7 @@ def _writing(path, command: str):
 
 
 def _sweep(args, device: str, out) -> dict:
-    """The keyword arguments every experiment's sweep driver takes from the command line."""
+    """The keyword arguments every sweep driver takes from the command line."""
     return {"device": device, "progress": args.progress, "out": out, "restart": args.restart,
             "scheduler": args.scheduler, "threads": args.threads}
 
@@ -209,8 +185,8 @@ def _sweep(args, device: str, out) -> dict:
 def _run_e1(args, device: str, out: str) -> None:
     from companion.experiments import e1
 
-    config = getattr(e1, f"E1_{args.mode.upper()}")
-    for row in e1.summarise_e1(e1.run_e1_sweep(config, **_sweep(args, device, out))):
+    res = e1.run_e1_sweep(getattr(e1, f"E1_{args.mode.upper()}"), **_sweep(args, device, out))
+    for row in e1.summarise_e1(res):
         print(f"r={row['r']}: max error median {row['median_max_error']:.3f} "
               f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
               f"solved {row['solved']}/{row['seeds']}")
@@ -227,29 +203,32 @@ def _run_e2(args, device: str, out: str) -> None:
 
 def _run_probes(args, device: str, out: str) -> None:
     if args.mode == "exact":
-        if args.scheduler is not None:
-            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
-                              "training units); drop it or use --full/--quick/--smoke")
-        from companion.experiments.sweep import atomic_write_json
-        from companion.open.level_heads import exact_probe_tables
-
-        start = time.perf_counter()
-        tables = exact_probe_tables(8)
-        tables["produced_by"] = "python -m companion probes --exact"
-        tables["wall_time"] = round(time.perf_counter() - start, 1)
-        atomic_write_json(out, tables)
-        for row in tables["level"]:
-            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
-                  f"impossible {row['proved_impossible']}")
-        return
+        return _run_exact(args, out)
     from companion.experiments import probes
 
     config = getattr(probes, f"PROBES_{args.mode.upper()}")
-    for row in probes.summarise_probes(probes.run_probe_sweep(config,
-                                                              **_sweep(args, device, out))):
+    for row in probes.summarise_probes(probes.run_probe_sweep(config, **_sweep(args, device,
+                                                                               out))):
         print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
               f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
               f"exactly verified {row['exact']}/{row['checked']}")
+
+
+def _run_exact(args, out: str) -> None:
+    if args.scheduler is not None:
+        raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
+                          "training units); drop it or use --full/--quick/--smoke")
+    from companion.experiments.sweep import atomic_write_json
+    from companion.open.level_heads import exact_probe_tables
+
+    start = time.perf_counter()
+    tables = exact_probe_tables(8)
+    tables["produced_by"] = "python -m companion probes --exact"
+    tables["wall_time"] = round(time.perf_counter() - start, 1)
+    atomic_write_json(out, tables)
+    for row in tables["level"]:
+        print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+              f"impossible {row['proved_impossible']}")
 
 
 def _run_readings(args, device: str) -> int:

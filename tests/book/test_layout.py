@@ -86,3 +86,39 @@ def mirrored_test_file(module: str) -> Path:
                                           and MODULES[m].name != "__init__.py"))
 def test_every_module_has_a_mirrored_test_file(module):
     assert mirrored_test_file(module).is_file(), f"{module}: no {mirrored_test_file(module)}"
+
+
+def _all_names(path: Path) -> set[str] | None:
+    for node in ast.parse(path.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target",
+                                                                               None)]
+        if any(getattr(t, "id", "") == "__all__" for t in targets) and node.value:
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+ROOT = SRC.parent
+CALLERS = sorted([*ROOT.glob("notebooks/*.py"), *ROOT.glob("scripts/*.py"),
+                  *ROOT.glob("benchmarks/*.py"), SRC / "companion" / "cli.py"])
+
+
+def test_every_module_states_its_boundary():
+    """`__all__` is the boundary (checked, fuzzed); a module without one has no boundary."""
+    missing = [m for m, p in MODULES.items() if p.name not in ("__init__.py", "__main__.py")
+               and m != "companion.cli" and _all_names(p) is None]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=lambda p: p.name)
+def test_what_chapters_and_the_cli_import_is_in_the_boundary(caller):
+    """Every name a chapter, script, benchmark or the CLI imports from a companion module is
+    in that module's `__all__`: what readers call is checked and fuzzed."""
+    bad = []
+    for node in ast.walk(ast.parse(caller.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion"):
+            if node.module not in MODULES or node.module in ("companion", "companion.cli"):
+                continue
+            boundary = _all_names(MODULES[node.module]) or set()
+            bad += [f"{node.module}:{a.name}" for a in node.names
+                    if f"{node.module}.{a.name}" not in MODULES and a.name not in boundary]
+    assert not bad, bad

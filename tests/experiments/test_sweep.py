@@ -5,6 +5,7 @@ keeps killing workers, a scheduler that does not answer or has no worker, bad ad
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -133,6 +134,31 @@ def test_run_sweep_returns_the_store_and_refuses_models_from_elsewhere(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no lock, no temporary
     with pytest.raises(ValueError, match="keep_models"):
         run_sweep({"c": 2}, [], keep_models=True, scheduler="local:1")
+
+
+@pytest.mark.parametrize("damage, word", [
+    (lambda u: u.pop("wall_time"), "unit 'nka_r1-4' is damaged (field 'wall_time' is missing)"),
+    (lambda u: u["models"][0].update(rank="4"),
+     "unit 'nka_r1-4' record 0 is damaged (field 'rank' is a str, not int)"),
+])
+def test_a_damaged_unit_gives_one_line_naming_file_unit_and_field(tmp_path, capsys, damage,
+                                                                   word):
+    from companion.experiments.e1 import E1_SMOKE
+
+    rec = {"kind": "nka", "rank": 1, "seed": 0, "best_max_error": 0.1,
+           "fraction_within_half": 1.0}
+    unit = {"models": [rec], "wall_time": 1.0, "environment": {}}
+    damage(unit)
+    out = tmp_path / "e1.json"
+    atomic_write_json(out, {"config": sweep.config_dict(E1_SMOKE), "units": {"nka_r1-4": unit},
+                            "config_hash": sweep.config_hash(E1_SMOKE)})
+    with pytest.raises(sweep.ResultFileError, match=re.escape(f"{out}: {word}")):
+        run_sweep(E1_SMOKE, [], out=out)
+    with pytest.raises(sweep.ResultFileError, match=re.escape(word)):
+        sweep.load_sweep(out)  # the reader of stored sweeps checks the same schema
+    assert main(["e1", "--smoke", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and word in err[0]
 
 
 def test_seed_blocks_and_records():

@@ -1,7 +1,7 @@
-"""The experiments (chapters 6 and 7): trained heads, on top of the theory modules.
+"""The experiments (chapters 6-8): trained heads, on top of the theory modules.
 
-``engine`` trains many stacked models as one tensor program, ``store`` keeps resumable result
-files, ``heads`` the stacked heads every experiment trains, ``e1`` is E1 (table heads on the
-witness family), ``e2`` is E2 (MLP and pool-table heads on unseen tokens). The theory
+``sweep`` (the one sweep protocol and its result files), ``engine`` (many stacked models as
+one tensor program), ``heads`` (the stacked heads), ``e1`` (chapter 6), ``probes`` (chapter
+8), ``e2`` (chapter 7), ``reference`` (live re-runs against committed results). The theory
 modules of :mod:`companion` import nothing from here.
 """

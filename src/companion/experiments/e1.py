@@ -1,17 +1,10 @@
-"""E1 -- the witness suite: train table heads of every rank on the witness family F(S)
-(chapter 6; tests Theorem E, ``thm-exponential-rank``, and Lemma B, ``lem-gap-domination``,
-on trained heads).
+"""E1 -- the witness suite: table heads of every rank trained on the witness family F(S)
+(chapter 6; Theorem E, ``thm-exponential-rank``, and Lemma B, ``lem-gap-domination``).
 
-The family is :func:`experiment_witness_24`: the E1 choice of query set, a subset of the
-Paley code on 24 bits picked by :func:`select_paley_witness`. One sweep = the distinct ranks
-grouped into padded rank groups (:func:`companion.experiments.heads.group_ranks`), each
-group x a block of seeds (all seeds by default) trained as one batched program, plus the dense
-softmax baseline as more units; :func:`run_e1_sweep` runs them through the one sweep
-protocol (:mod:`companion.experiments.sweep`: here or on a Dask cluster, each unit stored as
-it finishes, so an interrupted run resumes where it stopped). Every model is initialised from
-its own seed and trained full-batch, so its result does not depend on which other models
-share its program (up to float rounding). The configuration is the frozen dataclass
-:class:`E1Config`.
+One sweep (:mod:`companion.experiments.sweep`) = padded rank groups
+(:func:`companion.experiments.heads.group_ranks`) x seed blocks, plus the dense softmax
+baseline; every model is seeded by its own seed, so its result does not depend on its
+companions (up to float rounding). Chapter 8's probes reuse the training and records here.
 """
 
 from __future__ import annotations
@@ -25,11 +18,10 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from companion.book import MAX_THREADS, Table
+from companion.book import Table
 from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import LinkCheck, total_weights
-from companion.bounds.rank_bounds import RankLowerBound, certified_rank_bound
-from companion.bounds.witness import WitnessFamily, family_size, witness_family
+from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
     check_bool,
     check_choice,
@@ -39,7 +31,6 @@ from companion.checks import (
     check_int,
     check_int_sequence,
     check_mapping,
-    read_json_file,
 )
 from companion.core.attention import kernel_attention
 from companion.experiments.engine import check_model_size, train_batched
@@ -51,50 +42,30 @@ from companion.experiments.heads import (
 )
 from companion.experiments.sweep import (
     FrozenConfig,
-    Unit,
-    check_writable,
-    parse_scheduler,
+    load_sweep,
     run_sweep,
-    seed_blocks,
+    seed_units,
     sweep_records,
 )
 
+__all__ = ["experiment_code_24", "experiment_witness_24", "E1Config",
+           "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family", "family_digest", "build_unit",
+           "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
+           "consistency_violations", "find_trained_model", "dense_init_statistics",
+           "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
+           "model_values"]
+
 # --------------------------------------------------------------------------- the E1 family
 
-#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the
-#: first b of them. Found by select_paley_witness() (tests re-run the search and compare).
+#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the first
+#: b of them; the subset with the largest certified bound among those with 1,000-2,500
+#: sequences (tests/experiments/test_e1.py re-runs the search).
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
 def experiment_code_24() -> np.ndarray:
-    """The 24-bit query set of the experiments: the Paley (q = 23) subset that
-    :func:`select_paley_witness` picks (largest certified bound with 1,000-2,500 sequences)."""
+    """The 24-bit query set of the experiments (:data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23)."""
     return paley_subset(*EXPERIMENT_PALEY_SUBSET)
-
-
-def select_paley_witness(q: int = 23, min_sequences: int = 1000, max_sequences: int = 2500,
-                         n: int = 3) -> tuple[tuple[int, int], RankLowerBound, int]:
-    """Search the Paley code's subsets {first a rows} + {complements of the first b of them}
-    for the largest certified rank bound whose family size lies in [min, max]; ties go to the
-    smaller family. Returns ((a, b), bound, family size); see
-    :func:`companion.bounds.codes.paley_subset`."""
-    q, min_sequences = check_int(q, "q", 3), check_int(min_sequences, "min_sequences", 1)
-    max_sequences = check_int(max_sequences, "max_sequences", min_sequences)
-    best = None
-    for a in range(2, q + 1):
-        for b in range(0, a + 1):
-            S = paley_subset(a, b, q)
-            size = family_size(S, n)
-            if not min_sequences <= size <= max_sequences:
-                continue
-            bound = certified_rank_bound(S, n)
-            key = (bound.rank, bound.sharpened_bound, -size)
-            if best is None or key > best[0]:
-                best = (key, (a, b), bound, size)
-    if best is None:
-        raise ValueError(f"no Paley subset for q={q}, n={n} has a family size in "
-                         f"[min_sequences, max_sequences] = [{min_sequences}, {max_sequences}]")
-    return best[1], best[2], best[3]
 
 
 def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
@@ -152,15 +123,7 @@ class E1Config(FrozenConfig):
         put("rank_groups", groups)
         check_choice(self.feature, "feature", FEATURES)
         put("positional", check_bool(self.positional, "positional"))
-        for name in ("d", "score_dim", "steps"):
-            put(name, check_int(getattr(self, name), name, 1))
-        put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0))
-        put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
-        if self.seed_block is not None:
-            put("seed_block", check_int(self.seed_block, "seed_block", 1))
-        for name in ("phi_std", "qk_std"):
-            put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
-        self._check_schedule()
+        self._check_training(("d", "score_dim"), ("phi_std", "qk_std"))
 
 
 #: Full size (the defaults).
@@ -194,19 +157,47 @@ def family_digest(family) -> str:
     return h.hexdigest()[:16]
 
 
-def _family_tensors(family, device):
+def train_on_family(cfg, family, model, device="cpu", progress: bool = False):
+    """train_batched on the whole family with the configuration's schedule (E1, probes)."""
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
                         device=device)
-    return ids, y
+    return train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
+                         final_lr_fraction=cfg.final_lr_fraction,
+                         surrogate_steps=cfg.surrogate_steps,
+                         surrogate_power=cfg.surrogate_power, seed=0, device=device,
+                         progress=progress)
+
+
+def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:
+    """One flat record per trained model: its label fields, best max error and share within
+    1/2 (``full``: also the final max error and the best step)."""
+    records = []
+    for i, label in enumerate(labels):
+        rec = {**dict(zip(keys, label)), "best_max_error": round(float(res.best_max_error[i]), 6),
+               "fraction_within_half": round(float(res.fraction_within_half[i]), 6)}
+        if full:
+            rec.update(final_max_error=round(float(res.final_max_error[i]), 6),
+                       best_step=int(res.best_step[i]))
+        records.append(rec)
+    return records
+
+
+def _nka_heads(cfg: E1Config, family, ranks, seeds, pad: int):
+    labels = [("nka", r, s) for r in ranks for s in seeds]
+    model = table_kernel_heads([r for _, r, _ in labels], [s for *_, s in labels],
+                               len(family.tokens), np.asarray(family.token_ids).shape[1],
+                               query_position=int(family.query_position), d=cfg.d,
+                               feature=cfg.feature, positional=cfg.positional, pad_to=pad,
+                               phi_std=cfg.phi_std)
+    return model, labels
 
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                seeds: Sequence[int] | None = None, only_rank: int | None = None):
     """The stacked models of one unit (a rank group x seeds, default the configuration's, or
-    the dense heads for group None) and their labels. ``only_rank``: just that rank of the
-    group, still padded to the group's largest rank (same maths as inside the unit; floats
-    agree only to rounding, see :mod:`companion.experiments.engine`)."""
+    the dense heads for group None) and their labels; ``only_rank``: that rank of the group
+    alone, still padded to the group's largest rank."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
@@ -215,89 +206,54 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
         seeds = check_int_sequence(seeds, "seeds", 0)
         if group is not None:
             check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
-    num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
-    qpos = int(family.query_position)
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
-        model = table_softmax_heads(seeds, num_tokens, n, score_dim=cfg.score_dim,
-                                  query_position=qpos, d=cfg.d, qk_std=cfg.qk_std)
+        if not seeds:
+            raise ValueError("seeds must not be empty: the configuration has no dense seeds")
+        model = table_softmax_heads(seeds, len(family.tokens),
+                                    np.asarray(family.token_ids).shape[1],
+                                    score_dim=cfg.score_dim,
+                                    query_position=int(family.query_position), d=cfg.d,
+                                    qk_std=cfg.qk_std)
         return model, [("dense", 0, s) for s in seeds]
-    seeds = list(cfg.seeds if seeds is None else seeds)
-    pad = max(group)
-    if only_rank is not None:
-        if check_int(only_rank, "only_rank", 1) not in group:
-            raise ValueError(
-                f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
-        group = [only_rank]
-    ranks = [r for r in group for _ in seeds]
-    ss = [s for _ in group for s in seeds]
-    model = table_kernel_heads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
-                             feature=cfg.feature, positional=cfg.positional, pad_to=pad,
-                             phi_std=cfg.phi_std)
-    return model, [("nka", r, s) for r, s in zip(ranks, ss, strict=True)]
+    if only_rank is not None and check_int(only_rank, "only_rank", 1) not in group:
+        raise ValueError(
+            f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
+    return _nka_heads(cfg, family, group if only_rank is None else [only_rank],
+                      list(cfg.seeds if seeds is None else seeds), max(group))
 
 
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
                   seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
                   only_rank: int | None = None):
-    """Train one unit of :func:`build_unit` (or, with ``only_rank``, one rank of it); returns
-    (per-model records, TrainResult)."""
+    """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
     check_device(device)
     model, labels = build_unit(cfg, family, group, seeds, only_rank)
-    ids, y = _family_tensors(family, device)
-    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
-                        final_lr_fraction=cfg.final_lr_fraction,
-                        surrogate_steps=cfg.surrogate_steps,
-                        surrogate_power=cfg.surrogate_power, seed=0, device=device,
-                        progress=progress)
-    records = [{"kind": k, "rank": r, "seed": s,
-                "best_max_error": round(float(res.best_max_error[i]), 6),
-                "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
-                "final_max_error": round(float(res.final_max_error[i]), 6),
-                "best_step": int(res.best_step[i])}
-               for i, (k, r, s) in enumerate(labels)]
-    return records, res
+    res = train_on_family(cfg, family, model, device, progress)
+    return model_records(res, labels), res
 
 
 def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
-    """One unit of the sweep (a pure function of its arguments: every model is seeded by its
-    own seed, so it may run anywhere): ({"models": records}, trained module)."""
     records, res = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
     return {"models": records}, res.model
-
-
-def _units(cfg: E1Config, family, device) -> list[Unit]:
-    """The sweep's units: every rank group x seed block, then the dense heads x seed block."""
-    plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
-    if cfg.dense_seeds:
-        plan.append(("dense", None, cfg.dense_seeds))
-    return [Unit(key + suffix, _unit, (cfg, family, group, block, str(device)), str(device))
-            for key, group, seeds in plan for suffix, block in seed_blocks(seeds, cfg.seed_block)]
 
 
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep (:func:`companion.experiments.sweep.run_sweep`; one unit
-    per rank group x seed block, keys 'nka_r1-2-4', then 'dense', with '_s0-1' appended when
-    the seeds are cut into several blocks): ``{"config", "config_hash", "units": {key:
-    {"models": [records], "wall_time", "environment"}}, "models"}``; models (``keep_models``:
-    units trained in this call, here) {key: stacked module}. ``out``: the JSON file, written
-    after every unit; ``scheduler``: None (here), 'local:N' or a Dask address; ``threads``:
-    torch threads per unit. A ``family`` other than the configuration's is named by its digest."""
+    """Run (or resume) an E1 sweep (:func:`companion.experiments.sweep.run_sweep`): units
+    'nka_r1-2-4' per rank group, then 'dense', each with '_s0-1' per seed block when the seeds
+    are cut. A ``family`` other than the configuration's is named by its digest."""
     cfg = check_instance(config, "config", E1Config)
-    check_device(device)
+    device = str(check_device(device))
     if family is None:
         family = e1_family(cfg)
     elif cfg.family in FAMILIES:
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
-    parse_scheduler(scheduler)
-    return run_sweep(cfg, _units(cfg, family, device),
-                     out=None if out is None else check_writable(out, "out"),
-                     restart=check_bool(restart, "restart"), scheduler=scheduler,
-                     threads=check_int(threads, "threads", 1, MAX_THREADS),
-                     progress=check_bool(progress, "progress"),
-                     keep_models=check_bool(keep_models, "keep_models"))
+    plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
+    plan += [("dense", None, cfg.dense_seeds)] if cfg.dense_seeds else []
+    return run_sweep(cfg, seed_units(plan, _unit, cfg, family, device), out, restart,
+                     scheduler, threads, progress, keep_models)
 
 
 def summarise_e1(results: dict) -> list[dict]:
@@ -359,6 +315,8 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
     deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
     family = check_instance(family, "family", WitnessFamily)
     seeds = check_int_sequence(seeds, "seeds", 0)
+    qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)
+    score_dim = check_int(score_dim, "score_dim", 1, 4096)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
     heads = table_softmax_heads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
@@ -389,7 +347,7 @@ def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
 
 def load_e1_results(path) -> dict:
     """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
-    return read_json_file(path, "E1 results file")
+    return load_sweep(path, "E1 results file")
 
 
 # --------------------------------------------------------------------------- the live subset
@@ -404,9 +362,8 @@ E1_LIVE_SEEDS = (0,)
 
 def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] = E1_LIVE_RANKS,
                   seeds: Sequence[int] = E1_LIVE_SEEDS, device="cpu"):
-    """Train ``ranks`` x ``seeds`` of ``config`` as one program padded to the largest rank of
-    the configuration's rank group that holds them (the padding the sweep uses). Returns
-    (records, trained stacked module)."""
+    """Train ``ranks`` x ``seeds`` as one program padded to the largest rank of the rank group
+    that holds them (as in the sweep); returns (records, trained stacked module)."""
     cfg = check_instance(config, "config", E1Config)
     ranks = tuple(sorted(set(check_int_sequence(ranks, "ranks", 1))))
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
@@ -414,22 +371,9 @@ def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] 
         raise ValueError(f"ranks must lie in one rank group of the configuration "
                          f"{[list(g) for g in cfg.rank_groups]}, got {list(ranks)}")
     seeds = tuple(check_int_sequence(seeds, "seeds", 0))
-    labels = [("nka", r, s) for r in ranks for s in seeds]
-    model = table_kernel_heads([r for _, r, _ in labels], [s for _, _, s in labels],
-                             len(family.tokens), np.asarray(family.token_ids).shape[1],
-                             query_position=int(family.query_position), d=cfg.d,
-                             feature=cfg.feature, positional=cfg.positional,
-                             pad_to=max(groups[0]), phi_std=cfg.phi_std)
-    ids, y = _family_tensors(family, device)
-    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
-                        final_lr_fraction=cfg.final_lr_fraction,
-                        surrogate_steps=cfg.surrogate_steps,
-                        surrogate_power=cfg.surrogate_power, seed=0, device=device)
-    records = [{"kind": k, "rank": r, "seed": s,
-                "best_max_error": round(float(res.best_max_error[i]), 6),
-                "fraction_within_half": round(float(res.fraction_within_half[i]), 6)}
-               for i, (k, r, s) in enumerate(labels)]
-    return records, res.model
+    model, labels = _nka_heads(cfg, family, ranks, seeds, max(groups[0]))
+    res = train_on_family(cfg, family, model, device)
+    return model_records(res, labels, full=False), res.model
 
 
 def model_values(records, quantity: str = "best_max_error") -> dict:

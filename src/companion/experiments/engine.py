@@ -1,24 +1,11 @@
-"""A batched training engine: many independent models as one tensor program.
+"""A batched training engine: many independent models as one tensor program (chapters 6-8).
 
-A *stacked* model holds M independent models in one ``torch.nn.Module``: every parameter has a
-leading model dimension (or the module is a :class:`ModelStack` of such modules) and
-``model(inputs)`` returns predictions of shape (M, N). :func:`train_batched` minimises the
-**sum over models** of each model's mean squared error. Each model's gradient is then exactly
-the gradient it would get alone, and Adam acts element-wise, so training the stack is training
-every model on its own — in one program instead of a Python loop
-(``tests/experiments/test_engine.py`` checks this against a stack of one). In floats the
-agreement is to rounding, not always to the bit: element-wise kernels may round an entry
-differently depending on where it sits in the stacked tensor (vectorised body vs scalar tail),
-and a long run on a max-error surrogate amplifies such ulp differences. Bit-for-bit
-reproduction therefore re-runs the same stack.
-
-Schedule: Adam with cosine decay from ``lr`` to ``final_lr_fraction * lr`` over ``steps`` MSE
-steps, then optionally ``surrogate_steps`` more steps (same cosine shape, restarted) on a smooth
-L_p-norm surrogate of each model's max error. The engine keeps, per model, the parameters of
-the step with the smallest max error over the whole training set (per-model selection of
-parameter slices) and loads them into the model it returns.
-
-Serves chapters 6 and 7 (the experiments on ``thm-exponential-rank``).
+A stacked model holds M models (every parameter has a leading model dimension, or it is a
+:class:`ModelStack` of such) and returns predictions (M, N). :func:`train_batched` minimises
+the sum of the models' mean squared errors: each model gets exactly its own gradient and Adam
+acts element-wise, so the stack trains every model as alone (to rounding). Schedule: Adam with
+cosine decay over ``steps`` MSE steps, then optionally ``surrogate_steps`` on a smooth L_p
+surrogate of the max error; the best checkpoint (smallest max error) is kept per model.
 """
 
 from __future__ import annotations
@@ -33,19 +20,16 @@ import torch
 
 from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
-__all__ = ["ModelStack", "TrainResult", "train_batched", "max_errors", "lr_at",
-           "check_model_size", "MAX_PARAMETERS"]
+__all__ = ["train_batched", "lr_at", "max_errors"]
 
-#: Most Adam steps of one training run (and of its surrogate phase); the sweeps use <= 2000.
+#: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
-#: Most parameters one stack of models may hold: 2**25 floats (with Adam's two moments and
-#: the gradient, ~1 GB in float64), far above every configuration of the book.
+#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
 MAX_PARAMETERS = 2**25
 
 
 def check_model_size(count: int, what: str) -> int:
-    """`count` (a parameter count) if it is at most MAX_PARAMETERS, else ValueError naming
-    `what` (the arguments that set it)."""
+    """`count` parameters if at most MAX_PARAMETERS, else ValueError naming `what`."""
     if count > MAX_PARAMETERS:
         raise ValueError(f"{what} give ~{count} parameters, above MAX_PARAMETERS = "
                          f"{MAX_PARAMETERS}; use fewer or smaller models")
@@ -56,19 +40,10 @@ HISTORY_POINTS = 200
 
 
 class ModelStack(torch.nn.Module):
-    """Concatenate several stacked models along the model dimension.
-
-    ``ModelStack([a, b])(inputs)`` returns ``cat([a(inputs), b(inputs)])``: models 0..M_a-1 are
-    a's, then b's. Lets one :func:`train_batched` call train e.g. rank groups padded to
-    different widths together with a dense baseline.
-    """
+    """Several stacked models concatenated along the model dimension (a's models, then b's)."""
 
     def __init__(self, models: Sequence[torch.nn.Module]):
         super().__init__()
-        if not models:
-            raise ValueError("models must be a non-empty sequence of stacked modules")
-        for model in models:
-            check_instance(model, "models[i]", torch.nn.Module)
         self.parts = torch.nn.ModuleList(models)
 
     def forward(self, inputs):
@@ -77,15 +52,10 @@ class ModelStack(torch.nn.Module):
 
 @dataclass
 class TrainResult:
-    """What :func:`train_batched` returns (tensors on the CPU; ``model`` on ``device``).
-
-    best_max_error (M,): smallest max |prediction - target| over the training set seen at any
-    evaluated step; fraction_within_half (M,): fraction of inputs with |error| < 1/2 at that
-    best checkpoint; final_max_error (M,) and final_fraction_within_half (M,): the same for
-    the last iterate; loss_history (K, M):
-    each model's training objective at ``history_steps`` (K,); ``best_step`` (M,) the step of
-    the best checkpoint; ``model`` holds the best parameters of every model.
-    """
+    """What :func:`train_batched` returns (tensors on the CPU): per model (M,) the best max
+    error and share of inputs within 1/2 at the best checkpoint, the same for the last
+    iterate, the best step; the loss history (K, M) at ``history_steps``; ``model`` holds the
+    best parameters."""
 
     model: torch.nn.Module
     best_max_error: torch.Tensor
@@ -97,11 +67,6 @@ class TrainResult:
     history_steps: torch.Tensor
     wall_time: float
 
-    @property
-    def solved(self) -> torch.Tensor:
-        """(M,) bool: max error < 1/2 on every training input (the paper's 'exact')."""
-        return self.best_max_error < 0.5
-
 
 def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     """Cosine decay: lr at step 0, final_lr_fraction * lr at step total - 1."""
@@ -111,9 +76,8 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     if total <= 1:
         return lr
     progress = step / (total - 1)
-    return lr * (
-        final_lr_fraction + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
-    )
+    return lr * (final_lr_fraction
+                 + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -129,8 +93,7 @@ def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 
 def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
-    """x ** power for an int power >= 1 by repeated squaring: torch's pow with a general
-    exponent runs ~8x slower than these few multiplications (same value up to rounding)."""
+    """x ** power by repeated squaring (~8x faster than torch's general pow)."""
     result = None
     while power:
         if power & 1:
@@ -151,10 +114,8 @@ def _num_inputs(inputs) -> int:
         return _num_inputs(next(iter(inputs.values())))
     if isinstance(inputs, (tuple, list)):
         return _num_inputs(inputs[0])
-    raise TypeError(
-        f"inputs must be a tensor, or a tuple/list/dict of tensors with the input index first, "
-        f"got {type(inputs).__name__}"
-    )
+    raise TypeError(f"inputs must be a tensor, or a tuple/list/dict of tensors with the input "
+                    f"index first, got {type(inputs).__name__}")
 
 
 def _map_inputs(inputs, fn):
@@ -182,47 +143,30 @@ def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, t
         size = params[0].shape[0] if params[0].ndim else 0
         for p in params:
             if p.ndim == 0 or p.shape[0] != size:
-                raise ValueError(
-                    "model: every parameter of a stacked model must have the same leading model "
-                    f"dimension, got shapes {[tuple(q.shape) for q in params]}"
-                )
+                raise ValueError("model: every parameter of a stacked model must have the same "
+                                 "leading model dimension, got shapes "
+                                 f"{[tuple(q.shape) for q in params]}")
             index[id(p)] = torch.arange(offset, offset + size, device=device)
         return offset + size
 
     total = visit(model, 0)
     if total != num_models:
-        raise ValueError(
-            f"model: parameters stack {total} models but model(inputs) returned {num_models} rows"
-        )
+        raise ValueError(f"model: parameters stack {total} models but model(inputs) returned "
+                         f"{num_models} rows")
     return index
 
 
-def train_batched(
-    model: torch.nn.Module,
-    inputs,
-    targets: torch.Tensor,
-    *,
-    steps: int,
-    lr: float,
-    final_lr_fraction: float = 0.02,
-    surrogate_steps: int = 0,
-    surrogate_power: int = 16,
-    batch_size: int | None = None,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    eval_every: int | None = None,
-) -> TrainResult:
-    """Train the M stacked models in ``model`` together; see the module docstring.
+def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int,
+                  lr: float, final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
+                  surrogate_power: int = 16, batch_size: int | None = None, seed: int = 0,
+                  device: str | torch.device = "cpu", progress: bool = False,
+                  eval_every: int | None = None) -> TrainResult:
+    """Train the M stacked models in ``model`` together (see the module docstring).
 
-    inputs: a tensor or a tuple/list/dict of tensors whose first dimension indexes the N inputs
-    (non-tensor leaves pass through); ``model(inputs)`` must return (M, N). targets: (N,) shared
-    or (M, N) per model. ``batch_size`` None means full-batch; otherwise every step uses the same
-    seeded mini-batch for all models (so each model sees what it would see alone). The best
-    checkpoint is chosen on the full training set: at every step in full-batch mode (from the
-    step's own forward pass), every ``eval_every`` steps (default: 1 % of the steps) otherwise,
-    and after the last step. Deterministic on the CPU for a given ``seed`` and model init.
-    Limits: steps, surrogate_steps <= 100000 (:data:`MAX_STEPS`).
+    inputs: a tensor or a tuple/list/dict of tensors indexed by the N inputs first;
+    ``model(inputs)`` returns (M, N); targets (N,) or (M, N). ``batch_size`` None: full batch,
+    else one seeded mini-batch per step for all models; the best checkpoint is chosen on the
+    full set (every step in full batch, else every ``eval_every`` steps, default 1 %).
     """
     check_instance(model, "model", torch.nn.Module)
     steps = check_int(steps, "steps", 1, MAX_STEPS)
@@ -240,10 +184,8 @@ def train_batched(
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")
     if targets.ndim not in (1, 2) or targets.shape[-1] != n_inputs:
-        raise ValueError(
-            f"targets must have shape (N,) or (M, N) with N = {n_inputs}, "
-            f"got {tuple(targets.shape)}"
-        )
+        raise ValueError(f"targets must have shape (N,) or (M, N) with N = {n_inputs}, "
+                         f"got {tuple(targets.shape)}")
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
     if batch_size is not None:
@@ -261,9 +203,8 @@ def train_batched(
 
 @contextlib.contextmanager
 def _no_uninitialised_fill():
-    """Deterministic mode (seed_everything) also fills every new tensor with NaN to expose
-    reads of uninitialised memory; on these tiny models that costs a third of each step and
-    changes no result, so it is off while training (and restored afterwards)."""
+    """Deterministic mode fills new tensors with NaN (a third of each step here, no result
+    changes): off while training."""
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.utils.deterministic.fill_uninitialized_memory = False
     try:
@@ -285,14 +226,12 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     with torch.no_grad():
         first = model(inputs)
     if first.ndim != 2 or first.shape[1] != n_inputs:
-        raise ValueError(
-            f"model(inputs) must return (M, N) with N = {n_inputs}, got {tuple(first.shape)}"
-        )
+        raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got "
+                         f"{tuple(first.shape)}")
     num_models = first.shape[0]
     if targets.ndim == 2 and targets.shape[0] != num_models:
-        raise ValueError(
-            f"targets of shape (M, N) must have M = {num_models} rows, got {targets.shape[0]}"
-        )
+        raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got "
+                         f"{targets.shape[0]}")
     index = _model_index(model, num_models, device)
     tgt_full = targets.expand(num_models, n_inputs)
 
@@ -403,14 +342,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             p.copy_(bp)
     if bar is not None:
         bar.close()
-    return TrainResult(
-        model=model,
-        best_max_error=best_err.cpu(),
-        fraction_within_half=best_frac.cpu(),
-        final_max_error=final_err.cpu(),
-        final_fraction_within_half=final_frac.cpu(),
-        best_step=best_step.cpu(),
-        loss_history=torch.stack(hist) if hist else torch.zeros(0, num_models),
-        history_steps=torch.tensor(hist_steps, dtype=torch.long),
-        wall_time=time.perf_counter() - start,
-    )
+    return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
+                       best_step.cpu(),
+                       torch.stack(hist) if hist else torch.zeros(0, num_models),
+                       torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start)

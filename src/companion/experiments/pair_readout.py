@@ -1,19 +1,12 @@
-"""Attention heads read at the (query, key) pairs their inputs use, with hand-written backwards.
+"""Attention heads read at the (query, key) pairs their inputs use, with hand-written backwards
+(the trained heads of chapters 6-8).
 
-The table-parameterised heads (E1) and the pool heads (E2) both evaluate a head as
-
-    y = sum_p w_p f_p / sum_p w_p + b(x),    w_p from <left(x), right(z_p)>, f_p = <a(x), v(z_p)>,
-
-for inputs (query x; keys z_0..z_{n-1}). The inputs of a training set use U distinct
-(query, key) pairs, often far fewer than all pairs (E2 at full size: 2 % of them). A
-:class:`PairPlan`, built once per input set, lists those pairs (sorted, so reads are
-cache-friendly) and where every (input, position) finds its pair. :func:`pair_values` computes
-<left(x), right(z)> at the U pairs — a dense batched matmul then a read when the pairs are dense
-in the table, a sampled sparse matmul (SDDMM) when they are sparse — and :func:`pair_readout`
-normalises and reads out on the (M, n, N) layout with one fused backward. Same maths as the
-straightforward autograd version (checked in tests to rounding).
-
-Serves chapters 6 and 7 (the trained heads of E1 and E2).
+A head is y = sum_p w_p f_p / sum_p w_p + b(x), w_p from <left(x), right(z_p)>,
+f_p = <a(x), v(z_p)>. A :class:`PairPlan`, built once per input set, lists the U distinct pairs
+(sorted) and where each (input, position) finds its pair; :func:`pair_values` computes the U
+dot products (a dense bmm, or SDDMM when the pairs are sparse in the table) and
+:func:`pair_readout` normalises and reads out with one fused backward (same maths as autograd,
+to rounding).
 """
 
 from __future__ import annotations
@@ -23,26 +16,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = [
-    "PairPlan", "make_pair_plan", "pair_values", "ranked_pair_values", "rank_blocks",
-    "pair_readout", "shifted_exp", "MODES",
-]
+__all__: list[str] = []  # internal kernels of companion.experiments.heads
 
-#: How a pair value becomes an attention weight before normalising over the n positions:
-#: "log_kernel": w = exp(log(max(t, 1e-30)) + shift - max_p(...)) (a nonnegative kernel,
-#: normalised in log space); "logits": w = exp(t - max_p t) (softmax); "kernel": w = t, divided
-#: by max(sum_p t, 1e-30) (a nonnegative kernel normalised directly).
+#: How a pair value t becomes a weight: "log_kernel" w = exp(log max(t, 1e-30) + shift), "logits"
+#: w = exp(t) (softmax), "kernel" w = t (normalised by max(sum_p t, 1e-30)); max-shifted per input.
 MODES = ("log_kernel", "logits", "kernel")
 
 _TINY = 1e-30
 
-#: Below these arguments exp underflows (to a subnormal or 0) and torch's vectorised exp takes a
-#: scalar path ~40x slower. A weight clamped there is below the dtype's resolution relative to
-#: the largest weight, which is 1 after the max-shift.
+#: Below these arguments exp underflows and torch's vectorised exp takes a ~40x slower scalar
+#: path; a weight clamped there is below the dtype's resolution after the max-shift.
 _EXP_FLOOR = {torch.float32: -87.0, torch.float64: -708.0}
 
-#: Pairs sparser than this in their table are computed by SDDMM instead of a dense matmul
-#: (measured crossover on a CPU core: dense wins at 30-40 % density, SDDMM at 10 % and below).
+#: Pairs sparser than this in their table use SDDMM (measured crossover on a CPU core).
 SPARSE_DENSITY = 0.15
 
 
@@ -52,13 +38,9 @@ def exp_floor(dtype) -> float:
 
 @dataclass(frozen=True, eq=False)
 class PairPlan:
-    """Index tensors for one input set over a (rows x cols) pair table.
-
-    ``uniq`` (U,) the distinct flat pair indices row * cols + col, ascending; ``inv`` (n*N,)
-    position-major: entry p*N + i is the place in ``uniq`` of input i's pair at position p;
-    ``bias_idx`` (N,) or None; ``shift_idx`` (U,) or None: each distinct pair's flat index modulo
-    the shift period; ``sparse``: compute pair values by SDDMM.
-    """
+    """Index tensors for one input set over a (rows x cols) pair table: ``uniq`` (U,) the
+    distinct flat pairs ascending; ``inv`` (n*N,) position-major place of each input's pair
+    in ``uniq``; ``bias_idx`` (N,); ``shift_idx`` (U,) pairs modulo the shift period."""
 
     uniq: torch.Tensor
     inv: torch.Tensor
@@ -95,9 +77,7 @@ def _crow(sorted_rows: torch.Tensor, num_rows: int) -> torch.Tensor:
 
 def make_pair_plan(flat: torch.Tensor, rows: int, cols: int, bias_idx=None,
                    shift_period: int | None = None, sparse: bool | None = None) -> PairPlan:
-    """Plan for inputs whose pairs sit at ``flat`` (N, n) = row * cols + col in a (rows x cols)
-    table; ``bias_idx`` (N,) indexes the bias table; ``shift_period`` makes
-    ``shift_idx = uniq % shift_period``; ``sparse`` None: by density (:data:`SPARSE_DENSITY`)."""
+    """Plan for inputs whose pairs sit at ``flat`` (N, n) = row * cols + col."""
     # position-major, so the readout reduces over a middle axis (a reduction over a last axis
     # of length 3 is ~10x slower on the CPU)
     uniq, inv = torch.unique(flat.t().reshape(-1), sorted=True, return_inverse=True)
@@ -166,17 +146,14 @@ def rank_blocks(ranks) -> list[tuple[int, int]]:
     return [(c, r) for c, r in blocks]
 
 
-#: Multiplying a run of models at its own width costs ~8 more small ops (forward and
-#: backward); below this many padded FLOPs saved per extra run (about the cost of 8 ops on a
-#: CPU core) one padded product is faster.
+#: Padded FLOPs a run of equal-rank models must save to be multiplied at its own width (each
+#: extra run costs ~8 small ops).
 BLOCK_MIN_SAVED_FLOPS = 5e6
 
 
 def ranked_pair_values(left, right, plan: PairPlan, blocks) -> torch.Tensor:
-    """:func:`pair_values` for stacked features padded to a common width, where the models
-    come in runs ``blocks`` [(count, rank)] using only their first ``rank`` columns (the rest
-    are exactly 0). Each run is multiplied at its own width when that saves enough padded
-    FLOPs (:data:`BLOCK_MIN_SAVED_FLOPS` per extra run); otherwise one padded product."""
+    """:func:`pair_values` for features padded to a common width, the models in runs
+    ``blocks`` [(count, rank)] of equal rank (each run at its own width where it pays)."""
     width = left.shape[-1]
     size = plan.uniq.numel() if plan.sparse else plan.rows * plan.cols
     saved = 6 * size * sum(c * (width - r) for c, r in blocks)  # forward + backward
@@ -271,9 +248,6 @@ class _ShiftedExp(torch.autograd.Function):
 
 
 def shifted_exp(x: torch.Tensor, shift: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Nonnegative features exp(x - shift) on a model's own columns (where x <= shift, their
-    max), exactly 0 where ``mask`` is 0; ``shift`` is a constant (no gradient). The argument is
-    clamped into [floor, 0]: padded entries may hold any value, and exp below the dtype's
-    underflow floor (or of -inf) takes a scalar path ~40x slower; such features are below
-    1e-38 (float32), which no kernel sum that the log clamps at 1e-30 resolves."""
+    """exp(x - shift) on a model's own columns, exactly 0 where ``mask`` is 0; the argument is
+    clamped into [floor, 0] (padded entries may hold anything; see :data:`_EXP_FLOOR`)."""
     return _ShiftedExp.apply(x, shift.detach(), mask)

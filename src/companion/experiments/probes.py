@@ -1,27 +1,14 @@
-"""Chapter 8's witness sweep: signed heads and several heads against the certified bound.
+"""Chapter 8's witness sweep: signed heads and several heads against the certified bound
+(``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
 
-On E1's witness family F(S) (:func:`companion.experiments.e1.experiment_witness_24`)
-with E1's protocol (Adam, cosine schedule, MSE then the L16 max-error surrogate, best
-checkpoint, d = 16), the sweep trains
-
-* ``signed_pos``: one signed head per rank (:class:`signed_heads`, position-dependent
-  keys, started at the NKA head of the same seed),
-* ``signed_shared``: the same with keys shared by the positions,
-* ``signed_columns``: position-dependent keys started *inside* the signed regime (half of
-  each model's columns negated: alpha = K_plus - K_minus),
-* ``multi_H<H>``: H NKA heads of rank r each (:class:`multi_heads`) at total rank H r.
-
-One head (H = 1, NKA) is E1 itself; the chapter reads it from E1's committed results at the
-same schedule instead of retraining it. A unit is one of these model kinds x a block of seeds
-(:func:`probe_unit_keys`), run through the one sweep protocol
-(:mod:`companion.experiments.sweep`: here or on a Dask cluster, CLI ``--scheduler``; each unit
-stored as it finishes, so ``python -m companion probes`` resumes an interrupted run). Every
-model that solves (max error < 1/2) with total rank below ``verify_below`` is re-verified in
-exact arithmetic (:func:`companion.core.exact.exact_table_max_error`); signed models also
-store the signs of their denominators (:func:`denominator_structure`), which decide which part
-of ``prf:prop-signed-certificate`` applies to them (:func:`signed_bound_violations`).
-
-Serves chapter 8 (``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
+On E1's witness family F(S) with E1's training (:func:`companion.experiments.e1.
+train_on_family`), one unit per model kind x seed block: ``signed_pos`` (signed heads started
+at the NKA head of the same seed), ``signed_shared`` (keys shared by the positions),
+``signed_columns`` (started with half the columns negated), ``multi_H<H>`` (H NKA heads of
+rank r, total rank H r). Solving models below ``verify_below`` are re-verified exactly
+(:func:`companion.core.exact.exact_table_max_error`); signed models store the signs of their
+denominators (:func:`denominator_structure`), which decide which part of the signed
+certificate applies (:func:`signed_bound_violations`).
 """
 
 from __future__ import annotations
@@ -31,37 +18,26 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import torch
 
-from companion.book import MAX_THREADS, Table
+from companion.book import Table
 from companion.bounds.rank_bounds import RankLowerBound
 from companion.bounds.witness import WitnessFamily
-from companion.checks import (
-    check_bool,
-    check_device,
-    check_float,
-    check_instance,
-    check_int,
-    check_int_sequence,
-)
+from companion.checks import check_device, check_instance, check_int, check_int_sequence
 from companion.core.exact import HeadTables, exact_table_max_error
-from companion.experiments.e1 import experiment_witness_24, family_digest
-from companion.experiments.engine import check_model_size, train_batched
-from companion.experiments.heads import multi_heads, signed_heads
-from companion.experiments.sweep import (
-    FrozenConfig,
-    Unit,
-    check_writable,
-    parse_scheduler,
-    run_sweep,
-    seed_blocks,
-    sweep_records,
+from companion.experiments.e1 import (
+    experiment_witness_24,
+    family_digest,
+    model_records,
+    train_on_family,
 )
+from companion.experiments.engine import check_model_size
+from companion.experiments.heads import multi_heads, signed_heads
+from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
 from companion.open.signed import signed_rank_lower_bound
 
 __all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
-           "signed_bound_violations",
-           "denominator_structure", "e1_probe_rows", "probe_figure"]
+           "signed_bound_violations", "e1_probe_rows", "probe_figure", "PROBES_FULL",
+           "PROBES_QUICK", "PROBES_SMOKE"]
 
 #: Most models one unit may stack (ranks x seeds of its block); a guard against typos, not a
 #: memory limit (table heads are small): the committed sweeps stack <= 15.
@@ -105,32 +81,20 @@ class ProbeConfig(FrozenConfig):
         put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0, 2**32 - 1)))
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and not empty, got {self.seeds}")
-        if self.seed_block is not None:
-            put("seed_block", check_int(self.seed_block, "seed_block", 1, 2**32 - 1))
+        self._check_training(("d",), ("phi_std", "gain_scale"))
         block = min(len(self.seeds), self.seed_block or len(self.seeds))
         for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
             if len(getattr(self, name)) * block > MAX_UNIT_MODELS:
                 raise ValueError(f"{name} x seeds per unit (seed_block) give more than "
                                  f"{MAX_UNIT_MODELS} models")
-        put("d", check_int(self.d, "d", 1, 1024))
-        put("steps", check_int(self.steps, "steps", 1, 100_000))
-        put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0, 100_000))
-        put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
         put("verify_below", check_int(self.verify_below, "verify_below", 0, 4096))
-        for name in ("phi_std", "gain_scale"):
-            put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
-        self._check_schedule()
 
 
-#: The committed full run (``python -m companion probes --full``, results/probes_full.json):
-#: E1's full schedule (3,000 MSE + 2,000 surrogate steps) and seeds 0-4, so it compares with
-#: results/e1_full.json at the same budget. Seeds in blocks of 3 (two units per model kind,
-#: 12 units) so that ``--scheduler local:2`` keeps both workers busy to the end; measured
-#: 4,300 s of unit time in all (38 min on two busy shared cores).
+#: The committed full run (``probes --full``, results/probes_full.json): E1's full schedule
+#: and seeds 0-4 in blocks of 3 (12 units, so ``--scheduler local:2`` stays busy).
 PROBES_FULL = ProbeConfig()
 
-#: What the chapter re-trains live (seconds): four heads of rank 1, seeds 0-1, a short
-#: schedule (200 + 100 steps); checked against its committed run, results/probes_quick.json.
+#: What the chapter re-trains live (seconds), checked against results/probes_quick.json.
 PROBES_QUICK = dataclasses.replace(PROBES_FULL, signed_ranks=(), shared_ranks=(),
                                    columns_ranks=(), multi_heads=(4,), multi_totals=(4,),
                                    seeds=(0, 1), steps=200, surrogate_steps=100,
@@ -143,21 +107,21 @@ PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=
 
 
 def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
-    """(unit key, model kind, seed block) of every unit, in run order."""
+    """(unit key, model kind, seeds) of every model kind, in run order."""
     kinds = [k for k, grid in (("signed_pos", cfg.signed_ranks),
                                ("signed_shared", cfg.shared_ranks),
                                ("signed_columns", cfg.columns_ranks)) if grid]
     kinds += [f"multi_H{h}" for h in cfg.multi_heads
               if any(t % h == 0 for t in cfg.multi_totals)]
-    return [(kind + suffix, kind, block) for kind in kinds
-            for suffix, block in seed_blocks(cfg.seeds, cfg.seed_block)]
+    return [(kind, kind, cfg.seeds) for kind in kinds]
 
 
 def probe_unit_keys(config: ProbeConfig) -> list[str]:
     """The sweep's unit keys, in run order: signed_pos, signed_shared, signed_columns,
-    multi_H<H> (each only where its grid is not empty), each x a seed block ('_s0-1-2'
-    appended when there are several blocks, as in E1)."""
-    return [key for key, _, _ in _plan(check_instance(config, "config", ProbeConfig))]
+    multi_H<H> (where their grid is not empty), each x a seed block ('_s0-1-2' appended
+    when there are several blocks, as in E1)."""
+    cfg = check_instance(config, "config", ProbeConfig)
+    return [u.key for u in seed_units(_plan(cfg), _unit, cfg, None, "cpu")]
 
 
 def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
@@ -174,7 +138,7 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
                                  positional=kind != "signed_shared", phi_std=cfg.phi_std,
                                  gain_scale=cfg.gain_scale,
                                  sign_init="columns" if kind == "signed_columns" else "positive")
-        return model, [(kind, 1, r, s) for r, s in zip(ranks, ss)]
+        return model, [(kind, 1, r, r, s) for r, s in zip(ranks, ss)]
     h = int(kind.removeprefix("multi_H"))
     pairs = [(t // h, t) for t in cfg.multi_totals if t % h == 0]
     ranks = [r for r, _ in pairs for _ in seeds]
@@ -182,7 +146,7 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
     check_model_size(len(ranks) * h, "multi_totals x seeds x heads (number of heads)")
     model = multi_heads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
                             d=cfg.d, phi_std=cfg.phi_std)
-    return model, [("multi", h, r, s) for r, s in zip(ranks, ss)]
+    return model, [("multi", h, r, h * r, s) for r, s in zip(ranks, ss)]
 
 
 def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
@@ -190,15 +154,9 @@ def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
     query's denominators share one sign: part (a) of the signed certificate applies),
     arrangement_flips (mixed links whose two arrangements have opposite signs),
     negative_rows, negative_weights (share of alpha_p(x, x_p) < 0), negative_features."""
-    check_instance(tables, "tables", HeadTables)
-    family = check_instance(family, "family", WitnessFamily)
-    if len(tables.heads) != 1:
-        raise ValueError(f"tables must hold one head, got {len(tables.heads)}")
     (fq, fk, _, _), = tables.heads
     ids = np.asarray(family.token_ids)
     n = ids.shape[1]
-    if fq.shape[0] != len(family.tokens) or fk.shape[0] != (n if tables.positional else 1):
-        raise ValueError("tables do not fit the family's tokens and length")
     pos = np.arange(n) if tables.positional else np.zeros(n, dtype=np.int64)
     x = ids[:, family.query_position]
     alpha = np.stack([(fq[x] * fk[pos[p], ids[:, p]]).sum(-1) for p in range(n)], -1)
@@ -223,29 +181,15 @@ def _verify(tables: HeadTables, family) -> dict:
 
 
 def _unit(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...], device: str):
-    """One unit (a model kind x a seed block; a pure function of its arguments: every model is
-    seeded by its own seed): ({"models": per-model records}, trained module)."""
     model, labels = _build(cfg, family, kind, seeds)
-    ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
-    y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
-                        device=device)
-    res = train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
-                        final_lr_fraction=cfg.final_lr_fraction,
-                        surrogate_steps=cfg.surrogate_steps,
-                        surrogate_power=cfg.surrogate_power, seed=0, device=device)
-    records = []
-    for i, (k, h, r, s) in enumerate(labels):
-        rec = {"kind": k, "heads": h, "rank": r, "total_rank": h * r, "seed": s,
-               "best_max_error": round(float(res.best_max_error[i]), 6),
-               "fraction_within_half": round(float(res.fraction_within_half[i]), 6),
-               "final_max_error": round(float(res.final_max_error[i]), 6),
-               "best_step": int(res.best_step[i])}
+    res = train_on_family(cfg, family, model, device)
+    records = model_records(res, labels, ("kind", "heads", "rank", "total_rank", "seed"))
+    for i, rec in enumerate(records):
         tables = res.model.cpu().export(i)
-        if k.startswith("signed"):
+        if rec["kind"].startswith("signed"):
             rec.update(denominator_structure(tables, family))
-        if rec["best_max_error"] < 0.5 and h * r < cfg.verify_below:
+        if rec["best_max_error"] < 0.5 and rec["total_rank"] < cfg.verify_below:
             rec.update(_verify(tables, family))
-        records.append(rec)
     return {"models": records}, res.model
 
 
@@ -253,12 +197,9 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
                     out=None, restart: bool = False, keep_models: bool = False,
                     family: WitnessFamily | None = None, scheduler: str | None = None,
                     threads: int = 1) -> dict:
-    """Run (or resume) a sweep (:func:`companion.experiments.sweep.run_sweep`, one unit per
-    key of :func:`probe_unit_keys`): {"config", "config_hash", "units": {key: {"models":
-    [records], "wall_time", "environment"}}, "models"}; models (``keep_models``) the stacked
-    modules trained in this call. ``family``: E1's witness family if the caller has built it
-    already (checked by digest; building it takes seconds). ``scheduler``: None (here),
-    'local:N' or a Dask address; ``threads``: torch threads per unit."""
+    """Run (or resume) the sweep (:func:`companion.experiments.sweep.run_sweep`, units
+    :func:`probe_unit_keys`). ``family``: E1's witness family if the caller has built it
+    (checked by digest)."""
     cfg = check_instance(config, "config", ProbeConfig)
     device = str(check_device(device))
     if family is None:
@@ -266,14 +207,8 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
     elif family_digest(check_instance(family, "family", WitnessFamily)) \
             != EXPERIMENT_FAMILY_DIGEST:
         raise ValueError("family must be experiment_witness_24() (the configuration's family)")
-    parse_scheduler(scheduler)
-    units = [Unit(key, _unit, (cfg, family, kind, block, device), device)
-             for key, kind, block in _plan(cfg)]
-    return run_sweep(cfg, units, out=None if out is None else check_writable(out, "out"),
-                     restart=check_bool(restart, "restart"), scheduler=scheduler,
-                     threads=check_int(threads, "threads", 1, MAX_THREADS),
-                     progress=check_bool(progress, "progress"),
-                     keep_models=check_bool(keep_models, "keep_models"))
+    return run_sweep(cfg, seed_units(_plan(cfg), _unit, cfg, family, device), out, restart,
+                     scheduler, threads, progress, keep_models)
 
 
 _ROW_KEYS = ("kind", "heads", "total_rank", "median_max_error", "min_max_error",

@@ -1,17 +1,12 @@
 """Live re-runs checked against committed results: how the book reproduces trained numbers.
 
-Training is chaotic in float rounding. The same seeded run on two processors — or on two CPU
-code paths of one processor (AVX2 kernels against ``ATEN_CPU_CAPABILITY=default``) — ends
-with visibly different models: we measured best max errors of the E1 heads moving by up to
-0.07 and test accuracies of single E2 heads by up to 0.14, in float64 as in float32
-(``results/cross_path_spread.json``, written by ``scripts/measure_cross_path_spread.py``).
-So a compared notebook cell never prints a live-trained number. It prints numbers read from
-committed results (the same file on every machine) and checks a live re-run against them with
-:func:`check_against_reference`: every model within a stated tolerance of its committed value,
-and every verdict (value below a threshold, e.g. max error < 1/2) the same wherever the
-committed value lies farther than the tolerance from the threshold. The summary line depends
-only on the committed values and the tolerance, so it reads the same on every machine unless
-the check fails — and then the cell's assertion fails too.
+Training is chaotic in float rounding: the same seeded run on two processors (or CPU code
+paths) ends with visibly different models (``results/cross_path_spread.json``). So a compared
+notebook cell prints numbers read from committed results and checks a live re-run against
+them with :func:`check_against_reference`: every model within a tolerance of its committed
+value, and every verdict (value < threshold) the same wherever the committed value lies
+farther than the tolerance from the threshold. Its summary line reads the same on every
+machine unless the check fails (chapters 6-8).
 """
 
 from __future__ import annotations
@@ -44,16 +39,14 @@ class ReferenceCheck:
 
     def summary(self) -> str:
         """One line that is identical on every machine whenever the check passes."""
-        line = (
-            f"{self.models} models re-trained: {self.quantity} within ±{self.tolerance:g} of the "
-            f"committed run for {self.models - len(self.beyond_tolerance)}/{self.models}"
-        )
+        line = (f"{self.models} models re-trained: {self.quantity} within ±{self.tolerance:g} "
+                f"of the committed run for {self.models - len(self.beyond_tolerance)}/"
+                f"{self.models}")
         if self.threshold is not None:
-            line += (
-                f"; verdict ({self.quantity} < {self.threshold:g}) unchanged for "
-                f"{self.decided - len(self.verdicts_changed)}/{self.decided} models whose "
-                f"committed value is farther than ±{self.tolerance:g} from {self.threshold:g}"
-            )
+            line += (f"; verdict ({self.quantity} < {self.threshold:g}) unchanged for "
+                     f"{self.decided - len(self.verdicts_changed)}/{self.decided} models whose "
+                     f"committed value is farther than ±{self.tolerance:g} from "
+                     f"{self.threshold:g}")
         return line
 
     def failure_message(self) -> str:
@@ -74,12 +67,8 @@ def check_against_reference(
     tolerance: float,
     threshold: float | None = None,
 ) -> ReferenceCheck:
-    """Compare live values with committed ones, model by model (same keys in both).
-
-    Passes when |live - stored| <= tolerance for every key and, for every key whose stored
-    value is farther than ``tolerance`` from ``threshold``, (live < threshold) equals
-    (stored < threshold).
-    """
+    """Compare live values with committed ones, model by model (same keys in both); see the
+    module docstring."""
     if not isinstance(live, Mapping) or not isinstance(stored, Mapping):
         raise TypeError("live and stored must be mappings from model keys to numbers")
     if not isinstance(quantity, str) or not quantity:
@@ -109,13 +98,5 @@ def check_against_reference(
             decided += 1
             if (got < threshold) != (ref < threshold):
                 changed.append(key)
-    return ReferenceCheck(
-        quantity=quantity,
-        tolerance=tolerance,
-        threshold=threshold,
-        models=len(keys),
-        beyond_tolerance=tuple(beyond),
-        decided=decided,
-        verdicts_changed=tuple(changed),
-        largest_deviation=largest,
-    )
+    return ReferenceCheck(quantity, tolerance, threshold, len(keys), tuple(beyond), decided,
+                          tuple(changed), largest)

@@ -1,22 +1,12 @@
-"""One sweep protocol: a configuration -> independent units -> one function that trains a unit
--> flat per-model records, stored as they finish and resumable.
+"""One sweep protocol: configurations -> units -> a function training one unit -> flat
+per-model records, stored as they finish and resumable (chapters 6, 7 and 8).
 
-An experiment (E1, chapter 8's probes, E2's readings) lists its :class:`Unit` s; :func:`run_sweep`
-runs those its :class:`ResultStore` does not hold yet — in this process, or as tasks on a Dask
-cluster — and this process writes each finished unit into one JSON file ``{"config",
-"config_hash", "units": {key: result}}``, atomically (a temporary ``.<name>.tmp-<pid>`` beside
-it, then ``os.replace``). A killed sweep loses at most the units in flight, a rerun computes
-only what is missing, a file of another configuration is refused, and the output is locked
-(``<out>.lock``: pid and command) for the whole run so that two runs cannot interleave.
-
-Scheduler values (CLI ``--scheduler``): ``None`` runs the units here; ``"local:N"`` starts a
-``dask.distributed.LocalCluster`` of N single-threaded workers on 127.0.0.1;
-``"tcp://HOST:PORT"`` (or ``tls://``, ``ucx://``; IPv6 as ``tcp://[::1]:8786``) connects to a
-running scheduler. A unit's result does not depend on where it ran: it is a pure function of
-its arguments, run after the same seeding and with the same torch thread count;
+:func:`run_sweep` runs the :class:`Unit` s its :class:`ResultStore` does not hold yet, here or
+on a Dask cluster (``scheduler``: None, ``"local:N"`` or ``"tcp://HOST:PORT"``), and writes
+each result into one JSON file ``{"config", "config_hash", "units"}`` atomically; the file is
+locked (``<out>.lock``) for the whole run, and a file of another configuration is refused. A
+unit's result is a pure function of its arguments (same seeding and thread count);
 :func:`environment` is stored beside it.
-
-Serves chapters 6, 7 and 8 (their committed result files and how they are regenerated).
 """
 
 from __future__ import annotations
@@ -33,12 +23,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from companion.book import seed_everything
-from companion.checks import check_float, read_json_file
+from companion.book import MAX_THREADS, seed_everything
+from companion.checks import (
+    check_bool,
+    check_float,
+    check_int,
+    check_mapping,
+    read_json_file,
+)
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "atomic_write_json",
            "check_writable", "ResultStore", "Unit", "environment",
-           "parse_scheduler", "run_units", "run_sweep", "seed_blocks", "sweep_records", "out_lock",
+           "parse_scheduler", "sweep_records", "out_lock",
            "ResultFileError", "UnwritablePathError", "OutputInUseError", "DaskMissingError",
            "SchedulerUnreachableError", "UnitFailedError", "SweepInterrupted"]
 
@@ -51,14 +47,12 @@ WORKERS_TIMEOUT_S = 120
 
 
 class ResultFileError(ValueError):
-    """An existing results file that cannot be resumed: truncated or not JSON, not a results
-    file, or written for another configuration. The file is left as it is."""
+    """A results file that cannot be resumed (not JSON, not a results file, another
+    configuration, a damaged unit); the file is left as it is."""
 
 
 class UnwritablePathError(OSError, ValueError):
-    """A path where no file can be written (a folder, a folder that cannot be made, no
-    permission). Both an OSError (the file system said no) and a ValueError (the argument
-    names a bad place), like ``io.UnsupportedOperation``; its message names the argument."""
+    """A path where no file can be written; its message names the argument."""
 
 
 class OutputInUseError(RuntimeError):
@@ -74,8 +68,7 @@ class SchedulerUnreachableError(ConnectionError):
 
 
 class UnitFailedError(RuntimeError):
-    """A unit killed every Dask worker that ran it (``KilledWorker``); the units that finished
-    are stored."""
+    """A unit killed every Dask worker that ran it; the finished units are stored."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -116,8 +109,23 @@ class FrozenConfig:
     def _put(self, name: str, value) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
 
+    def _check_training(self, ints=(), stds=()) -> None:
+        """The training fields E1 and the probes share: ``ints`` >= 1, ``stds`` in (0, 100],
+        steps, surrogate_steps, surrogate_power, seed_block and the schedule."""
+        for name in ints:
+            self._put(name, check_int(getattr(self, name), name, 1))
+        for name in stds:
+            self._put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
+        self._put("steps", check_int(self.steps, "steps", 1, 100_000))
+        self._put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0,
+                                               100_000))
+        self._put("surrogate_power", check_int(self.surrogate_power, "surrogate_power", 2, 1024))
+        if self.seed_block is not None:
+            self._put("seed_block", check_int(self.seed_block, "seed_block", 1, 2**32 - 1))
+        self._check_schedule()
+
     def _check_schedule(self) -> None:
-        """The Adam schedule the experiments share: lr in (0, 10], final fraction in (0, 1]."""
+        """The Adam schedule: lr in (0, 10], final fraction in (0, 1]."""
         self._put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
         self._put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction",
                                                    0, 1, low_open=True))
@@ -132,8 +140,7 @@ def _as_lists(value):
 
 
 def config_dict(config) -> dict:
-    """A configuration as the plain dict JSON stores: a dataclass via ``asdict``, tuples as
-    lists."""
+    """A configuration (a dataclass or a dict) as the plain dict JSON stores."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return _as_lists(dataclasses.asdict(config))
     if not isinstance(config, dict):
@@ -155,8 +162,7 @@ def config_hash(config) -> str:
 
 
 def _temporary(path: Path) -> Path:
-    """This process's temporary file for `path`: fixed and recognisable, so that one left by
-    a killed run is found (and removed) at the next start."""
+    """This process's temporary file for `path` (a dead run's is removed at the next start)."""
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
@@ -181,9 +187,7 @@ def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
 
 
 def atomic_write_json(path, obj) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one.
-    A path where no file can be made raises :class:`UnwritablePathError` (naming path), data
-    that is not JSON a TypeError/ValueError naming obj; the old file is then untouched."""
+    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one."""
     path = _writable_target(path, "path")
     text = _json_text(obj, indent=1)
     fd, tmp = _open_temporary(path, "path")
@@ -200,9 +204,8 @@ def atomic_write_json(path, obj) -> Path:
 
 
 def check_writable(path, name: str = "path") -> Path:
-    """`path` as a Path once a file could be created beside it (its folder made if needed),
-    before any work is done; otherwise :class:`UnwritablePathError` naming `name` and the
-    path. An existing file is not touched."""
+    """`path` as a Path once a file could be created beside it (its folder made if needed);
+    otherwise :class:`UnwritablePathError` naming `name`. An existing file is not touched."""
     path = _writable_target(path, name)
     fd, tmp = _open_temporary(path, name)
     os.close(fd)
@@ -216,8 +219,8 @@ _HELD: dict[str, int] = {}  # lock files this process holds -> nesting depth
 
 
 def _start_time(pid: int) -> str:
-    """A process's start time (Linux: field 22 of /proc/PID/stat), '' where unknown: tells a
-    live lock holder from a later process that reuses its pid."""
+    """A process's start time (field 22 of /proc/PID/stat; '' where unknown): tells a live
+    lock holder from a later process that reuses its pid."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
     except (OSError, IndexError):
@@ -283,10 +286,9 @@ def _acquire(path: Path, lock: Path, command: str) -> None:
 
 @contextlib.contextmanager
 def out_lock(path, command: str | None = None):
-    """Hold ``<path>.lock`` (created with O_EXCL; it holds this pid and `command`) while the
-    block runs, so that no other run writes `path` meanwhile; a lock whose run has died is
-    taken over, and temporaries that dead runs left beside `path` are removed. Re-entrant
-    in one process; None: no file, no lock. A live holder raises :class:`OutputInUseError`."""
+    """Hold ``<path>.lock`` (O_EXCL; this pid and `command`) while the block runs; a dead
+    run's lock and temporaries are taken over. Re-entrant; None: no lock. A live holder
+    raises :class:`OutputInUseError`."""
     if path is None:
         yield
         return
@@ -310,16 +312,22 @@ def out_lock(path, command: str | None = None):
 # --------------------------------------------------------------------------- the store
 
 
+#: What every unit of :func:`run_sweep` holds, and each of its model records: field -> type.
+UNIT_FIELDS = {"models": list, "wall_time": (int, float), "environment": dict}
+RECORD_FIELDS = {"kind": str, "rank": int, "seed": int, "best_max_error": (int, float),
+                 "fraction_within_half": (int, float)}
+
+
 class ResultStore:
     """Per-unit results of one configuration, persisted atomically (or in memory if path None).
+    ``restart=True`` discards an existing file; ``fields``: the unit schema a resumed file is
+    checked against (None: units are dicts; :data:`UNIT_FIELDS`: also the model records)."""
 
-    ``restart=True`` discards an existing file (even one for another configuration).
-    """
-
-    def __init__(self, path, config, restart: bool = False):
+    def __init__(self, path, config, restart: bool = False, fields: dict | None = None):
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = None if path is None else check_writable(path, "path")
+        self.fields = {} if fields is None else check_mapping(fields, "fields")
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:
             self.units = self._read_units()
@@ -327,17 +335,14 @@ class ResultStore:
     def _read_units(self) -> dict:
         fix = "pass restart=True (CLI: --restart) to overwrite it, or another output path"
         try:
-            data = read_json_file(self.path)
+            data = read_json_file(self.path, "results file")
         except ValueError as exc:
             raise ResultFileError(f"{exc}; {fix}") from None
-        if not (isinstance(data, dict) and isinstance(data.get("units"), dict)
-                and all(isinstance(v, dict) for v in data["units"].values())):
-            raise ResultFileError(f"{self.path} is JSON but not a results file (no 'units' "
-                                  f"mapping); {fix}")
-        if data.get("config_hash") != self.hash:
+        if isinstance(data, dict) and isinstance(data.get("units"), dict) and \
+                data.get("config_hash") != self.hash:
             raise ResultFileError(f"{self.path} holds results for configuration "
                                   f"{data.get('config_hash')}, not {self.hash}; {fix}")
-        return dict(data["units"])
+        return dict(_check_units(str(self.path), data, self.fields, "; " + fix)["units"])
 
     def done(self, key: str) -> bool:
         return key in self.units
@@ -359,11 +364,39 @@ class ResultStore:
 # --------------------------------------------------------------------------- units
 
 
+def _check_units(where: str, data, fields: dict, fix: str = "") -> dict:
+    """`data` if it is a results file whose every unit (and, with a "models" field, every
+    model record) holds `fields` with their types; else a one-line ResultFileError."""
+    if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
+        raise ResultFileError(f"{where} is JSON but not a results file (no 'units' mapping){fix}")
+    for key, unit in data["units"].items():
+        items = [(f"unit {key!r}", unit, fields)]
+        if "models" in fields and isinstance(unit, dict) and isinstance(unit.get("models"), list):
+            items += [(f"unit {key!r} record {i}", rec, RECORD_FIELDS)
+                      for i, rec in enumerate(unit["models"])]
+        for name, item, need in items:
+            bad = "it is not a mapping" if not isinstance(item, dict) else next((
+                f"field {f!r} " + ("is missing" if f not in item else
+                                   f"is a {type(item[f]).__name__}, not {_names(t)}")
+                for f, t in need.items() if not isinstance(item.get(f), t)), None)
+            if bad:
+                raise ResultFileError(f"{where}: {name} is damaged ({bad}){fix}")
+    return data
+
+
+def load_sweep(path, what: str = "results file") -> dict:
+    """A stored sweep (the JSON :func:`run_sweep` writes), every unit's schema checked."""
+    return _check_units(f"path {str(path)!r}", read_json_file(path, what), UNIT_FIELDS)
+
+
+def _names(types) -> str:
+    return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+
+
 @dataclass(frozen=True)
 class Unit:
-    """One independent piece of a sweep: ``fn(*args)`` trains it and returns its JSON result
-    (a dict), or ``(result, trained module)``. ``fn`` must be a module-level function (a Dask
-    worker imports it by name); ``device`` is where its tensors live."""
+    """One piece of a sweep: ``fn(*args)`` (a module-level function) returns its JSON result,
+    or ``(result, trained module)``; ``device`` is where its tensors live."""
 
     key: str
     fn: Callable
@@ -372,9 +405,8 @@ class Unit:
 
 
 def environment(device="cpu") -> dict:
-    """What a unit's float results depend on beyond its configuration: training is chaotic in
-    rounding, so bit-for-bit reruns need the same torch version, CPU vector capability (AVX2 /
-    AVX512 kernels round differently), thread count and device (torch None: not installed)."""
+    """What a unit's floats depend on beyond its configuration (training is chaotic in
+    rounding): torch version, CPU vector capability, thread count and device."""
     try:
         import torch
     except ImportError:
@@ -405,8 +437,8 @@ _ADDRESS = re.compile(r"^(tcp|tls|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0
 
 
 def parse_scheduler(scheduler: str | None):
-    """None -> None (in-process); 'local:N' -> ('local', N); an address with a host and a port
-    in 1..65535 -> ('address', it). Anything else raises ValueError naming the accepted forms."""
+    """None -> None (in-process); 'local:N' -> ('local', N); PROTOCOL://HOST:PORT ->
+    ('address', it); anything else a ValueError naming the accepted forms."""
     if scheduler is None:
         return None
     if not isinstance(scheduler, str):
@@ -426,8 +458,7 @@ def parse_scheduler(scheduler: str | None):
 
 def _identity(address: str, timeout: float) -> dict:
     """What the server at a tcp:// `address` says it is, within `timeout` seconds (a Client
-    waits forever on a server that accepts and never answers). Runs its own event loop in a
-    thread, so that it works where one is running already (a notebook)."""
+    waits forever on a silent server); its own event loop in a thread (notebooks run one)."""
     import asyncio
     import threading
 
@@ -496,11 +527,9 @@ def _client(parsed):
 def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None = None,
               threads: int = 1, progress: bool = False, client=None,
               keep_models: bool = False) -> dict:
-    """Run every unit ``store`` does not hold yet and ``store.put`` each result as it arrives;
-    returns {unit key: trained module} of the units trained here with ``keep_models``.
-    ``client``: an existing ``dask.distributed.Client`` instead of ``scheduler``. Ctrl-C
-    raises :class:`SweepInterrupted`; a unit that kills its Dask workers
-    :class:`UnitFailedError`, once every other unit is stored."""
+    """Run every unit ``store`` does not hold yet, ``store.put`` each result as it arrives;
+    returns {key: trained module} (``keep_models``, units run here). ``client``: a Dask
+    Client instead of ``scheduler``. Ctrl-C raises :class:`SweepInterrupted`."""
     keys = [u.key for u in units]
     if len(set(keys)) != len(keys):
         raise ValueError(f"units must have distinct keys, got {keys}")
@@ -568,23 +597,35 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
               scheduler: str | None = None, threads: int = 1, progress: bool = False,
               keep_models: bool = False, client=None) -> dict:
     """Run (or resume) the sweep of `config` made of `units`: ``{"config", "config_hash",
-    "units": {key: result + wall_time + environment}, "models"}``, models (with
-    ``keep_models``, units trained in this call, here) {key: trained module}. ``out``: the
-    JSON file written after every unit and locked meanwhile (None: in memory)."""
-    if keep_models and (scheduler is not None or client is not None):
+    "units": {key: {"models": [records], "wall_time", "environment"}}, "models"}``, models
+    (``keep_models``) {key: trained module}. ``out``: the JSON file written after every unit
+    and locked meanwhile (None: in memory); ``threads``: torch threads per unit."""
+    out = None if out is None else check_writable(out, "out")
+    restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
+    threads = check_int(threads, "threads", 1, MAX_THREADS)
+    parse_scheduler(scheduler)
+    if check_bool(keep_models, "keep_models") and (scheduler is not None or client is not None):
         raise ValueError("keep_models needs the units to run here: pass scheduler=None")
     with out_lock(out):
-        store = ResultStore(out, config, restart=restart)
+        store = ResultStore(out, config, restart=restart, fields=UNIT_FIELDS)
         models = run_units(units, store, scheduler, threads, progress, client, keep_models)
     return {**store.as_dict(), "models": models}
 
 
 def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """``seeds`` cut into consecutive blocks of ``size`` (None: one block), each with the
-    suffix of its unit key: '' for a single block, '_s0-1' for the block (0, 1) of several."""
+    """``seeds`` cut into blocks of ``size`` (None: one), each with its unit key suffix: ''
+    for a single block, '_s0-1' for the block (0, 1) of several."""
     size = size or len(seeds)
     blocks = [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
     return [("" if len(blocks) == 1 else "_s" + "-".join(map(str, b)), b) for b in blocks]
+
+
+def seed_units(plan, fn: Callable, config, family, device: str) -> list[Unit]:
+    """The units of a plan [(key, what, seeds)], each x a block of ``config.seed_block``
+    seeds; a unit runs ``fn(config, family, what, block, device)``."""
+    return [Unit(key + suffix, fn, (config, family, what, block, device), device)
+            for key, what, seeds in plan
+            for suffix, block in seed_blocks(seeds, config.seed_block)]
 
 
 def sweep_records(results) -> list[dict]:
