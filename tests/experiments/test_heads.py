@@ -491,16 +491,3 @@ def test_export_agrees_with_the_float_forward_pass(make):
     with torch.no_grad():
         ref = res.model.double()(ids)[0].numpy()
     assert np.allclose([float(v) for v in out], ref, atol=1e-9)
-
-
-def test_head_tables_reject_mismatched_shapes():
-    tables, *_ = dyadic_min_ip_tables()
-    fq, fk, v, a = tables.heads[0]
-    with pytest.raises(ValueError, match="fit together"):
-        HeadTables(heads=((fq, fk, v, a[:, :1]),), bias=tables.bias, positional=True,
-                   query_position=0)
-    with pytest.raises(TypeError, match="heads must be a non-empty"):
-        HeadTables(heads=(), bias=tables.bias, positional=True, query_position=0)
-    with pytest.raises(ValueError, match="finite"):
-        HeadTables(heads=((fq * np.nan, fk, v, a),), bias=tables.bias, positional=True,
-                   query_position=0)

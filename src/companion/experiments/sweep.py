@@ -595,11 +595,12 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
 
 def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
               scheduler: str | None = None, threads: int = 1, progress: bool = False,
-              keep_models: bool = False, client=None) -> dict:
+              keep_models: bool = False, client=None, fields: dict = UNIT_FIELDS) -> dict:
     """Run (or resume) the sweep of `config` made of `units`: ``{"config", "config_hash",
     "units": {key: {"models": [records], "wall_time", "environment"}}, "models"}``, models
     (``keep_models``) {key: trained module}. ``out``: the JSON file written after every unit
-    and locked meanwhile (None: in memory); ``threads``: torch threads per unit."""
+    and locked meanwhile (None: in memory); ``threads``: torch threads per unit; ``fields``:
+    the unit schema a resumed file is checked against."""
     out = None if out is None else check_writable(out, "out")
     restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
     threads = check_int(threads, "threads", 1, MAX_THREADS)
@@ -607,7 +608,7 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
     if check_bool(keep_models, "keep_models") and (scheduler is not None or client is not None):
         raise ValueError("keep_models needs the units to run here: pass scheduler=None")
     with out_lock(out):
-        store = ResultStore(out, config, restart=restart, fields=UNIT_FIELDS)
+        store = ResultStore(out, config, restart=restart, fields=fields)
         models = run_units(units, store, scheduler, threads, progress, client, keep_models)
     return {**store.as_dict(), "models": models}
 

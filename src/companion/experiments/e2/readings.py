@@ -55,6 +55,9 @@ READINGS = {"X": ("mlp", "disjoint closed random", "m"),
 #: model has an affine readout, and a held-out pool's sequences are uniform triples.
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
+#: What every stored E2 unit holds (checked when a sweep resumes): field -> type.
+UNIT_FIELDS = {"accuracy": dict, "wall_time": (int, float), "environment": dict}
+
 
 def _tuple(value):
     """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
@@ -428,7 +431,7 @@ def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progre
     if out is not None:
         check_writable(out, "out")
     done = run_sweep(cfg, _units(cfg, device), out=out, restart=restart, scheduler=scheduler,
-                     threads=threads, progress=progress)
+                     threads=threads, progress=progress, fields=UNIT_FIELDS)
     return _result(done["config"], done["units"])
 
 
