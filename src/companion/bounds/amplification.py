@@ -1,10 +1,6 @@
-"""Lemma C: amplification of gap domination along a chain of keys (chapter 3:
-``lem-amplification``, ``def-best-chain``, ``lem-fekete``, ``prop-chain-growth``).
-
-Keys z_0, ..., z_k whose overlaps with the query rise by gaps g_1, ..., g_k give
-D(x;z_0) >= prod_i c(g_i) D(x;z_k); the best chain for a total gap G is worth
-rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod_i max(c_{n,eps}(g_i), 0).
-"""
+"""Lemma C: D(x;z_0) >= prod_i c(g_i) D(x;z_k) along keys whose overlaps rise by g_1..g_k; the
+best chain is worth rho_{n,eps}(G) = max over compositions of G of prod_i max(c(g_i), 0)
+(chapter 3: ``lem-amplification``, ``def-best-chain``, ``lem-fekete``, ``prop-chain-growth``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """How the certified rank bound grows with the width m (chapter 3: ``lem-concatenation``,
-``prop-large-context-limit``, ``cor-every-width``, the asymptotics of ``thm-exponential-rank``).
-
-Concatenation adds gaps, so gap distributions convolve; a knapsack over base codes gives an
-explicit code per width. The large-context limit (n -> oo) of the best bound at width m is
-L(m) = max_w A(m, w), A(m, w) the largest weight-w code with all gaps >= 2, and
-C(m, w)/m <= A(m, w) <= C(m, w-1)/w = C(m+1, w)/(m+1) (Graham-Sloane classes; no two words
-share w - 1 ones) pins it within one bit.
-"""
+``prop-large-context-limit``, ``cor-every-width``): concatenated codes convolve their gap
+distributions; the large-context limit L(m) lies between C(m, m//2)/m and C(m+1, w)/(m+1)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Constant-weight codes S, the query sets of Theorem E (chapter 3, ``thm-exponential-rank``).
-
-S holds distinct weight-w words of {0,1}^m; a pair's gap G_xy = w - <x,y> = <x, complement y>
-must be >= 2 for a chain to prove a weight ratio >= 1.
-"""
+"""Constant-weight codes S, the query sets of Theorem E (chapter 3, ``thm-exponential-rank``):
+distinct weight-w words whose gaps G_xy = w - <x,y> are >= 2."""
 
 from __future__ import annotations
 

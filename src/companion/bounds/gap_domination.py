@@ -1,11 +1,6 @@
-"""Lemma B: the mediant identity and gap domination (chapter 2: ``lem-mediant``,
-``lem-gap-domination``, ``cor-error-floor``; chapters 3, 4 and 6 use its link checks and D).
-
-A head with error <= eps on the pure sequences P_z, P_z' and on every arrangement of k copies
-of z and l copies of z' has D(x;z) / D(x;z') >= c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps),
-g = <x,z'> - <x,z>. Sequences follow :mod:`companion.core.task` (query first or last); every
-check runs the package's own forward pass.
-"""
+"""Lemma B: error <= eps on P_z, P_z' and every arrangement of k z's and l z''s forces
+D(x;z) / D(x;z') >= c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), g = <x,z'> - <x,z> (chapter 2:
+``lem-mediant``, ``lem-gap-domination``, ``cor-error-floor``; chapters 3, 4, 6 use D)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Lemma D (trace bound), Lemma D' (nonnegative sharpening), the sharper lemma and Theorem E
-(chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``, ``lem-shifted-trace``,
-``thm-exponential-rank``).
-
-Lemma D: rank M >= (tr M)^2 / ||M||_F^2. The sharper lemma: a unit-diagonal M with
-0 <= M_xy <= u_xy has rank M >= N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2) for
-c in [0, 1); Lemma D' is that minus 1. Theorem E: a head with error < 1/2 on the witness family
-F(S) has feature rank r >= |S|^2 / sum_{x,y} rho(G_xy)^-2.
-"""
+"""Lemma D: rank M >= (tr M)^2 / ||M||_F^2; the sharper lemma for unit-diagonal 0 <= M <= u,
+N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2), Lemma D' that minus 1; Theorem E:
+r >= |S|^2 / sum rho(G_xy)^-2 (chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``,
+``lem-shifted-trace``, ``thm-exponential-rank``)."""
 
 from __future__ import annotations
 

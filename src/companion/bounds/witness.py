@@ -1,10 +1,6 @@
-"""Theorem E made concrete: the witness family F(S) and its certificate (chapter 3,
-``thm-exponential-rank``; chapter 6 trains on such a family).
-
-For each query x in S: the pure sequences (x, z, ..., z) on the complement x-bar, on the chain
-keys and on every y-bar, and every arrangement (one better key z, n-2 worse keys z') of each
-chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the bound.
-"""
+"""Theorem E made concrete (chapter 3, ``thm-exponential-rank``; chapter 6 trains on it): the
+witness family F(S), per query x the pure sequences on the chain keys and every arrangement of
+each chain link, and its certificate; error < 1/2 on F(S) forces rank >= the bound."""
 
 from __future__ import annotations
 

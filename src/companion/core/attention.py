@@ -1,14 +1,6 @@
-"""One normalised attention head, in the two forms the paper compares.
-
-* Nonnegative kernel attention (NKA): weights alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> >= 0
-  of feature rank r, values v^(p)(z) in R^d, readout y = <a(x), o> + b(x) with
-  o = sum_p alpha_p v_p / sum_p alpha_p.
-* Dense softmax attention: alpha(x, z) = exp(<q(x), k(z)>), no finite rank in general.
-
-A head is a bundle of maps from tokens (..., m) to arrays (key and value maps also get the
-position p), evaluated in float64 or exactly (``exact=True``: ints and Fractions). Serves
-chapter 1 (``thm-rank-one``, ``obs-no-zero-error``) and every chapter that evaluates a head.
-"""
+"""One normalised attention head, NKA (alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> >= 0, rank r,
+y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x)) or dense softmax (alpha = exp(<q, k>)),
+in float64 or exactly (chapter 1: ``thm-rank-one``, ``obs-no-zero-error``)."""
 
 from __future__ import annotations
 

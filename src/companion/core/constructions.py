@@ -1,13 +1,6 @@
-"""Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
-
-* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head` and its
-  worst inputs at length 3.
-* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (tables over
-  the 2**m tokens), :func:`softmax_kernel_head` and :func:`balanced_link_head`.
-* Chapter 3 (``thm-exponential-rank``): exact heads on a witness family F(S),
-  :func:`indicator_head`, :func:`query_indicator_head` and :func:`spread_query_head`.
-* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`.
-"""
+"""Every explicit head of the book: chapter 1 (``thm-rank-one``), chapter 2 (table heads,
+``lem-gap-domination``), chapter 3 (exact heads on a witness family F(S),
+``thm-exponential-rank``) and chapter 4 (``prop-dense-softmax``)."""
 
 from __future__ import annotations
 
@@ -70,14 +63,8 @@ def softmax_min_ip_head(beta: float) -> SoftmaxAttentionHead:
     )
 
 
-# ------------------------------------------------------------ table heads (chapter 2)
-
-
 def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
-    tokens = np.asarray(tokens)
-    if tokens.shape[-1] != m:
-        raise ValueError(f"tokens must have width m = {m}, got {tokens.shape[-1]}")
-    return tokens.astype(np.int64) @ (1 << np.arange(m - 1, -1, -1, dtype=np.int64))
+    return np.asarray(tokens).astype(np.int64) @ (1 << np.arange(m - 1, -1, -1, dtype=np.int64))
 
 
 def lookup_head(query_features, key_features, values, readout_weights,
@@ -89,8 +76,6 @@ def lookup_head(query_features, key_features, values, readout_weights,
     qf, kf, vals, a, b = (np.asarray(t) for t in (query_features, key_features, values,
                                                    readout_weights, readout_bias))
     m, n = len(qf).bit_length() - 1, len(kf)
-    if np.any(qf < 0) or np.any(kf < 0):
-        raise ValueError("query_features and key_features must be nonnegative (alpha >= 0)")
 
     def at(table, p):
         return table[check_int(p, "position p", 0, n - 1)]
@@ -124,8 +109,7 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z, 1 on
     every other key, 0 on the query's own slot; scores <x,z> - shift. shift = None: the
     balanced shift, whose error is exactly Lemma B's minimum :func:`min_error_for_ratio`.
-    Ratio and shift may be Fractions (exact head).
-    """
+    Ratio and shift may be Fractions (exact head)."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
     z_prime = check_token(z_prime, "z_prime", x.shape[0])
@@ -161,9 +145,6 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     )
 
 
-# ------------------------------------------------------------ exact heads on F(S) (chapter 3)
-
-
 def _rows(tokens, row_of, r: int, dtype=object) -> np.ndarray:
     """row_of(token bytes), r entries, for every token of `tokens`: shape (..., r)."""
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -178,6 +159,13 @@ def _one_hot(tokens, index: dict, r: int) -> np.ndarray:
     """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
     eye = np.eye(r, dtype=np.int64)
     return _rows(tokens, lambda b: eye[index[b]] if b in index else 0, r, np.int64)
+
+
+def _powers(ov: np.ndarray, base: int, zero: bool = False) -> np.ndarray:
+    """base^-ov entrywise as Fractions (0 everywhere if zero: the query's own slot)."""
+    out = np.empty(ov.shape, dtype=object)
+    out.reshape(-1)[:] = [Fraction(0) if zero else Fraction(1, base ** int(v)) for v in ov.ravel()]
+    return out
 
 
 def _family_head(r: int, query_features, key_features, bias=None) -> KernelAttentionHead:
@@ -205,21 +193,9 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
-    index = {k.tobytes(): r for r, k in enumerate(keys)}
-    r = len(keys)
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        ov = x @ keys.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(1, int(base) ** int(v)) for v in ov.ravel()]
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
-
-    return _family_head(r, query_features, key_features)
+    index, r = {k.tobytes(): r for r, k in enumerate(keys)}, len(keys)
+    return _family_head(r, lambda x: _powers(np.asarray(x, dtype=np.int64) @ keys.T, base),
+                        lambda z, p: _one_hot(z, index if p != q else {}, r))
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
@@ -228,18 +204,9 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
     :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
-    index = {x.tobytes(): i for i, x in enumerate(S)}
-    r = len(S)
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        ov = z @ S.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(0) if p == q else Fraction(1, int(base) ** int(v))
-                              for v in ov.ravel()]
-        return out
-
-    return _family_head(r, lambda x: _one_hot(x, index, r), key_features)
+    index, r = {x.tobytes(): i for i, x in enumerate(S)}, len(S)
+    return _family_head(r, lambda x: _one_hot(x, index, r),
+                        lambda z, p: _powers(np.asarray(z, dtype=np.int64) @ S.T, base, p == q))
 
 
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
@@ -247,8 +214,7 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
     """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
     one, s, spread over all of them. Scores shift down by delta = 1/2 - eta, so a link of gap
     g needs a weight ratio above l (g - 1 + eta)/(1 - eta); raises ValueError if no spread
-    weight c, or no query s whose ladders are all single links, exists.
-    """
+    weight c, or no query s whose ladders are all single links, exists."""
     check_instance(family, "family", WitnessFamily)
     eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
     tau = check_fraction(tau, "tau", 0, 1, low_open=True, high_open=True)

@@ -1,14 +1,7 @@
-"""Exact evaluation in integer / rational arithmetic, never in floats.
-
-* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head on every input of a size.
-* Trained table heads (chapter 8, ``prf:prop-signed-certificate``, ``prf:prop-two-heads``):
-  plain float64 tables (:class:`HeadTables`, every entry a dyadic rational) evaluated as
-  y(X) = sum_h [sum_p alpha^h_p <a_h(x), v^h_p(x_p)> / sum_p alpha^h_p] + b(x) with
-  alpha^h_p = <phi^h_Q(x), phi^h_K,p(x_p)>; a vanishing denominator is refused.
-* One exact linear algebra for every chapter: :func:`exact_rank`, :func:`rank_factorisation`
-  and :func:`solve` share one fraction-free Gauss-Jordan elimination over Python integers,
-  and :func:`exact_max_error` is the one exact max |y - t|.
-"""
+"""Exact evaluation in integer / rational arithmetic: exhaustive checks (chapter 1,
+``thm-rank-one``), trained float64 table heads read as dyadic rationals (chapter 8,
+``prf:prop-signed-certificate``), and one fraction-free Gauss-Jordan elimination over Python
+integers behind :func:`exact_rank`, :func:`rank_factorisation` and :func:`solve`."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Exact linear feasibility with checkable certificates: A x <= b over the rationals.
-
-:func:`feasible_point` returns a point x with A x <= b or a Farkas certificate y >= 0 with
-y^T A = 0 and y^T b < 0 (no x exists), in Fractions, each re-checked by plain multiplication
-before it is returned: a caller trusts the check, not the simplex (textbook phase one on a
-dense tableau, Dantzig's rule with a fall-back to Bland's rule against cycling).
-
-Serves chapter 8 (``prf:prop-cauchy-heads`` and the level-head degrees).
-"""
+"""Exact linear feasibility A x <= b over the rationals (chapter 8, ``prf:prop-cauchy-heads``):
+a point or a Farkas certificate, each re-checked by multiplication before it is returned (phase
+one on a dense tableau, Dantzig's rule falling back to Bland's against cycling)."""
 
 from __future__ import annotations
 

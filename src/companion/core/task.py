@@ -1,9 +1,5 @@
-"""The Min-IP task: t_i(X) = min_j <x_i, x_j> over a sequence X of Boolean tokens.
-
-Sequences are integer arrays (..., n, m) with entries in {0, 1}; the query is position 0
-("bidirectional", the paper's position 1) or n-1 ("causal"); the target is the same function
-of the sequence either way. Serves chapter 1 (``thm-rank-one``) and every chapter after it.
-"""
+"""The Min-IP task t_i(X) = min_j <x_i, x_j> on 0/1 sequences (..., n, m) (chapter 1,
+``thm-rank-one``); the query is position 0 ("bidirectional") or n-1 ("causal")."""
 
 from __future__ import annotations
 
