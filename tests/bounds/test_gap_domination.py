@@ -290,8 +290,6 @@ def test_bad_sequences():
 def test_bad_link_and_heads():
     x = np.array([1, 1, 0])
     head = random_kernel_head(3, 3, seed=1)
-    with pytest.raises(ValueError, match="<x,z> < <x,z'>"):
-        link_check(head, x, np.array([1, 1, 0]), np.array([1, 0, 0]))
     with pytest.raises(ValueError, match="position p must be an int in \\[0, 2\\]"):
         total_weight(head, x, x, 4)
     with pytest.raises(ValueError, match="m"):

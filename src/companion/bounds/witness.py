@@ -43,9 +43,8 @@ MAX_FAMILY_SEQUENCES = 200_000
 
 @dataclass(frozen=True, eq=False)
 class Certificate:
-    """What Theorem E needs, in raw tokens to be re-checked from scratch: chains[(i, j)] the
-    keys complement(S[i]), ..., complement(S[j]) of the chain for query S[i], gaps[(i, j)] their
-    overlap increments with S[i], rho[(i, j)] = prod max(c(g), 0) over it."""
+    """Theorem E's certificate in raw tokens: chains[(i, j)] the keys complement(S[i]), ...,
+    complement(S[j]), gaps[(i, j)] their overlap increments with S[i], rho[(i, j)] its value."""
 
     S: tuple[Token, ...]
     n: int
@@ -63,9 +62,8 @@ class Certificate:
 
 @dataclass(frozen=True)
 class FamilyLink:
-    """One chain link of the certificate, located in the family: token ids (into
-    WitnessFamily.tokens) of the keys with the lower / higher overlap with the query, the rows
-    of its arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
+    """One certificate link in the family: token ids of its better / worse key, the rows of its
+    arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
 
     query: int
     better: int
@@ -329,9 +327,8 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
 
 
 def ratio_matrix_facts(head: KernelAttentionHead, family: WitnessFamily) -> tuple[float, int]:
-    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): the largest
-    M[x,y] rho_xy, x != y (<= 1 at error < 1/2), and the numerical rank of M (singular values
-    above 1e-6 of the top; at most the head's rank)."""
+    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): max_{x != y}
+    M[x,y] rho_xy (<= 1 at error < 1/2) and M's numerical rank (singular values > 1e-6 top)."""
     M = kernel_ratio_matrix(head, family)
     rho = family.certificate.rho
     worst = max(M[i, j] * float(rho[(i, j)])

@@ -46,10 +46,8 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     chunk = check_int(chunk, "chunk", 1, 2**24)
     if n * m > MAX_EXHAUSTIVE_BITS:
-        raise ValueError(
-            f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences; the limit is "
-            f"2**{MAX_EXHAUSTIVE_BITS} (choose n*m <= {MAX_EXHAUSTIVE_BITS})"
-        )
+        raise ValueError(f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences, "
+                         f"above 2**{MAX_EXHAUSTIVE_BITS} (choose n*m <= {MAX_EXHAUSTIVE_BITS})")
     total = exact = within = 0
     best = (Fraction(-1), None)
     for batch in iter_sequences(n, m, chunk):
@@ -134,10 +132,8 @@ def exact_max_error(outputs, targets) -> Fraction:
 
 # --------------------------------------------------------------------------- linear algebra
 
-#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (book: 275,080)
-#: and most cost units: step j makes (rows - j)(cols - j) minors of ~j b bits (b: the entries'
-#: bits after clearing denominators), each ~1 + (B/64)^2 units for B bits (~4e7 a second;
-#: the book's largest, 46 x 130 with 162-bit entries, costs 2.6e8).
+#: Most multiply-adds rows x cols x min(rows, cols) of one elimination (book: 275,080), and most
+#: cost units: step j makes (rows - j)(cols - j) minors of ~j b bits, each 1 + (B/64)^2 units.
 MAX_EXACT_WORK = 2**22
 MAX_EXACT_COST = 3 * 10**8
 
@@ -209,10 +205,8 @@ def _integer_rows(M, name: str) -> list[list[int]]:
 
 def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
             ) -> tuple[list[list[int]], list[int], int]:
-    """Fraction-free Gauss-Jordan on the first ``ncols`` columns (in place): (mat, pivot
-    columns, d) with the pivot rows first, each pivot entry d and the rest of its column 0,
-    so mat[i] / d is the reduced row echelon form; every division is exact (the entries are
-    minors). ``jordan=False`` clears only below each pivot (Bareiss: enough for the rank)."""
+    """Fraction-free Gauss-Jordan on the first ``ncols`` columns, in place: (mat, pivots, d),
+    mat / d the reduced row echelon form (exact divisions: minors); ``jordan=False``: Bareiss."""
     prev, rank = 1, 0
     pivots = []
     for c in range(ncols):
