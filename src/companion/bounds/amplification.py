@@ -39,9 +39,8 @@ def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 
 class _ChainTable:
-    """Exact DP table of rho(0..G) for one (n, eps), grown on demand. With eps = p/q every
-    c(g) = N_g / D, D = 2p, so R[G] = rho(G) D**G is a max of integer products
-    prod N_{g_i} D**(g_i - 1): the DP runs on Python ints."""
+    """Exact DP table of rho(0..G) for one (n, eps), grown on demand: with eps = p/q, D = 2p,
+    R[G] = rho(G) D**G is a max of products of the integers c(g) D**g (Python ints)."""
 
     def __init__(self, n: int, eps: Fraction):
         self.n, self.eps = n, eps

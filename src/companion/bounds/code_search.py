@@ -1,6 +1,5 @@
-"""The seeded code search for constant-weight codes S with a large certified bound (chapter 3,
-``thm-exponential-rank``): greedy random words with a minimum gap, then expurgation while
-Theorem E's bound rises; the best code over the minimum gaps is kept."""
+"""Seeded search for constant-weight codes with a large Theorem E bound (chapter 3,
+``thm-exponential-rank``): greedy random words with a minimum gap, then expurgation."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from companion.checks import check_eps, check_int, check_int_sequence, check_len
 
 __all__ = ["search_code"]
 
-#: Widest tokens the search handles, most candidate words it samples and largest code it
-#: keeps: the greedy scan costs up to candidates x max_size x m (the book: 3000 and 1000).
+#: Limits on m, candidates and max_size: the greedy scan costs candidates x max_size x m.
 MAX_SEARCH_WIDTH = 64
 MAX_CANDIDATES = 10**5
 MAX_CODE_SIZE = 2_000

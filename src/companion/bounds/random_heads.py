@@ -1,6 +1,5 @@
-"""Seeded random heads that try to break Lemma B (chapter 2): ``lem-mediant`` (position-dependent
-maps, float64 and exact), ``lem-gap-domination`` (perturbed balanced and softmax-kernel heads)
-and ``cor-error-floor`` (random exact heads against the floor)."""
+"""Seeded random heads that try to break Lemma B (chapter 2: ``lem-mediant``,
+``lem-gap-domination``, ``cor-error-floor``), in float64 and exactly."""
 
 from __future__ import annotations
 
@@ -144,9 +143,8 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
 
 
 def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[LinkCheck]:
-    """Lemma B on one link for `num_heads` perturbed heads (seeded by index): odd ones perturb
-    a balanced head of ratio in [0.3, 20] (sigma <= 0.5), even ones the softmax kernel of
-    beta in [0, 2] (sigma <= 1)."""
+    """Lemma B on one link for perturbed heads seeded by index: odd ones balanced (ratio in
+    [0.3, 20], sigma <= 0.5), even ones the softmax kernel (beta in [0, 2], sigma <= 1)."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x = check_token(x, "x")
     z, z_prime = check_token(z, "z", len(x)), check_token(z_prime, "z_prime", len(x))

@@ -202,9 +202,8 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
 
 
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
-    """Re-verify a certificate against a family from scratch (every overlap, gap, link factor,
-    rho, each link's pure and mixed sequences with their Min-IP targets, the bound); return
-    the bound, or raise ValueError naming the first thing that is wrong."""
+    """Re-verify a certificate against a family from scratch (overlaps, gaps, link factors, rho,
+    every link's sequences and targets, the bound): the bound, or a ValueError naming a fault."""
     check_instance(certificate, "certificate", Certificate)
     check_instance(family, "family", WitnessFamily)
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")

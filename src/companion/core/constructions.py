@@ -27,8 +27,7 @@ __all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_i
            "softmax_kernel_head", "balanced_link_head", "indicator_head",
            "query_indicator_head", "spread_query_head"]
 
-#: Largest token width of lookup-table heads (2**m rows per position) and largest key table
-#: n x 2**m x 2**m of :func:`softmax_kernel_head` (2**24 float64 entries, 128 MB).
+#: Widest lookup-table heads and largest key table n x 2**m x 2**m (float64, 128 MB).
 MAX_TABLE_WIDTH = 12
 MAX_KEY_TABLE = 2**24
 
@@ -69,10 +68,8 @@ def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
 
 def lookup_head(query_features, key_features, values, readout_weights,
                 readout_bias) -> KernelAttentionHead:
-    """An NKA head given by tables over the 2**m tokens (row = token's binary code):
-    query_features (2**m, r), key_features (n, 2**m, r) and values (n, 2**m, d) per position,
-    readout_weights (2**m, d), readout_bias (2**m,); object tables of ints or Fractions give
-    an exact head."""
+    """An NKA head of tables indexed by the tokens' binary codes: query_features (2**m, r),
+    key_features (n, 2**m, r), values (n, 2**m, d), readout_weights (2**m, d), readout_bias."""
     qf, kf, vals, a, b = (np.asarray(t) for t in (query_features, key_features, values,
                                                    readout_weights, readout_bias))
     m, n = len(qf).bit_length() - 1, len(kf)
@@ -91,9 +88,8 @@ def lookup_head(query_features, key_features, values, readout_weights,
 
 
 def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
-    """Proposition F's head written as an NKA head: alpha(x,z) = exp(-beta <x,z>) as a
-    table, phi_Q(x) = one-hot(x) (rank 2**m), v(z) = z, readout <x, o>. Limits: m <= 12 and
-    n * 4**m <= 2**24 (the key table, :data:`MAX_KEY_TABLE`)."""
+    """Proposition F's kernel exp(-beta <x,z>) as a table NKA head (rank 2**m), v(z) = z,
+    readout <x, o>. Limits: m <= 12 and n * 4**m <= 2**24 (the key table)."""
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     n = check_int(n, "n", 1, MAX_KEY_TABLE // 4**m)
     beta = check_beta(beta)
@@ -106,10 +102,8 @@ def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
 
 def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
                        convention: str = "bidirectional") -> KernelAttentionHead:
-    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z, 1 on
-    every other key, 0 on the query's own slot; scores <x,z> - shift. shift = None: the
-    balanced shift, whose error is exactly Lemma B's minimum :func:`min_error_for_ratio`.
-    Ratio and shift may be Fractions (exact head)."""
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio, scores <x,z> - shift; shift
+    None: the balanced shift, error exactly :func:`min_error_for_ratio` (Fractions: exact)."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
     z_prime = check_token(z_prime, "z_prime", x.shape[0])
@@ -187,8 +181,7 @@ def _family_and_base(family, base) -> tuple[int, int, int]:
 
 
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """The trivial exact realisation, one indicator feature per key token: phi_K(z) = e_z at
-    key positions (0 at the query's), phi_Q(x)_z = base^-<x,z>, v(z) = z, readout <x, o>;
+    """The exact head with one feature per key token: phi_K(z) = e_z, phi_Q(x)_z = base^-<x,z>;
     error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
@@ -199,9 +192,8 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """An exact realisation of rank |S|, one indicator feature per query: phi_Q(x) = e_x,
-    phi_K(z)_x = base^-<x,z> at key positions (0 at the query's), the kernel (and error) of
-    :func:`indicator_head`."""
+    """The exact head of rank |S|: phi_Q(x) = e_x, phi_K(z)_x = base^-<x,z>, the kernel (and
+    error) of :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
     index, r = {x.tobytes(): i for i, x in enumerate(S)}, len(S)
@@ -211,10 +203,8 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
 
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
                       tau=Fraction(1, 10**4)) -> KernelAttentionHead:
-    """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
-    one, s, spread over all of them. Scores shift down by delta = 1/2 - eta, so a link of gap
-    g needs a weight ratio above l (g - 1 + eta)/(1 - eta); raises ValueError if no spread
-    weight c, or no query s whose ladders are all single links, exists."""
+    """An exact head of rank |S| - 1: one-hot queries but one, s, spread over all; scores shift
+    by 1/2 - eta, so a gap-g link needs a weight ratio above l (g - 1 + eta)/(1 - eta)."""
     check_instance(family, "family", WitnessFamily)
     eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
     tau = check_fraction(tau, "tau", 0, 1, low_open=True, high_open=True)
@@ -272,9 +262,8 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
 
 
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
-    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3,
-    its maximum (``prop-rank-one-length-three``): (1^m, 0, 1^m) and (1^m, 1^m, 0) overshoot,
-    (1^m, 0, 0) undershoots. Shape (3, 3, m); m <= 10**6."""
+    """(1^m, 0, 1^m), (1^m, 1^m, 0) (overshoot) and (1^m, 0, 0): the three inputs where the
+    rank-1 head's error is its maximum m/3 (``prop-rank-one-length-three``); m <= 10**6."""
     m = check_int(m, "m (token width)", 1, 10**6)
     one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

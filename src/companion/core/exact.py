@@ -19,8 +19,7 @@ from companion.core.task import check_convention, iter_sequences, query_target
 __all__ = ["exhaustive_check", "exact_rank", "rank_factorisation"]
 
 
-#: Largest exhaustive check, 2**22 sequences (~7 s on a shared core; the book's largest is
-#: 2**21). Compared by exponent: 2**(n*m) itself is never built.
+#: Largest exhaustive check, 2**22 sequences (~7 s; the book's largest is 2**21).
 MAX_EXHAUSTIVE_BITS = 22
 
 
