@@ -133,11 +133,11 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
         integer_head = (random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
                         if i % exact_every == 0 else None)
         for convention in ("bidirectional", "causal"):
-            rel = mediant_relative_error(head, x, z, z_prime, k, n - 1 - k, convention)
+            link = (x, z, z_prime, k, n - 1 - k, convention)
+            rel = mediant_relative_error(head, *link)
             exact_equal = None if integer_head is None else (
-                mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k, convention,
-                                        True)
-                == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k, convention, True))
+                mediant_of_arrangements(integer_head, *link, True)
+                == mediant_closed_form(integer_head, *link, True))
             cases.append(MediantCase(head_seed, m, n, k, rank, convention, rel, exact_equal))
     return cases
 

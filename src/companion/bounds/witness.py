@@ -279,7 +279,7 @@ def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
     """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
     arr = check_array(rows, "rows")
-    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+    if not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
         raise TypeError(f"rows must be int row indices, got dtype {arr.dtype}")
     if arr.ndim > 1 or (arr.size and not 0 <= arr.min() <= arr.max() < len(family)):
         raise ValueError(f"rows must be row indices in [0, {len(family) - 1}] (an int or a "
@@ -314,7 +314,7 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
     S = family.S
     index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
-    comp_ids = [index[(1 - x).astype(np.int64).tobytes()] for x in S]
+    comp_ids = [index[(1 - x).tobytes()] for x in S]
     M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
     for i in range(len(S)):
         row = [keys[family.pure_rows[(i, c)]] for c in comp_ids]
