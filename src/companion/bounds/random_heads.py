@@ -148,6 +148,8 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x = check_token(x, "x")
     z, z_prime = check_token(z, "z", len(x)), check_token(z_prime, "z_prime", len(x))
+    if x @ z >= x @ z_prime:
+        raise ValueError(f"z, z_prime need <x,z> < <x,z'>, got {x @ z} and {x @ z_prime}")
     m = check_int(len(x), "the width m of x (perturbed heads tabulate 2**m tokens)", 1,
                   MAX_TABLE_WIDTH)
     n = check_int(n, "n (sequence length)", 3, MAX_HEAD_TABLE // 4**m)  # n tables of 4**m
