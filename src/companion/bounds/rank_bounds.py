@@ -248,9 +248,8 @@ def unit_diagonal_from_factors(A, B):
 
 
 def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 150):
-    """Float factors A, B (N x k; |.| when nonnegative) by gradient ascent on the shifted trace
-    bound of M = diag(AB^T)^-1 AB^T towards its rank k (chapter 3's attack on
-    ``lem-shifted-trace``); `gen` is a seeded torch.Generator."""
+    """Float factors A, B (N x k; |.| if nonnegative) by gradient ascent of the shifted trace
+    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch)."""
     import torch  # only this search needs torch; the exact bounds do not
 
     A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
