@@ -27,7 +27,7 @@ from companion.bounds.random_heads import _perturbed_head as perturbed_head
 from companion.bounds.random_heads import random_kernel_head
 from companion.checks import check_eps
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
-from companion.core.constructions import balanced_link_head, lookup_head, softmax_kernel_head
+from companion.core.constructions import balanced_link_head, softmax_kernel_head
 from companion.core.task import query_target
 
 CONVENTIONS = st.sampled_from(["bidirectional", "causal"])
@@ -290,13 +290,8 @@ def test_bad_sequences():
 def test_bad_link_and_heads():
     x = np.array([1, 1, 0])
     head = random_kernel_head(3, 3, seed=1)
-    with pytest.raises(ValueError, match="<x,z> < <x,z'>"):
-        link_check(head, x, np.array([1, 1, 0]), np.array([1, 0, 0]))
     with pytest.raises(ValueError, match="position p must be an int in \\[0, 2\\]"):
         total_weight(head, x, x, 4)
-    with pytest.raises(ValueError, match="nonnegative"):
-        lookup_head(-np.ones((2, 1)), np.ones((3, 2, 1)), np.ones((3, 2, 1)), np.ones((2, 1)),
-                    np.zeros(2))
     with pytest.raises(ValueError, match="m"):
         random_kernel_head(13, 3)
     with pytest.raises(ValueError, match="ratio"):

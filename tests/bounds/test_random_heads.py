@@ -4,6 +4,7 @@ built from them (the mediant identity, Lemma B on perturbed heads, the error flo
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.random_heads import _perturbed_head as perturbed_head
@@ -51,3 +52,9 @@ def test_no_perturbed_head_breaks_lemma_b():
 def test_error_floor_is_never_undercut():
     pairs = error_floor_survey(12)
     assert len(pairs) == 24 and all(err >= floor for err, floor in pairs)
+
+
+def test_perturbed_link_survey_needs_a_link():
+    x = np.array([1, 1, 0])
+    with pytest.raises(ValueError, match="<x,z> < <x,z'>"):
+        perturbed_link_survey(x, x, np.array([1, 0, 0]), 3, 1)

@@ -90,7 +90,6 @@ def test_bad_sequences_are_rejected_with_a_named_argument(bad, exc, match):
         (lambda: task.query_target(np.zeros((1, 2, 2), int), "left"), ValueError, "convention"),
         (lambda: task.all_sequences(0, 2), ValueError, "n must be"),
         (lambda: task.all_sequences(2, 2.0), TypeError, "m must be an int"),
-        (lambda: task.split_pool(task.token_pool(3, 8, 0), 1.0, 0), ValueError, "train_fraction"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(call, exc, match):

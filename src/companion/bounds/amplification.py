@@ -1,10 +1,6 @@
-"""Lemma C: amplification of gap domination along a chain of keys (chapter 3:
-``lem-amplification``, ``def-best-chain``, ``lem-fekete``, ``prop-chain-growth``).
-
-Keys z_0, ..., z_k whose overlaps with the query rise by gaps g_1, ..., g_k give
-D(x;z_0) >= prod_i c(g_i) D(x;z_k); the best chain for a total gap G is worth
-rho_{n,eps}(G) = max over compositions G = g_1 + ... + g_k of prod_i max(c_{n,eps}(g_i), 0).
-"""
+"""Lemma C: D(x;z_0) >= prod_i c(g_i) D(x;z_k) along keys whose overlaps rise by g_1..g_k; the
+best chain is worth rho_{n,eps}(G) = max over compositions of G of prod_i max(c(g_i), 0)
+(chapter 3: ``lem-amplification``, ``def-best-chain``, ``lem-fekete``, ``prop-chain-growth``)."""
 
 from __future__ import annotations
 
@@ -43,9 +39,8 @@ def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 
 class _ChainTable:
-    """Exact DP table of rho(0..G) for one (n, eps), grown on demand. With eps = p/q every
-    c(g) = N_g / D, D = 2p, so R[G] = rho(G) D**G is a max of integer products
-    prod N_{g_i} D**(g_i - 1): the DP runs on Python ints."""
+    """Exact DP table of rho(0..G) for one (n, eps), grown on demand: with eps = p/q, D = 2p,
+    R[G] = rho(G) D**G is a max of products of the integers c(g) D**g (Python ints)."""
 
     def __init__(self, n: int, eps: Fraction):
         self.n, self.eps = n, eps
@@ -62,17 +57,16 @@ class _ChainTable:
         self.dp_limit = math.isqrt(DP_BUDGET // per_unit)
         self._period = None  # (start a, period p, W[p]) once found; False: not found
 
-    def dp_gap(self, G: int, what: str, name: str = "G") -> int:
+    def dp_gap(self, G: int, what: str) -> int:
         """`G` if the exact DP may be grown to it (G**2 * bits <= DP_BUDGET), else raise."""
         if G > self.dp_limit:
-            raise ValueError(f"{name} must be at most {self.dp_limit} for {what} at n = {self.n}, "
+            raise ValueError(f"G must be at most {self.dp_limit} for {what} at n = {self.n}, "
                              f"eps = {self.eps} (the exact DP's cost), got {G}")
         return G
 
     def period(self):
-        """(a, p, W[p]) with R[H + p] = W[p] R[H] for every H >= a, or None. The DP is
-        homogeneous in its last max_part values, so max_part consecutive exact matches carry
-        the identity to every larger H; p is the best link."""
+        """(a, p, W[p]) with R[H + p] = W[p] R[H] for every H >= a, or None: the DP depends
+        on its last max_part values only, so max_part consecutive matches prove it."""
         if self._period is None:
             self._period = False
             P = self.max_part
@@ -240,7 +234,7 @@ def _exp_rate(log_rate: float, eps) -> float:
 def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     """log2 rho_{n,eps}(G) for G = 0..G_max (-inf where rho = 0) from the exact DP table."""
     table = _table(n, eps)
-    table.grow(table.dp_gap(G_max, "log2_rho_table", "G_max"))
+    table.grow(G_max)
     log2_D = math.log2(table.D)
     return np.array([math.log2(R) - G * log2_D if R > 0 else -math.inf
                      for G, R in enumerate(table.R[: G_max + 1])])
@@ -248,10 +242,8 @@ def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChainGrowth:
-    """kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0 = floor(2 eps) + 1 (rho(1) = 0
-    at eps = 1/2, so Fekete's lemma needs G >= G0), kappa = min_{G0 <= r < G0 + g*}
-    rho(r)/lambda^r; hence rho(G)^(1/G) -> lambda. Stored exactly as powers:
-    lambda**best_link = best_factor, kappa**best_link = kappa_power."""
+    """kappa lambda^G <= rho_{n,eps}(G) <= lambda^G for G >= G0 = floor(2 eps) + 1, stored
+    exactly as lambda**best_link = best_factor and kappa**best_link = kappa_power."""
 
     n: int
     eps: Fraction
@@ -287,9 +279,8 @@ def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
 
 
 def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
-    """Verify exactly for every 1 <= G <= G_max (<= 4096): rho(G) = 0 iff G < G0, and
-    kappa^g* lambda^(g* G) <= rho(G)^g* <= lambda^(g* G) for G >= G0. Returns G_max; raises
-    AssertionError on a violation."""
+    """Assert exactly for 1 <= G <= G_max (<= 4096): rho(G) = 0 iff G < G0, else
+    kappa^g* lambda^(g* G) <= rho(G)^g* <= lambda^(g* G). Returns G_max."""
     G_max = check_int(G_max, "G_max", 1, MAX_CHECK_GAP)
     growth = chain_growth(n, eps)
     g, c, kp = growth.best_link, growth.best_factor, growth.kappa_power

@@ -1,12 +1,6 @@
 """How the certified rank bound grows with the width m (chapter 3: ``lem-concatenation``,
-``prop-large-context-limit``, ``cor-every-width``, the asymptotics of ``thm-exponential-rank``).
-
-Concatenation adds gaps, so gap distributions convolve; a knapsack over base codes gives an
-explicit code per width. The large-context limit (n -> oo) of the best bound at width m is
-L(m) = max_w A(m, w), A(m, w) the largest weight-w code with all gaps >= 2, and
-C(m, w)/m <= A(m, w) <= C(m, w-1)/w = C(m+1, w)/(m+1) (Graham-Sloane classes; no two words
-share w - 1 ones) pins it within one bit.
-"""
+``prop-large-context-limit``, ``cor-every-width``): concatenated codes convolve their gap
+distributions; the large-context limit L(m) lies between C(m, m//2)/m and C(m+1, w)/(m+1)."""
 
 from __future__ import annotations
 
@@ -106,9 +100,8 @@ def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed
 
 
 def _plan(bases: list[BaseCode], m_max: int, n: int, eps) -> list[tuple[str, ...]]:
-    """Per width m <= m_max, base codes of total width <= m (zero padding for the rest)
-    maximising the sum of their log2 bounds (unbounded knapsack); rho is supermultiplicative,
-    so their concatenation's bound is at least the product."""
+    """Per width m <= m_max, base codes of total width <= m maximising the sum of their log2
+    bounds (unbounded knapsack; rho is supermultiplicative, so the product is certified)."""
     value = [float(np.log2(float(_trace_bound(b.dist, n, eps)))) for b in bases]
     best = [0.0] * (m_max + 1)
     plan: list[tuple[str, ...]] = [()] * (m_max + 1)
@@ -150,9 +143,8 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
 
 
 def _random_code_log2_estimate(m: int, log2_rho: np.ndarray) -> float:
-    """ESTIMATE (not a certificate) of log2 Theorem E's bound for a random weight-w code
-    (w = m // 2) expurgated to gaps >= 2: with p_bad = P(G <= 1) for two random words,
-    s = 1/(2 p_bad) words and E = E[rho(G)^-2; G >= 2], the estimate is s / (1 + (s - 1) E)."""
+    """ESTIMATE (not a certificate), log2 s / (1 + (s - 1) E) for a random weight-m//2 code:
+    s = 1/(2 P(G <= 1)) words and E = E[rho(G)^-2; G >= 2]."""
     w = m // 2
     lf = np.concatenate([[0.0], np.cumsum(np.log2(np.arange(1, m + 1, dtype=np.float64)))])
     j = np.arange(0, w + 1)  # overlap <x,y> of two independent uniform weight-w words
@@ -214,9 +206,8 @@ def large_context_limit_log2_bounds(m: int) -> tuple[float, float]:
 
 
 def every_width_rank_bound(S, m: int, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
-    """``cor-every-width``: a head solving F(S') at width m has r >= B(S) ** (m // m0), S a base
-    code of width m0 with Theorem E bound B(S), S' = S concatenated m // m0 times and
-    zero-padded (``lem-concatenation``); exact. Limit: m in [1, 10000]."""
+    """``cor-every-width``: r >= B(S) ** (m // m0) at width m in [1, 10000], B(S) Theorem E's
+    bound of the width-m0 code S, concatenated m // m0 times and zero-padded; exact."""
     bound = certified_rank_bound(S, n, eps).trace_bound
     m = check_int(m, "m", 1, MAX_WIDTH)
     return bound ** (m // np.shape(S)[1])

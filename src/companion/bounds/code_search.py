@@ -1,6 +1,5 @@
-"""The seeded code search for constant-weight codes S with a large certified bound (chapter 3,
-``thm-exponential-rank``): greedy random words with a minimum gap, then expurgation while
-Theorem E's bound rises; the best code over the minimum gaps is kept."""
+"""Seeded search for constant-weight codes with a large Theorem E bound (chapter 3,
+``thm-exponential-rank``): greedy random words with a minimum gap, then expurgation."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from companion.checks import check_eps, check_int, check_int_sequence, check_len
 
 __all__ = ["search_code"]
 
-#: Widest tokens the search handles, most candidate words it samples and largest code it
-#: keeps: the greedy scan costs up to candidates x max_size x m (the book: 3000 and 1000).
+#: Limits on m, candidates and max_size: the greedy scan costs candidates x max_size x m.
 MAX_SEARCH_WIDTH = 64
 MAX_CANDIDATES = 10**5
 MAX_CODE_SIZE = 2_000
@@ -78,9 +76,8 @@ def _expurgate(arr: np.ndarray, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
 
 def search_code(m: int, n: int = 3, eps=Fraction(1, 2), seed: int = 0, weights=None,
                 candidates: int = 3000, max_size: int = 300) -> CodeSearchResult:
-    """For each weight w (default m // 2) and minimum gap 2 <= min_gap <= w, a greedy code,
-    expurgated; the one with the largest certified bound (exact; ties to the smaller code).
-    Limits: m <= 64, candidates <= 10**5, max_size <= 2000."""
+    """Over weights w (default m // 2) and minimum gaps 2..w, the expurgated greedy code of the
+    largest certified bound (ties: the smaller). Limits: m <= 64, the MAX_* above."""
     m = check_int(m, "m", 4, MAX_SEARCH_WIDTH)
     n, eps, seed = check_length(n), check_eps(eps), check_int(seed, "seed", 0)
     weights = [m // 2] if weights is None else check_int_sequence(weights, "weights", 1, m - 1)

@@ -1,8 +1,5 @@
-"""Constant-weight codes S, the query sets of Theorem E (chapter 3, ``thm-exponential-rank``).
-
-S holds distinct weight-w words of {0,1}^m; a pair's gap G_xy = w - <x,y> = <x, complement y>
-must be >= 2 for a chain to prove a weight ratio >= 1.
-"""
+"""Constant-weight codes S, the query sets of Theorem E (chapter 3, ``thm-exponential-rank``):
+distinct weight-w words whose gaps G_xy = w - <x,y> are >= 2."""
 
 from __future__ import annotations
 
@@ -49,9 +46,8 @@ def _paley_hadamard_matrix(q: int) -> np.ndarray:
 
 
 def paley_hadamard_code(q: int = 23, complements: bool = True) -> np.ndarray:
-    """The q non-constant rows of the Paley Hadamard matrix of order q + 1 as 0/1 words, then
-    (if `complements`) their complements: width q + 1, weight (q + 1)/2, every gap (q + 1)/4
-    or w (a word and its complement)."""
+    """The q non-constant rows of the order-(q + 1) Paley Hadamard matrix as 0/1 words, and
+    their complements: weight (q + 1)/2, every gap (q + 1)/4 or w (a complement pair)."""
     q = check_int(q, "q")
     if not (_is_prime(q) and q % 4 == 3 and q <= 1019):
         raise ValueError(f"q must be a prime = 3 mod 4 in [3, 1019] (Paley type I), got {q}")

@@ -1,6 +1,5 @@
-"""Seeded random heads that try to break Lemma B (chapter 2): ``lem-mediant`` (position-dependent
-maps, float64 and exact), ``lem-gap-domination`` (perturbed balanced and softmax-kernel heads)
-and ``cor-error-floor`` (random exact heads against the floor)."""
+"""Seeded random heads that try to break Lemma B (chapter 2: ``lem-mediant``,
+``lem-gap-domination``, ``cor-error-floor``), in float64 and exactly."""
 
 from __future__ import annotations
 
@@ -45,10 +44,9 @@ MAX_SEARCH_HEADS = 200
 
 def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
                        integer: bool = False, zero_fraction: float = 0.25) -> KernelAttentionHead:
-    """A seeded random NKA head with position-dependent lookup-table maps: log-normal features
-    and normal values (float), or small nonnegative / signed integers (integer, for exact
-    evaluation); a fraction of feature entries is zeroed, coordinate 0 stays positive so no
-    denominator vanishes. Limit: n * 2**m * (rank + d) <= 2**24 table entries."""
+    """A seeded random NKA head of position-dependent tables: log-normal features and normal
+    values, or small ints (integer: exact); a fraction of the features zeroed, coordinate 0
+    kept positive. Limit: n * 2**m * (rank + d) <= 2**24 table entries."""
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     n, rank, d = check_int(n, "n", 1), check_int(rank, "rank", 1), check_int(d, "d", 1)
     if n * 2**m * (rank + d) > MAX_HEAD_TABLE:
@@ -116,9 +114,8 @@ class MediantCase:
 
 def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6,
                    exact_every: int = 4) -> list[MediantCase]:
-    """The mediant identity on `num_heads` random position-dependent heads (m <= max_m,
-    n <= max_n), both conventions: float64 relative error, and an exact check on an integer
-    head every `exact_every`-th case."""
+    """The mediant identity on random heads (m <= max_m, n <= max_n), both conventions: float64
+    relative error, and an exact check on an integer head every `exact_every`-th case."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     exact_every = check_int(exact_every, "exact_every", 1)
     max_m = check_int(max_m, "max_m", 1, MAX_TABLE_WIDTH)
@@ -136,22 +133,23 @@ def mediant_survey(num_heads: int, seed: int = 0, max_m: int = 4, max_n: int = 6
         integer_head = (random_kernel_head(m, n, rank=rank, d=2, seed=head_seed, integer=True)
                         if i % exact_every == 0 else None)
         for convention in ("bidirectional", "causal"):
-            rel = mediant_relative_error(head, x, z, z_prime, k, n - 1 - k, convention)
+            link = (x, z, z_prime, k, n - 1 - k, convention)
+            rel = mediant_relative_error(head, *link)
             exact_equal = None if integer_head is None else (
-                mediant_of_arrangements(integer_head, x, z, z_prime, k, n - 1 - k, convention,
-                                        True)
-                == mediant_closed_form(integer_head, x, z, z_prime, k, n - 1 - k, convention, True))
+                mediant_of_arrangements(integer_head, *link, True)
+                == mediant_closed_form(integer_head, *link, True))
             cases.append(MediantCase(head_seed, m, n, k, rank, convention, rel, exact_equal))
     return cases
 
 
 def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[LinkCheck]:
-    """Lemma B on one link for `num_heads` perturbed heads (seeded by index): odd ones perturb
-    a balanced head of ratio in [0.3, 20] (sigma <= 0.5), even ones the softmax kernel of
-    beta in [0, 2] (sigma <= 1)."""
+    """Lemma B on one link for perturbed heads seeded by index: odd ones balanced (ratio in
+    [0.3, 20], sigma <= 0.5), even ones the softmax kernel (beta in [0, 2], sigma <= 1)."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x = check_token(x, "x")
     z, z_prime = check_token(z, "z", len(x)), check_token(z_prime, "z_prime", len(x))
+    if x @ z >= x @ z_prime:
+        raise ValueError(f"z, z_prime need <x,z> < <x,z'>, got {x @ z} and {x @ z_prime}")
     m = check_int(len(x), "the width m of x (perturbed heads tabulate 2**m tokens)", 1,
                   MAX_TABLE_WIDTH)
     n = check_int(n, "n (sequence length)", 3, MAX_HEAD_TABLE // 4**m)  # n tables of 4**m
@@ -171,9 +169,8 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
 
 def counterexample_search(num_heads: int = 120, m: int = 4,
                           seed: int = 1000) -> list[tuple[int, LinkCheck]]:
-    """Search for a violation of Lemma B: perturbed heads (n = 3, 4, 5 in turn) on every link of
-    the chain family, both conventions; odd heads perturb a balanced head of ratio about
-    max(c_{n,1/2}(g), 1) on a random link, even ones the softmax kernel. (n, LinkCheck) pairs."""
+    """(n, LinkCheck) of perturbed heads (n = 3, 4, 5 in turn; odd: balanced of ratio about
+    max(c_{n,1/2}(g), 1), even: softmax kernel) on every chain link, both conventions."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SEARCH_HEADS)
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     seed = check_int(seed, "seed", 0)
@@ -198,9 +195,8 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
 
 
 def error_floor_survey(num_heads: int = 200) -> list[tuple[Fraction, Fraction]]:
-    """(error, floor), exactly, for seeded random integer heads of rank 1-4 on the smallest
-    link (x = 1, z = 0, z' = 1, n = 3), both conventions: the largest error over P_z, P_z' and
-    both arrangements against Lemma B's floor l g / (2 (k rho + l))."""
+    """(largest error, Lemma B's floor l g / (2 (k rho + l))), exactly, of seeded integer heads
+    of rank 1-4 on the link x = 1, z = 0, z' = 1 at n = 3, both conventions."""
     num_heads = check_int(num_heads, "num_heads", 1, MAX_SURVEY)
     x, z, z_prime = np.array([1]), np.array([0]), np.array([1])
     out = []

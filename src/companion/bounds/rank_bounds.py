@@ -1,12 +1,7 @@
-"""Lemma D (trace bound), Lemma D' (nonnegative sharpening), the sharper lemma and Theorem E
-(chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``, ``lem-shifted-trace``,
-``thm-exponential-rank``).
-
-Lemma D: rank M >= (tr M)^2 / ||M||_F^2. The sharper lemma: a unit-diagonal M with
-0 <= M_xy <= u_xy has rank M >= N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2) for
-c in [0, 1); Lemma D' is that minus 1. Theorem E: a head with error < 1/2 on the witness family
-F(S) has feature rank r >= |S|^2 / sum_{x,y} rho(G_xy)^-2.
-"""
+"""Lemma D: rank M >= (tr M)^2 / ||M||_F^2; the sharper lemma for unit-diagonal 0 <= M <= u,
+N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2), Lemma D' that minus 1; Theorem E:
+r >= |S|^2 / sum rho(G_xy)^-2 (chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``,
+``lem-shifted-trace``, ``thm-exponential-rank``)."""
 
 from __future__ import annotations
 
@@ -64,9 +59,8 @@ def _approximate_identity_bound(N: int, R) -> Fraction:
 
 
 def _sharp(N: int, counts: dict) -> tuple[Fraction, Fraction]:
-    """The sharper lemma's value maximised exactly over c in [0, 1), and that c, for counts
-    {u: ordered pairs bounded by u} covering all pairs: between breakpoints c = u/2 it is
-    N^2 (1-c)^2 / Q(c), Q quadratic, with one rational stationary point."""
+    """The sharper lemma maximised exactly over c in [0, 1), and that c, for {u: pair count}:
+    between breakpoints c = u/2 it is N^2 (1-c)^2 / Q(c), Q quadratic (one stationary point)."""
     us = sorted(u for u, k in counts.items() if k)
     # suffix sums over u (ascending) of k u and k u^2: Q(c) in O(log K) for any c
     suf_ku, suf_kuu = [Fraction(0)], [Fraction(0)]
@@ -150,9 +144,8 @@ def check_rank_bound_input(S, n, eps) -> tuple[np.ndarray, Counter]:
 
 @dataclass(frozen=True)
 class RankLowerBound:
-    """Certified lower bounds on the feature rank r of any head solving F(S) with error < 1/2:
-    Theorem E's trace_bound |S|^2 / sum rho_xy^-2 and Lemma D' at sharpened_c
-    (exact), their integer consequences ceil(.), and `rank` the larger."""
+    """Theorem E's trace_bound |S|^2 / sum rho_xy^-2 and Lemma D' at sharpened_c (exact), their
+    ceilings, and `rank` the larger: bounds on r for any head with error < 1/2 on F(S)."""
 
     size: int
     trace_bound: Fraction
@@ -182,9 +175,8 @@ def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
 
 
 def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
-    """The sharper lemma on one matrix: rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal
-    M and c in [0, 1), exactly. With c None, the best c: 0 or the stationary point
-    c* = (s - f)/(N^2 - s) (s the sum of the entries, f = ||M||_F^2)."""
+    """rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal M, c in [0, 1), exactly; c None:
+    the better of 0 and c* = (s - f)/(N^2 - s) (s the sum of the entries, f = ||M||_F^2)."""
     rows = _exact_square(M, "M")
     N = len(rows)
     if any(rows[i][i] != 1 for i in range(N)):
@@ -210,9 +202,8 @@ def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
 
 @dataclass(frozen=True)
 class SharpRankBound:
-    """The sharper lemma over the box {M: unit diagonal, 0 <= M_xy <= u_xy}, maximised at c:
-    closed_rank = ceil(value) bounds every M in the box; rank = floor(value) + 1 (N when
-    value = N) every M with M_xy < u_xy strictly (a head's ratio matrix)."""
+    """The sharper lemma over {M: unit diagonal, 0 <= M_xy <= u_xy} at its best c: closed_rank
+    = ceil(value) for the box, rank = floor(value) + 1 (N at N) when every M_xy < u_xy."""
 
     size: int
     value: Fraction
@@ -222,9 +213,8 @@ class SharpRankBound:
 
 
 def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
-    """The sharper lemma maximised exactly over c for entry bounds 0 <= M_xy <= u_xy, given as
-    {u: number of ordered pairs x != y bounded by u} covering all N(N-1) pairs, or as an
-    N x N array of bounds (diagonal ignored)."""
+    """The sharper lemma at its best c for bounds 0 <= M_xy <= u_xy: {u: ordered pairs x != y}
+    covering all N(N-1) pairs, or an N x N array of bounds (diagonal ignored)."""
     N = check_int(N, "N (matrix size)", 1)
     counts: Counter = Counter()
     if isinstance(off_diagonal_bounds, dict):
@@ -247,9 +237,8 @@ def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
 
 
 def unit_diagonal_from_factors(A, B):
-    """M = diag(A B^T)^-1 A B^T in Fractions, a unit-diagonal matrix of rank <= the inner
-    dimension (None if a diagonal entry of A B^T is 0): chapter 3's test matrices for
-    ``lem-shifted-trace``."""
+    """M = diag(A B^T)^-1 A B^T in Fractions (None if a diagonal entry is 0): chapter 3's test
+    matrices of rank <= the inner dimension for ``lem-shifted-trace``."""
     A = [[Fraction(v) for v in row] for row in A]
     B = [[Fraction(v) for v in row] for row in B]
     G = [[sum((a * b for a, b in zip(r, s, strict=True)), Fraction(0)) for s in B] for r in A]
@@ -259,10 +248,8 @@ def unit_diagonal_from_factors(A, B):
 
 
 def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 150):
-    """Float factors A, B (N x k; |.| when nonnegative) found by gradient ascent on the shifted
-    trace bound N^2 (1-c)^2 / ||M - cJ||_F^2 of M = diag(AB^T)^-1 AB^T, pushing it towards its
-    rank k: the adversary of chapter 3's attack on ``lem-shifted-trace`` (the bound is then
-    recomputed exactly on rounded factors). `gen` is a seeded torch.Generator."""
+    """Float factors A, B (N x k; |.| if nonnegative) by gradient ascent of the shifted trace
+    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch)."""
     import torch  # only this search needs torch; the exact bounds do not
 
     A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)

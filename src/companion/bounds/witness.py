@@ -1,10 +1,6 @@
-"""Theorem E made concrete: the witness family F(S) and its certificate (chapter 3,
-``thm-exponential-rank``; chapter 6 trains on such a family).
-
-For each query x in S: the pure sequences (x, z, ..., z) on the complement x-bar, on the chain
-keys and on every y-bar, and every arrangement (one better key z, n-2 worse keys z') of each
-chain link the certificate uses. Any NKA head with error < 1/2 on F(S) has rank >= the bound.
-"""
+"""Theorem E made concrete (chapter 3, ``thm-exponential-rank``; chapter 6 trains on it): the
+witness family F(S), per query x the pure sequences on the chain keys and every arrangement of
+each chain link, and its certificate; error < 1/2 on F(S) forces rank >= the bound."""
 
 from __future__ import annotations
 
@@ -47,9 +43,8 @@ MAX_FAMILY_SEQUENCES = 200_000
 
 @dataclass(frozen=True, eq=False)
 class Certificate:
-    """What Theorem E needs, in raw tokens to be re-checked from scratch: chains[(i, j)] the
-    keys complement(S[i]), ..., complement(S[j]) of the chain for query S[i], gaps[(i, j)] their
-    overlap increments with S[i], rho[(i, j)] = prod max(c(g), 0) over it."""
+    """Theorem E's certificate in raw tokens: chains[(i, j)] the keys complement(S[i]), ...,
+    complement(S[j]), gaps[(i, j)] their overlap increments with S[i], rho[(i, j)] its value."""
 
     S: tuple[Token, ...]
     n: int
@@ -67,9 +62,8 @@ class Certificate:
 
 @dataclass(frozen=True)
 class FamilyLink:
-    """One chain link of the certificate, located in the family: token ids (into
-    WitnessFamily.tokens) of the keys with the lower / higher overlap with the query, the rows
-    of its arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
+    """One certificate link in the family: token ids of its better / worse key, the rows of its
+    arrangements (one `better`, n-2 `worse`) and of its two pure sequences."""
 
     query: int
     better: int
@@ -208,9 +202,8 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
 
 
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
-    """Re-verify a certificate against a family from scratch (every overlap, gap, link factor,
-    rho, each link's pure and mixed sequences with their Min-IP targets, the bound); return
-    the bound, or raise ValueError naming the first thing that is wrong."""
+    """Re-verify a certificate against a family from scratch (overlaps, gaps, link factors, rho,
+    every link's sequences and targets, the bound): the bound, or a ValueError naming a fault."""
     check_instance(certificate, "certificate", Certificate)
     check_instance(family, "family", WitnessFamily)
     S, w = check_code(np.asarray(certificate.S, dtype=np.int64), "certificate.S")
@@ -286,7 +279,7 @@ def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
     """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
     arr = check_array(rows, "rows")
-    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+    if not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
         raise TypeError(f"rows must be int row indices, got dtype {arr.dtype}")
     if arr.ndim > 1 or (arr.size and not 0 <= arr.min() <= arr.max() < len(family)):
         raise ValueError(f"rows must be row indices in [0, {len(family) - 1}] (an int or a "
@@ -321,7 +314,7 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
     S = family.S
     index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
-    comp_ids = [index[(1 - x).astype(np.int64).tobytes()] for x in S]
+    comp_ids = [index[(1 - x).tobytes()] for x in S]
     M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
     for i in range(len(S)):
         row = [keys[family.pure_rows[(i, c)]] for c in comp_ids]
@@ -333,9 +326,8 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
 
 
 def ratio_matrix_facts(head: KernelAttentionHead, family: WitnessFamily) -> tuple[float, int]:
-    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): the largest
-    M[x,y] rho_xy, x != y (<= 1 at error < 1/2), and the numerical rank of M (singular values
-    above 1e-6 of the top; at most the head's rank)."""
+    """Theorem E's two facts on a head's ratio matrix M (chapter 6, float64): max_{x != y}
+    M[x,y] rho_xy (<= 1 at error < 1/2) and M's numerical rank (singular values > 1e-6 top)."""
     M = kernel_ratio_matrix(head, family)
     rho = family.certificate.rho
     worst = max(M[i, j] * float(rho[(i, j)])

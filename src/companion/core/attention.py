@@ -1,14 +1,6 @@
-"""One normalised attention head, in the two forms the paper compares.
-
-* Nonnegative kernel attention (NKA): weights alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> >= 0
-  of feature rank r, values v^(p)(z) in R^d, readout y = <a(x), o> + b(x) with
-  o = sum_p alpha_p v_p / sum_p alpha_p.
-* Dense softmax attention: alpha(x, z) = exp(<q(x), k(z)>), no finite rank in general.
-
-A head is a bundle of maps from tokens (..., m) to arrays (key and value maps also get the
-position p), evaluated in float64 or exactly (``exact=True``: ints and Fractions). Serves
-chapter 1 (``thm-rank-one``, ``obs-no-zero-error``) and every chapter that evaluates a head.
-"""
+"""One normalised attention head, NKA (alpha_p(x, z) = <phi_Q(x), phi_K^(p)(z)> >= 0, rank r,
+y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x)) or dense softmax (alpha = exp(<q, k>)),
+in float64 or exactly (chapter 1: ``thm-rank-one``, ``obs-no-zero-error``)."""
 
 from __future__ import annotations
 
@@ -29,9 +21,8 @@ PositionalMap = Callable[[np.ndarray, int], np.ndarray]
 
 @dataclass(frozen=True)
 class KernelAttentionHead:
-    """A normalised NKA head of feature rank `rank`: query_features(x) -> (..., r);
-    key_features(z, p) -> (..., r); values(z, p) -> (..., d); readout_weights(x) -> (..., d);
-    readout_bias(x) -> (...)."""
+    """A normalised NKA head of rank r: query_features(x), key_features(z, p) -> (..., r);
+    values(z, p), readout_weights(x) -> (..., d); readout_bias(x) -> (...)."""
 
     rank: int
     query_features: TokenMap
@@ -118,9 +109,8 @@ def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirecti
 
 
 def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="bidirectional"):
-    """y = num / den exactly, as int64 arrays, for heads whose maps return ints:
-    num = sum_p alpha_p <a, v_p> + b sum_p alpha_p, den = sum_p alpha_p (vectorised, for the
-    exhaustive checks of chapter 1)."""
+    """(num, den) int64 arrays with y = num / den for heads whose maps return ints (chapter 1's
+    exhaustive checks): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den."""
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, vals, a, b = _features(head, x, query, np.int64)
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)

@@ -1,13 +1,6 @@
-"""Every explicit head of the book: the constructions that prove upper bounds and probe lower ones.
-
-* Chapter 1 (``thm-rank-one``, ``prop-rank-one-length-three``): :func:`rank_one_head` and its
-  worst inputs at length 3.
-* Chapter 2 (``lem-gap-domination``, ``cor-error-floor``): :func:`lookup_head` (tables over
-  the 2**m tokens), :func:`softmax_kernel_head` and :func:`balanced_link_head`.
-* Chapter 3 (``thm-exponential-rank``): exact heads on a witness family F(S),
-  :func:`indicator_head`, :func:`query_indicator_head` and :func:`spread_query_head`.
-* Chapter 4 (``prop-dense-softmax``): :func:`softmax_min_ip_head`.
-"""
+"""Every explicit head of the book: chapter 1 (``thm-rank-one``), chapter 2 (table heads,
+``lem-gap-domination``), chapter 3 (exact heads on a witness family F(S),
+``thm-exponential-rank``) and chapter 4 (``prop-dense-softmax``)."""
 
 from __future__ import annotations
 
@@ -34,8 +27,7 @@ __all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_i
            "softmax_kernel_head", "balanced_link_head", "indicator_head",
            "query_indicator_head", "spread_query_head"]
 
-#: Largest token width of lookup-table heads (2**m rows per position) and largest key table
-#: n x 2**m x 2**m of :func:`softmax_kernel_head` (2**24 float64 entries, 128 MB).
+#: Widest lookup-table heads and largest key table n x 2**m x 2**m (float64, 128 MB).
 MAX_TABLE_WIDTH = 12
 MAX_KEY_TABLE = 2**24
 
@@ -70,27 +62,17 @@ def softmax_min_ip_head(beta: float) -> SoftmaxAttentionHead:
     )
 
 
-# ------------------------------------------------------------ table heads (chapter 2)
-
-
 def _codes(tokens: np.ndarray, m: int) -> np.ndarray:
-    tokens = np.asarray(tokens)
-    if tokens.shape[-1] != m:
-        raise ValueError(f"tokens must have width m = {m}, got {tokens.shape[-1]}")
-    return tokens.astype(np.int64) @ (1 << np.arange(m - 1, -1, -1, dtype=np.int64))
+    return np.asarray(tokens).astype(np.int64) @ (1 << np.arange(m - 1, -1, -1, dtype=np.int64))
 
 
 def lookup_head(query_features, key_features, values, readout_weights,
                 readout_bias) -> KernelAttentionHead:
-    """An NKA head given by tables over the 2**m tokens (row = token's binary code):
-    query_features (2**m, r), key_features (n, 2**m, r) and values (n, 2**m, d) per position,
-    readout_weights (2**m, d), readout_bias (2**m,); object tables of ints or Fractions give
-    an exact head."""
+    """An NKA head of tables indexed by the tokens' binary codes: query_features (2**m, r),
+    key_features (n, 2**m, r), values (n, 2**m, d), readout_weights (2**m, d), readout_bias."""
     qf, kf, vals, a, b = (np.asarray(t) for t in (query_features, key_features, values,
                                                    readout_weights, readout_bias))
     m, n = len(qf).bit_length() - 1, len(kf)
-    if np.any(qf < 0) or np.any(kf < 0):
-        raise ValueError("query_features and key_features must be nonnegative (alpha >= 0)")
 
     def at(table, p):
         return table[check_int(p, "position p", 0, n - 1)]
@@ -106,9 +88,8 @@ def lookup_head(query_features, key_features, values, readout_weights,
 
 
 def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
-    """Proposition F's head written as an NKA head: alpha(x,z) = exp(-beta <x,z>) as a
-    table, phi_Q(x) = one-hot(x) (rank 2**m), v(z) = z, readout <x, o>. Limits: m <= 12 and
-    n * 4**m <= 2**24 (the key table, :data:`MAX_KEY_TABLE`)."""
+    """Proposition F's kernel exp(-beta <x,z>) as a table NKA head (rank 2**m), v(z) = z,
+    readout <x, o>. Limits: m <= 12 and n * 4**m <= 2**24 (the key table)."""
     m = check_int(m, "m", 1, MAX_TABLE_WIDTH)
     n = check_int(n, "n", 1, MAX_KEY_TABLE // 4**m)
     beta = check_beta(beta)
@@ -121,11 +102,8 @@ def softmax_kernel_head(beta: float, m: int, n: int) -> KernelAttentionHead:
 
 def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
                        convention: str = "bidirectional") -> KernelAttentionHead:
-    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio: weight ratio on z, 1 on
-    every other key, 0 on the query's own slot; scores <x,z> - shift. shift = None: the
-    balanced shift, whose error is exactly Lemma B's minimum :func:`min_error_for_ratio`.
-    Ratio and shift may be Fractions (exact head).
-    """
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio, scores <x,z> - shift; shift
+    None: the balanced shift, error exactly :func:`min_error_for_ratio` (Fractions: exact)."""
     x = check_token(x, "x")
     z = check_token(z, "z", x.shape[0])
     z_prime = check_token(z_prime, "z_prime", x.shape[0])
@@ -161,9 +139,6 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     )
 
 
-# ------------------------------------------------------------ exact heads on F(S) (chapter 3)
-
-
 def _rows(tokens, row_of, r: int, dtype=object) -> np.ndarray:
     """row_of(token bytes), r entries, for every token of `tokens`: shape (..., r)."""
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -178,6 +153,13 @@ def _one_hot(tokens, index: dict, r: int) -> np.ndarray:
     """Indicator features e_index[token] (a zero row for tokens outside `index`): (..., r)."""
     eye = np.eye(r, dtype=np.int64)
     return _rows(tokens, lambda b: eye[index[b]] if b in index else 0, r, np.int64)
+
+
+def _powers(ov: np.ndarray, base: int, zero: bool = False) -> np.ndarray:
+    """base^-ov entrywise as Fractions (0 everywhere if zero: the query's own slot)."""
+    out = np.empty(ov.shape, dtype=object)
+    out.reshape(-1)[:] = [Fraction(0) if zero else Fraction(1, base ** int(v)) for v in ov.ravel()]
+    return out
 
 
 def _family_head(r: int, query_features, key_features, bias=None) -> KernelAttentionHead:
@@ -199,56 +181,30 @@ def _family_and_base(family, base) -> tuple[int, int, int]:
 
 
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """The trivial exact realisation, one indicator feature per key token: phi_K(z) = e_z at
-    key positions (0 at the query's), phi_Q(x)_z = base^-<x,z>, v(z) = z, readout <x, o>;
+    """The exact head with one feature per key token: phi_K(z) = e_z, phi_Q(x)_z = base^-<x,z>;
     error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
-    index = {k.tobytes(): r for r, k in enumerate(keys)}
-    r = len(keys)
-
-    def query_features(x):
-        x = np.asarray(x, dtype=np.int64)
-        ov = x @ keys.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(1, int(base) ** int(v)) for v in ov.ravel()]
-        return out
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        return _one_hot(z, index, r) if p != q else np.zeros(z.shape[:-1] + (r,), np.int64)
-
-    return _family_head(r, query_features, key_features)
+    index, r = {k.tobytes(): r for r, k in enumerate(keys)}, len(keys)
+    return _family_head(r, lambda x: _powers(np.asarray(x, dtype=np.int64) @ keys.T, base),
+                        lambda z, p: _one_hot(z, index if p != q else {}, r))
 
 
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
-    """An exact realisation of rank |S|, one indicator feature per query: phi_Q(x) = e_x,
-    phi_K(z)_x = base^-<x,z> at key positions (0 at the query's), the kernel (and error) of
-    :func:`indicator_head`."""
+    """The exact head of rank |S|: phi_Q(x) = e_x, phi_K(z)_x = base^-<x,z>, the kernel (and
+    error) of :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
-    index = {x.tobytes(): i for i, x in enumerate(S)}
-    r = len(S)
-
-    def key_features(z, p):
-        z = np.asarray(z, dtype=np.int64)
-        ov = z @ S.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(0) if p == q else Fraction(1, int(base) ** int(v))
-                              for v in ov.ravel()]
-        return out
-
-    return _family_head(r, lambda x: _one_hot(x, index, r), key_features)
+    index, r = {x.tobytes(): i for i, x in enumerate(S)}, len(S)
+    return _family_head(r, lambda x: _one_hot(x, index, r),
+                        lambda z, p: _powers(np.asarray(z, dtype=np.int64) @ S.T, base, p == q))
 
 
 def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
                       tau=Fraction(1, 10**4)) -> KernelAttentionHead:
-    """A hand-built exact head of rank |S| - 1: one-hot query features for all queries but
-    one, s, spread over all of them. Scores shift down by delta = 1/2 - eta, so a link of gap
-    g needs a weight ratio above l (g - 1 + eta)/(1 - eta); raises ValueError if no spread
-    weight c, or no query s whose ladders are all single links, exists.
-    """
+    """An exact head of rank |S| - 1: one-hot queries but one, s, spread over all; scores shift
+    by 1/2 - eta, so a gap-g link needs a weight ratio above l (g - 1 + eta)/(1 - eta)."""
     check_instance(family, "family", WitnessFamily)
     eta = check_fraction(eta, "eta", 0, Fraction(1, 2), low_open=True, high_open=True)
     tau = check_fraction(tau, "tau", 0, 1, low_open=True, high_open=True)
@@ -306,9 +262,8 @@ def spread_query_head(family: WitnessFamily, eta=Fraction(1, 1000),
 
 
 def rank_one_length_three_worst_inputs(m: int) -> np.ndarray:
-    """The three length-3 sequences (query first) on which the rank-1 head's error is m/3,
-    its maximum (``prop-rank-one-length-three``): (1^m, 0, 1^m) and (1^m, 1^m, 0) overshoot,
-    (1^m, 0, 0) undershoots. Shape (3, 3, m); m <= 10**6."""
+    """(1^m, 0, 1^m), (1^m, 1^m, 0) (overshoot) and (1^m, 0, 0): the three inputs where the
+    rank-1 head's error is its maximum m/3 (``prop-rank-one-length-three``); m <= 10**6."""
     m = check_int(m, "m (token width)", 1, 10**6)
     one, zero = np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     return np.array([[one, zero, one], [one, one, zero], [one, zero, zero]])

@@ -1,14 +1,7 @@
-"""Exact evaluation in integer / rational arithmetic, never in floats.
-
-* :func:`exhaustive_check` (chapter 1, ``thm-rank-one``): a head on every input of a size.
-* Trained table heads (chapter 8, ``prf:prop-signed-certificate``, ``prf:prop-two-heads``):
-  plain float64 tables (:class:`HeadTables`, every entry a dyadic rational) evaluated as
-  y(X) = sum_h [sum_p alpha^h_p <a_h(x), v^h_p(x_p)> / sum_p alpha^h_p] + b(x) with
-  alpha^h_p = <phi^h_Q(x), phi^h_K,p(x_p)>; a vanishing denominator is refused.
-* One exact linear algebra for every chapter: :func:`exact_rank`, :func:`rank_factorisation`
-  and :func:`solve` share one fraction-free Gauss-Jordan elimination over Python integers,
-  and :func:`exact_max_error` is the one exact max |y - t|.
-"""
+"""Exact evaluation in integer / rational arithmetic: exhaustive checks (chapter 1,
+``thm-rank-one``), trained float64 table heads read as dyadic rationals (chapter 8,
+``prf:prop-signed-certificate``), and one fraction-free Gauss-Jordan elimination over Python
+integers behind :func:`exact_rank`, :func:`rank_factorisation` and :func:`solve`."""
 
 from __future__ import annotations
 
@@ -26,8 +19,7 @@ from companion.core.task import check_convention, iter_sequences, query_target
 __all__ = ["exhaustive_check", "exact_rank", "rank_factorisation"]
 
 
-#: Largest exhaustive check, 2**22 sequences (~7 s on a shared core; the book's largest is
-#: 2**21). Compared by exponent: 2**(n*m) itself is never built.
+#: Largest exhaustive check, 2**22 sequences (~7 s; the book's largest is 2**21).
 MAX_EXHAUSTIVE_BITS = 22
 
 
@@ -53,10 +45,8 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     chunk = check_int(chunk, "chunk", 1, 2**24)
     if n * m > MAX_EXHAUSTIVE_BITS:
-        raise ValueError(
-            f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences; the limit is "
-            f"2**{MAX_EXHAUSTIVE_BITS} (choose n*m <= {MAX_EXHAUSTIVE_BITS})"
-        )
+        raise ValueError(f"an exhaustive check of n={n}, m={m} needs 2**{n * m} sequences, "
+                         f"above 2**{MAX_EXHAUSTIVE_BITS} (choose n*m <= {MAX_EXHAUSTIVE_BITS})")
     total = exact = within = 0
     best = (Fraction(-1), None)
     for batch in iter_sequences(n, m, chunk):
@@ -141,10 +131,8 @@ def exact_max_error(outputs, targets) -> Fraction:
 
 # --------------------------------------------------------------------------- linear algebra
 
-#: Most multiply-adds rows x columns x min(rows, columns) of one elimination (book: 275,080)
-#: and most cost units: step j makes (rows - j)(cols - j) minors of ~j b bits (b: the entries'
-#: bits after clearing denominators), each ~1 + (B/64)^2 units for B bits (~4e7 a second;
-#: the book's largest, 46 x 130 with 162-bit entries, costs 2.6e8).
+#: Most multiply-adds rows x cols x min(rows, cols) of one elimination (book: 275,080), and most
+#: cost units: step j makes (rows - j)(cols - j) minors of ~j b bits, each 1 + (B/64)^2 units.
 MAX_EXACT_WORK = 2**22
 MAX_EXACT_COST = 3 * 10**8
 
@@ -216,10 +204,8 @@ def _integer_rows(M, name: str) -> list[list[int]]:
 
 def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
             ) -> tuple[list[list[int]], list[int], int]:
-    """Fraction-free Gauss-Jordan on the first ``ncols`` columns (in place): (mat, pivot
-    columns, d) with the pivot rows first, each pivot entry d and the rest of its column 0,
-    so mat[i] / d is the reduced row echelon form; every division is exact (the entries are
-    minors). ``jordan=False`` clears only below each pivot (Bareiss: enough for the rank)."""
+    """Fraction-free Gauss-Jordan on the first ``ncols`` columns, in place: (mat, pivots, d),
+    mat / d the reduced row echelon form (exact divisions: minors); ``jordan=False``: Bareiss."""
     prev, rank = 1, 0
     pivots = []
     for c in range(ncols):

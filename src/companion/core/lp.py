@@ -1,12 +1,6 @@
-"""Exact linear feasibility with checkable certificates: A x <= b over the rationals.
-
-:func:`feasible_point` returns a point x with A x <= b or a Farkas certificate y >= 0 with
-y^T A = 0 and y^T b < 0 (no x exists), in Fractions, each re-checked by plain multiplication
-before it is returned: a caller trusts the check, not the simplex (textbook phase one on a
-dense tableau, Dantzig's rule with a fall-back to Bland's rule against cycling).
-
-Serves chapter 8 (``prf:prop-cauchy-heads`` and the level-head degrees).
-"""
+"""Exact linear feasibility A x <= b over the rationals (chapter 8, ``prf:prop-cauchy-heads``):
+a point or a Farkas certificate, each re-checked by multiplication before it is returned (phase
+one on a dense tableau, Dantzig's rule falling back to Bland's against cycling)."""
 
 from __future__ import annotations
 
@@ -18,14 +12,12 @@ __all__: list[str] = []
 
 @dataclass
 class FarkasCertificate:
-    """y >= 0 with y^T A = 0 and y^T b < 0: the rows of A x <= b summed with weights y give
-    0 <= y^T b < 0."""
+    """y >= 0 with y^T A = 0 and y^T b < 0: the rows of A x <= b weighted by y give 0 < 0."""
 
     y: list
 
 
-#: Most simplex work (per pivot: rows x the pivot row's nonzero entries, each weighted by its
-#: size in 64-bit words), a few seconds; the chapter's LPs use a small fraction of it.
+#: Most simplex work (rows x the pivot row's nonzeros, weighted by size in 64-bit words).
 MAX_LP_WORK = 5 * 10**7
 
 
@@ -47,10 +39,8 @@ def _check_farkas(A, b, cert: FarkasCertificate) -> bool:
 
 
 def _phase_one(M: list[list[Fraction]], rhs: list[Fraction], unit_columns=None):
-    """A z >= 0 with M z = rhs, or None: phase one of the simplex method.
-    ``unit_columns[r]`` may name a slack column e_r: rows with rhs >= 0 start with it in the
-    basis, the others get an artificial variable. Dantzig's rule, Bland's (which cannot
-    cycle) after a run of degenerate pivots."""
+    """A z >= 0 with M z = rhs, or None (simplex phase one). ``unit_columns[r]``: a slack column
+    e_r that starts in the basis when rhs[r] >= 0; other rows get an artificial variable."""
     rows, cols = len(M), len(M[0])
     unit_columns = unit_columns or [None] * rows
     artificial = [r for r in range(rows) if unit_columns[r] is None or rhs[r] < 0]

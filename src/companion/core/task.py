@@ -1,9 +1,5 @@
-"""The Min-IP task: t_i(X) = min_j <x_i, x_j> over a sequence X of Boolean tokens.
-
-Sequences are integer arrays (..., n, m) with entries in {0, 1}; the query is position 0
-("bidirectional", the paper's position 1) or n-1 ("causal"); the target is the same function
-of the sequence either way. Serves chapter 1 (``thm-rank-one``) and every chapter after it.
-"""
+"""The Min-IP task t_i(X) = min_j <x_i, x_j> on 0/1 sequences (..., n, m) (chapter 1,
+``thm-rank-one``); the query is position 0 ("bidirectional") or n-1 ("causal")."""
 
 from __future__ import annotations
 
@@ -72,11 +68,8 @@ def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES)
     total = count_sequences(n, m)
     max_sequences = check_int(max_sequences, "max_sequences", 1, 2**24)
     if total > max_sequences:
-        shown = f" = {total}" if n * m <= 64 else ""  # 2**(n m) in full can be 10**5 digits
-        raise ValueError(
-            f"all_sequences(n={n}, m={m}) would hold 2**{n * m}{shown} sequences, above "
-            f"max_sequences={max_sequences}; use iter_sequences to stream it in chunks"
-        )
+        raise ValueError(f"all_sequences(n={n}, m={m}) would hold 2**{n * m} sequences, above "
+                         f"max_sequences={max_sequences}; use iter_sequences")
     return next(iter_sequences(n, m, chunk=total))
 
 
@@ -90,7 +83,7 @@ def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:
 
 def token_pool(m: int, size: int, seed: int) -> np.ndarray:
     """`size` distinct tokens of {0,1}^m drawn uniformly without replacement (seeded)."""
-    rng = np.random.default_rng(check_int(seed, "seed", 0))
+    rng = np.random.default_rng(seed)
     if m <= 20 or 2 * size > 2**m:  # a dense draw: permute (rejection would never end)
         codes = rng.choice(2**m, size=size, replace=False)
     else:  # rejection sampling: the space is too large to permute
@@ -107,9 +100,5 @@ def token_pool(m: int, size: int, seed: int) -> np.ndarray:
 def split_pool(pool, train_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Split a pool of distinct tokens into disjoint, non-empty (train, test) pools."""
     k = int(round(train_fraction * len(pool)))
-    if not 0 < k < len(pool):
-        raise ValueError(
-            f"train_fraction={train_fraction} leaves an empty split of a pool of {len(pool)}"
-        )
     order = np.random.default_rng(seed).permutation(len(pool))
     return pool[order[:k]], pool[order[k:]]
