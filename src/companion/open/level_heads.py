@@ -6,7 +6,7 @@ kernel P_{w,p}(overlap) at the key positions, self-weight s_w, scores any functi
 B(m, k) = sum_{j<=k} C(m, j) (+1 for the self-weight). For one w, "a level head of degree
 <= k with error <= E" is a linear programme once the denominators' signs are fixed, solved
 exactly (:mod:`companion.core.lp`: a checked point or a checked Farkas certificate).
-Classes: 'nka' (P, s >= 0), 'positive' (signed, den > 0), 'pattern' (fixed signs).
+Classes: 'nka' (P, s >= 0) and 'positive' (signed, den > 0).
 
 Serves chapter 8 (``prf:prop-level-heads``: the least kernel degree of a level head, NKA
 and signed with positive denominators, on all length-3 inputs for m <= 8).
@@ -18,15 +18,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
-from companion.checks import check_array, check_bool, check_choice, check_fraction, check_int
+from companion.checks import check_choice, check_int
 from companion.core.lp import FarkasCertificate, feasible_point
 from companion.open.multihead import overlap_scores_lp
 
 __all__ = ["LevelSolution", "min_level_degree", "level_feature_rank", "exact_probe_tables"]
 
-KINDS = ("nka", "positive", "pattern")
+KINDS = ("nka", "positive")
 
 
 @dataclass(frozen=True)
@@ -49,77 +47,52 @@ class LevelSolution:
         return (self.S0 + self.N[0][a] + self.N[1][b]) / den
 
 
-def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=None,
-              repair: bool = True):
+def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), repair: bool = True):
     """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``: a
-    LevelSolution, or None (infeasible, with a checked Farkas certificate). 'nka' / 'positive'
-    share the keys between the positions (no loss: averaging a solution with its swap gives
-    a shared one); 'pattern' has position-dependent keys and the denominators' signs
-    pattern[a][b]. With ``repair`` (error < 1/2) a zero kernel weight carrying a numerator is
-    lifted (:func:`_repair`)."""
+    LevelSolution, or None (infeasible, with a checked Farkas certificate). The keys are shared
+    between the positions (no loss: averaging a solution with its swap gives a shared one);
+    'positive' asks den >= 1 instead of 'nka''s P, s >= 0. With ``repair`` (error < 1/2) a
+    zero kernel weight carrying a numerator is lifted (:func:`_repair`)."""
     k = min(k, w)
-    shared = kind != "pattern"
-    npos = 1 if shared else 2
-    # variable layout: [c_{p,0..k} for p] [s] [S0] [N_{p,0..w} for p]
-    nc = npos * (k + 1)
-    i_s, i_S0 = nc, nc + 1
-    i_N = nc + 2
-    nvar = i_N + npos * (w + 1)
+    # variable layout: [c_0..c_k] [s] [S0] [N_0..N_w]
+    i_s, i_S0, i_N = k + 1, k + 2, k + 3
+    nvar = i_N + w + 1
     basis = [[Fraction(math.comb(a, j)) for j in range(k + 1)] for a in range(w + 1)]
 
-    def P_row(p, a):
-        row = [Fraction(0)] * nvar
-        for j in range(k + 1):
-            row[p * (k + 1) + j] = basis[a][j]
-        return row
-
-    pb = 0 if shared else 1  # the second key position's block (the first's is 0)
-
-    def den_row(a, b):
-        row = [u + v for u, v in zip(P_row(0, a), P_row(pb, b))]
-        row[i_s] += 1
-        return row
-
-    def num_row(a, b):
-        row = [Fraction(0)] * nvar
-        row[i_S0] += 1
-        row[i_N + a] += 1
-        row[i_N + pb * (w + 1) + b] += 1
-        return row
+    def P_row(a):
+        return basis[a] + [Fraction(0)] * (nvar - k - 1)
 
     A, bvec = [], []
-    pairs = [(a, b) for a in range(w + 1) for b in range(w + 1) if not shared or a <= b]
-    for a, b in pairs:
-        sig = 1 if shared else int(pattern[a][b])
-        D, Nn = den_row(a, b), num_row(a, b)
-        t = min(a, b)
-        A.append([-sig * v for v in D])  # sig den >= 1
-        bvec.append(Fraction(-1))
-        # num - t den <= E sig den  and  -(num - t den) <= E sig den
-        A.append([nv - t * dv - error * sig * dv for nv, dv in zip(Nn, D)])
-        bvec.append(Fraction(0))
-        A.append([-nv + t * dv - error * sig * dv for nv, dv in zip(Nn, D)])
-        bvec.append(Fraction(0))
+    for a in range(w + 1):
+        for b in range(a, w + 1):
+            D = [u + v for u, v in zip(P_row(a), P_row(b))]
+            D[i_s] += 1
+            Nn = [Fraction(0)] * nvar
+            Nn[i_S0] += 1
+            Nn[i_N + a] += 1
+            Nn[i_N + b] += 1
+            t = min(a, b)
+            A.append([-v for v in D])  # den >= 1
+            bvec.append(Fraction(-1))
+            # num - t den <= E den  and  -(num - t den) <= E den
+            A.append([nv - t * dv - error * dv for nv, dv in zip(Nn, D)])
+            bvec.append(Fraction(0))
+            A.append([-nv + t * dv - error * dv for nv, dv in zip(Nn, D)])
+            bvec.append(Fraction(0))
     if kind == "nka":
         for a in range(w + 1):
-            A.append([-v for v in P_row(0, a)])  # P(a) >= 0
+            A.append([-v for v in P_row(a)])  # P(a) >= 0
             bvec.append(Fraction(0))
         row = [Fraction(0)] * nvar
         row[i_s] = Fraction(-1)  # s >= 0
         A.append(row)
         bvec.append(Fraction(0))
-    result = feasible_point(A, bvec)
-    if isinstance(result, FarkasCertificate):
+    x = feasible_point(A, bvec)
+    if isinstance(x, FarkasCertificate):
         return None
-    x = result
-    Ps, Ns = [], []
-    for p in range(npos):
-        coef = x[p * (k + 1):(p + 1) * (k + 1)]
-        Ps.append(tuple(sum(basis[a][j] * coef[j] for j in range(k + 1)) for a in range(w + 1)))
-        Ns.append(tuple(x[i_N + p * (w + 1): i_N + (p + 1) * (w + 1)]))
-    if shared:
-        Ps, Ns = Ps * 2, Ns * 2
-    sol = LevelSolution(w, k, kind, tuple(Ps), tuple(Ns), x[i_s], x[i_S0])
+    P = tuple(sum(basis[a][j] * x[j] for j in range(k + 1)) for a in range(w + 1))
+    N = tuple(x[i_N:i_N + w + 1])
+    sol = LevelSolution(w, k, kind, (P, P), (N, N), x[i_s], x[i_S0])
     return _repair(sol, error) if repair else sol
 
 
@@ -167,38 +140,30 @@ def _level_max_error(sol: LevelSolution) -> Fraction:
                for a in range(sol.w + 1) for b in range(sol.w + 1))
 
 
-def min_level_degree(w: int, kind: str = "nka", error=None, pattern=None):
-    """Smallest k such that level_lp(w, k, kind) is feasible at max error ``error`` (default
-    1/2 - 1/1000), with the LP at error exactly 1/2 infeasible for every smaller k (a proof
-    that no level head of smaller degree has error < 1/2). Returns (k, solution,
-    infeasible_at_half) where infeasible_at_half lists the k proved impossible; kind 'nka',
-    'positive' or 'pattern' (with pattern a (w+1, w+1) array of +1/-1)."""
+def min_level_degree(w: int, kind: str = "nka"):
+    """Smallest k such that the level LP (w, k, kind) is feasible at max error 1/2 - 1/1000,
+    with the LP at error exactly 1/2 infeasible for every smaller k (a proof that no level
+    head of smaller degree has error < 1/2). Returns (k, solution, infeasible_at_half), the
+    last listing the k proved impossible; kind 'nka' or 'positive'."""
     w = check_int(w, "w", 0, 8)
     check_choice(kind, "kind", KINDS)
-    error = Fraction(1, 2) - Fraction(1, 1000) if error is None else check_fraction(
-        error, "error", 0, Fraction(1, 2))
-    if kind == "pattern":
-        pattern = check_array(pattern, "pattern", 2)
-        if pattern.shape != (w + 1, w + 1) or not np.all(np.isin(pattern, (-1, 1))):
-            raise ValueError(f"pattern must be a ({w + 1}, {w + 1}) array of +1/-1")
+    error = Fraction(1, 2) - Fraction(1, 1000)
     proved = []
     for k in range(w + 1):
-        sol = _level_lp(w, k, kind, error, pattern)
+        sol = _level_lp(w, k, kind, error)
         if sol is not None:
             return k, sol, proved
-        if _level_lp(w, k, kind, Fraction(1, 2), pattern, repair=False) is None:
+        if _level_lp(w, k, kind, Fraction(1, 2), repair=False) is None:
             proved.append(k)
     return None, None, proved
 
 
-def level_feature_rank(m: int, k: int, shared: bool = True) -> int:
-    """Feature rank of a degree-<=k level head on {0,1}^m: B(m, k) monomial features per key
-    map (twice for position-dependent keys) plus one for the self-weight."""
+def level_feature_rank(m: int, k: int) -> int:
+    """Feature rank of a degree-<=k level head on {0,1}^m: B(m, k) monomial features (keys
+    shared by the positions) plus one for the self-weight."""
     m = check_int(m, "m", 1, 4096)
     k = check_int(k, "k", 0)
-    check_bool(shared, "shared")
-    b = sum(math.comb(m, j) for j in range(min(k, m) + 1))
-    return (b if shared else 2 * b) + 1
+    return sum(math.comb(m, j) for j in range(min(k, m) + 1)) + 1
 
 
 def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:

@@ -12,8 +12,7 @@ What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check ea
 * nonzero denominators, position-dependent keys: the arrangements' denominators may differ
   in sign and Lemma B fails (:func:`signed_link_counterexample`); no bound is known.
 
-Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``;
-``exact_rank`` and ``rank_factorisation`` re-exported from :mod:`companion.core.exact`).
+Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from companion.checks import (
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.exact import exact_rank, rank_factorisation  # noqa: F401
+from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index
 
 __all__ = [
