@@ -263,17 +263,11 @@ def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
     return max(d * (n - 1) * y**d / (1 + (n - 1) * y**d) for d in range(1, m + 1))
 
 
-def _threshold_gap(n: int, m: int) -> int:
-    """The gap d whose uniform profile decides beta*(n, m): 1 when m = 1 or n >= 4, else 2
-    (at n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2)."""
-    return 2 if m >= 2 and n <= 3 else 1
-
-
 def threshold_closed_form_terms(n: int, m: int) -> tuple[int, int]:
     """(N, d) with beta*(n, m) = ln(N) / d exactly, N = (n-1)(2d-1): ln(n-1) for m = 1 or
     n >= 4, ln(3)/2 for n = 2 and ln(6)/2 for n = 3 (m >= 2)."""
     n, m = _check_nm(n, m)
-    d = _threshold_gap(n, m)
+    d = 2 if m >= 2 and n <= 3 else 1  # at n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2
     return (n - 1) * (2 * d - 1), d
 
 
