@@ -1,13 +1,9 @@
-"""Proposition F: dense softmax attention solves Min-IP with m-dimensional scores and a
-constant temperature.
+"""Proposition F: dense softmax attention solves Min-IP with a constant temperature (chapter
+4: ``prop-dense-softmax``, ``lem-overlap-profiles``).
 
-The head of :func:`companion.core.constructions.softmax_min_ip_head` (scores <-beta x, z>,
-values z, readout <x, o>) has error at most (n-1) e^{-beta} for beta >= 1. This module gives
-its exact worst case over all length-n inputs on {0,1}^m and the exact threshold beta*(n, m)
-where it drops below 1/2, by enumeration and in closed form (chapter 4):
-max_{d<=m} (n-1)d/(e^{beta d}+n-1) and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d.
-
-Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
+The head of :func:`companion.core.constructions.softmax_min_ip_head` has error at most
+(n-1) e^{-beta}; here its exact worst case max_{d<=m} (n-1)d/(e^{beta d}+n-1) over {0,1}^m and
+the threshold beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, by enumeration and in closed form.
 """
 
 from __future__ import annotations

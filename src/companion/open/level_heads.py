@@ -1,15 +1,10 @@
-"""Level heads: a searchable class of single heads for *all* length-3 inputs at small m.
+"""Level heads: single heads for *all* length-3 inputs at small m (chapter 8,
+``prf:prop-level-heads``: the least kernel degree, NKA and signed with positive denominators).
 
-A level head sees (x, z, z') only through w = |x| and the overlaps a = <x, z>, b = <x, z'>:
-kernel P_{w,p}(overlap) at the key positions, self-weight s_w, scores any functions of
-(w, overlap). With P of degree <= k its feature rank on {0,1}^m is at most
-B(m, k) = sum_{j<=k} C(m, j) (+1 for the self-weight). For one w, "a level head of degree
-<= k with error <= E" is a linear programme once the denominators' signs are fixed, solved
-exactly (:mod:`companion.core.lp`: a checked point or a checked Farkas certificate).
-Classes: 'nka' (P, s >= 0) and 'positive' (signed, den > 0).
-
-Serves chapter 8 (``prf:prop-level-heads``: the least kernel degree of a level head, NKA
-and signed with positive denominators, on all length-3 inputs for m <= 8).
+A level head sees (x, z, z') only through w = |x|, a = <x, z>, b = <x, z'>: kernel P_w of
+degree <= k (feature rank B(m, k) = sum_{j<=k} C(m, j), +1 for the self-weight s_w), scores any
+functions of (w, overlap). Per w, "degree <= k, error <= E" is an exact LP
+(:mod:`companion.core.lp`). Classes: 'nka' (P, s >= 0) and 'positive' (den > 0).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Several NKA heads with one query-dependent affine readout, and two exact constructions.
-
-H normalised nonnegative kernel attention heads, each with its own values and readout:
-y(X) = sum_h [<a_h(x), o_h> + b_h(x)]. Each head's output is a convex combination of its
-scores, the sum of H of them is not, and the constructions use that:
-:func:`two_head_witness_heads` (two rank-1 heads exact on a witness family whose links form
-a forest per query) and the Cauchy heads of :func:`cauchy_level_max_error` (2m+1 heads of rank
-m+1, kernels <x,z> + t_h, exact on all length-3 inputs). Both pay in the value dimension,
-which the single-head theorem leaves free.
-
-Serves chapter 8 (``prf:prop-two-heads``, ``prf:prop-cauchy-heads``).
+"""Several NKA heads, y(X) = sum_h [<a_h(x), o_h> + b_h(x)], and two exact constructions
+(chapter 8: ``prf:prop-two-heads``, ``prf:prop-cauchy-heads``): a sum of convex combinations
+is not one. :func:`two_head_witness_heads` (two rank-1 heads on a witness family) and the
+2m+1 Cauchy heads of :func:`cauchy_level_max_error` (all length-3 inputs) pay in the value
+dimension, which the single-head theorem leaves free.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""Signed kernel heads: what the certificate still proves, and where its proof stops.
-
-A *signed head* is :class:`companion.core.attention.KernelAttentionHead` without the sign
-condition: y = sum_p alpha_p f_p / sum_p alpha_p + b(x) wherever D = sum_p alpha_p != 0
-("nonzero" convention), or with every query's denominators of one sign ("positive").
-What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check each step):
-
-* positive denominators: Lemma B holds verbatim, the ratio matrix has rank <= r + 1 and
-  entries in (0, 1/rho]: r >= (NKA bound) - 1;
-* nonzero denominators, keys shared across positions: Lemma B in absolute value, only the
-  trace bound survives: r >= ceil(Theorem E) - 1;
-* nonzero denominators, position-dependent keys: the arrangements' denominators may differ
-  in sign and Lemma B fails (:func:`signed_link_counterexample`); no bound is known.
-
-Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``).
+"""Signed kernel heads (chapter 8, ``prf:prop-signed-certificate``): y = sum_p alpha_p f_p /
+sum_p alpha_p + b(x) where D = sum_p alpha_p != 0 ("nonzero"), or with one sign of D per query
+("positive"). Positive: r >= (NKA bound) - 1; nonzero with keys shared by the positions:
+r >= ceil(Theorem E) - 1; position-dependent keys: Lemma B fails
+(:func:`signed_link_counterexample`). Also the rank of an overlap kernel
+(``prf:prop-overlap-rank``).
 """
 
 from __future__ import annotations

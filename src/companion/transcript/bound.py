@@ -1,14 +1,10 @@
-"""Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits.
+"""Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits
+(chapter 5: ``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
 
-The block construction: blocks B_1..B_q of size s and a common block C of size s+1
-(m = q*s + s + 1). Bob holds the queries x_i = 1_{B_i} + 1_C at positions 1..q, Alice one key
-token z inside the blocks at position 0 (seen by every query, causal or not); the targets
-t_i = |z n B_i| take all (s+1)^q answer vectors. A *transcript model* passes Bob only a
-string of `length` symbols over `alphabet_size` letters, so exactness needs
-alphabet_size**length >= (s+1)^q: below it :func:`find_collision` finds two key tokens with
-one transcript and different answers; :class:`TightEncoder` meets the bound.
-
-Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
+Blocks B_1..B_q of size s and C of size s+1 (m = q*s + s + 1); Bob's queries x_i = 1_{B_i} +
+1_C, Alice's key token z inside the blocks, targets t_i = |z n B_i| (all (s+1)^q answer
+vectors). A transcript model passes Bob `length` symbols over `alphabet_size` letters: below
+(s+1)^q :func:`find_collision` finds a collision; :class:`TightEncoder` meets the bound.
 """
 
 from __future__ import annotations
