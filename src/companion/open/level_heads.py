@@ -92,10 +92,8 @@ def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), repair: b
 
 
 def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
-    """The LP lets a token of kernel weight 0 carry a numerator (it relaxes N = P F). Add a
-    small constant delta to every kernel value (degree and sign class kept) and to a zero
-    self-weight until no weight is 0 where its numerator is not and the exact error is still
-    <= (error + 1/2) / 2 < 1/2 (the LP's slack absorbs the change)."""
+    """The LP relaxes N = P F: a token of weight 0 may carry a numerator. Add a small delta to
+    every kernel value (and a zero self-weight) while the exact error stays <= (error + 1/2)/2."""
     bad = any(sol.P[p][a] == 0 and sol.N[p][a] != 0 for p in range(2) for a in range(sol.w + 1))
     bad |= sol.s == 0 and sol.S0 != 0
     if not bad:
@@ -117,9 +115,8 @@ def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
 
 
 def _level_max_error(sol: LevelSolution) -> Fraction:
-    """Exact max |y - min(a, b)| over every class (a, b), a, b in 0..w; ValueError if a
-    denominator vanishes, a kernel value is 0 where its numerator is not (a token of weight 0
-    cannot contribute), or (kind 'nka') a kernel value is negative."""
+    """Exact max |y - min(a, b)| over a, b in 0..w; ValueError where the solution is no head
+    (a weight 0 with a numerator, a zero denominator, a negative weight for 'nka')."""
     for p in range(2):
         for a in range(sol.w + 1):
             if sol.P[p][a] == 0 and sol.N[p][a] != 0:
@@ -162,9 +159,8 @@ def level_feature_rank(m: int, k: int) -> int:
 
 
 def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
-    """For each kind and query weight w = 1..max_w: the least kernel degree k of a level head
-    with error <= 0.499, the degrees proved impossible (error <= 1/2 infeasible, Farkas), the
-    head's exact max error, and the feature rank B(m, k) + 1 it implies on {0,1}^m, m = w."""
+    """Per kind and w = 1..max_w: the least degree k (error <= 0.499), the degrees proved
+    impossible, the exact max error and the feature rank B(w, k) + 1."""
     rows = []
     for kind in kinds:
         for w in range(1, max_w + 1):
@@ -176,10 +172,9 @@ def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
 
 
 def exact_probe_tables(max_w: int = 8) -> dict:
-    """Chapter 8's exact tables on all length-3 inputs (``python -m companion probes
-    --exact``): ``level`` (least level-head degrees, NKA and one-sign signed) and
-    ``overlap_heads`` (per w, the least number of heads with kernels <x,z> + h + 1/2 whose
-    score LP is feasible at error 0.499, and the smaller ones infeasible at 1/2)."""
+    """Chapter 8's exact tables (``python -m companion probes --exact``): ``level`` (least
+    level-head degrees) and ``overlap_heads`` (per w, the least number of heads with kernels
+    <x,z> + h + 1/2 feasible at error 0.499, the smaller ones infeasible at 1/2)."""
     max_w = check_int(max_w, "max_w", 1, 8)
     overlap = []
     for w in range(1, max_w + 1):

@@ -215,11 +215,8 @@ def _overlap_level_max_error(P: dict, shifts) -> Fraction:
 
 
 def cauchy_level_max_error(m: int) -> Fraction:
-    """Exact max error of the 2m+1 Cauchy heads (rank m+1 each: phi_Q(x) = (x, 1),
-    phi_K(z) = (z, t_h) at the key positions and 0 at the query's, scores
-    P_h(|x|, <x,z>) / (<x,z> + t_h) from one-hot values over {0,1}^m) over every input class
-    (|x|, <x,z>, <x,z'>): the heads see nothing else, so this is their exhaustive max error
-    on all length-3 inputs."""
+    """Exact max error of the 2m+1 Cauchy heads (kernels <x,z> + t_h, rank m+1) over every
+    class (|x|, <x,z>, <x,z'>): exhaustive on all length-3 inputs, the heads see nothing else."""
     m = check_int(m, "m", 1, 8)
     shifts = _default_shifts(2 * m + 1)
     return _overlap_level_max_error(_cauchy_scores(m, shifts), shifts)

@@ -130,11 +130,9 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
 
 
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
-    """A rank-1 signed head with position-dependent keys that has error <= eps on one link's
-    four sequences (pure on z, pure on z', both arrangements of the mixed one; overlaps 0 and
-    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps):
-    D(z) = D(z') = 1, arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs),
-    errors 0, 0, +eps, -eps. Returns (head, x, z, z')."""
+    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, error <= eps on a
+    link's four sequences, D(z) / D(z') = 1 < c_{3,eps}(g); arrangement denominators
+    K = 1 + g/(2 eps) and 2 - K (opposite signs), errors 0, 0, +eps, -eps."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
     m = g + 1
@@ -206,10 +204,9 @@ def overlap_kernel_rank(values, m: int) -> int:
 
 
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
-    """(head, rank): a head on a witness family whose kernel at the key positions is
-    kernel(<x, z>) >= 0 (a callable; 0 at the query's own position), realised with **signed**
-    features by an exact rank factorisation of the |S| x T kernel table (rank = its rank);
-    values z, readout <x, o> - shift."""
+    """(head, rank): kernel(<x, z>) >= 0 at the key positions (0 at the query's), realised
+    with signed features by an exact rank factorisation of the |S| x T table; values z,
+    readout <x, o> - shift."""
     check_instance(family, "family", WitnessFamily)
     if not callable(kernel):
         raise TypeError("kernel must be callable (overlap -> number)")
@@ -255,8 +252,7 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
 
 
 def one_sign_rank_lower_bound(sharp: SharpRankBound) -> int:
-    """Part (a) with the sharper lemma: a signed head whose denominators keep one sign per
-    query has a ratio matrix of rank <= r + 1 with entries strictly inside (0, 1/rho), so
-    r + 1 >= floor(B) + 1, i.e. r >= sharp.rank - 1 (B the sharper lemma's value)."""
+    """Part (a) with the sharper lemma: one sign per query gives a ratio matrix of rank <= r + 1
+    inside (0, 1/rho), so r >= sharp.rank - 1."""
     check_instance(sharp, "sharp", SharpRankBound)
     return max(sharp.rank - 1, 1)
