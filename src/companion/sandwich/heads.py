@@ -49,10 +49,6 @@ class ExactHead:
     def nonnegative(self) -> bool:
         return all_nonnegative(self.query_features, self.self_features, self.key_features)
 
-    def to_kernel_head(self) -> KernelAttentionHead:
-        return tables_to_kernel_head(self.family, self.query_features, self.key_features,
-                                     self.self_features, self.self_value_scale, self.bias)
-
 
 def all_nonnegative(*tables) -> bool:
     """Whether every entry of the tables (arrays, or dicts {token id: features}) is >= 0."""
