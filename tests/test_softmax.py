@@ -15,7 +15,6 @@ from companion.softmax import _errors as errors
 from companion.softmax import _overlap_profiles as overlap_profiles
 from companion.softmax import _profile_sequences as profile_sequences
 from companion.softmax import _saturation_width as saturation_width
-from companion.softmax import _threshold_gap as threshold_gap
 from companion.softmax import _uniform_gap_error as uniform_gap_error
 from companion.softmax import (
     count_profiles,
@@ -234,7 +233,8 @@ def test_threshold_gap_is_the_maximiser(n):
     for m in (1, 2, 3, 5, 10, 100):
         values = [math.log((n - 1) * (2 * d - 1)) / d for d in range(1, m + 1)]
         assert threshold_closed_form(n, m) == pytest.approx(max(values), abs=1e-14)
-        assert values[threshold_gap(n, m) - 1] == pytest.approx(max(values), abs=1e-14)
+        d = threshold_closed_form_terms(n, m)[1]
+        assert values[d - 1] == pytest.approx(max(values), abs=1e-14)
 
 
 def test_gap_three_and_beyond_never_decide():

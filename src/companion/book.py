@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
 
 import matplotlib as mpl
@@ -30,13 +30,12 @@ def _is_number(value) -> bool:
 
 class Table:
     """A table of results: plain HTML in a notebook, aligned text elsewhere, both depending
-    only on the cells (outputs compare exactly under nbval; class names ``companion-table``
-    and ``num`` only). rows: dicts (columns default to the first row's keys) or sequences;
-    formats: {column: spec or callable}; else ints and Fractions print exactly, floats as
-    their shortest repr, numpy scalars as the Python numbers they hold."""
+    only on the cells (outputs compare exactly under nbval). rows: dicts (columns default to
+    the first row's keys) or sequences; formats: {column: format spec}; else ints and
+    Fractions print exactly, floats as their shortest repr, numpy scalars as Python numbers."""
 
     def __init__(self, rows, columns: Sequence[str] | None = None, caption: str | None = None,
-                 formats: Mapping[str, str | Callable] | None = None):
+                 formats: Mapping[str, str] | None = None):
         if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
             raise TypeError(f"rows must be a sequence of dicts or of sequences, got "
                             f"{type(rows).__name__}")
@@ -70,16 +69,16 @@ class Table:
         if caption is not None and not isinstance(caption, str):
             raise TypeError(f"caption must be a str, got {type(caption).__name__}")
         if not (formats is None or isinstance(formats, Mapping)):
-            raise TypeError(f"formats must be a dict {{column: spec or callable}} or None, got "
+            raise TypeError(f"formats must be a dict {{column: spec}} or None, got "
                             f"{type(formats).__name__}")
         formats = {} if formats is None else dict(formats)
         unknown = sorted(set(formats) - set(columns))
         if unknown:
             raise ValueError(f"formats names unknown columns {unknown}; columns are {columns}")
         for name, fmt in formats.items():
-            if not (isinstance(fmt, str) or callable(fmt)):
-                raise TypeError(f"formats[{name!r}] must be a format spec (str) or a callable, "
-                                f"got {type(fmt).__name__}")
+            if not isinstance(fmt, str):
+                raise TypeError(f"formats[{name!r}] must be a format spec (str), got "
+                                f"{type(fmt).__name__}")
         self.columns = columns
         self.caption = caption
         self.values = [[_plain(v) for v in row] for row in values]
@@ -89,8 +88,6 @@ class Table:
         fmt = self._formats.get(column)
         if fmt is None:
             return repr(value) if isinstance(value, float) else str(value)
-        if callable(fmt):
-            return str(fmt(value))
         try:
             return format(value, fmt)
         except (TypeError, ValueError) as exc:
@@ -108,9 +105,6 @@ class Table:
         numeric = [[_is_number(v) for v in row] for row in self.values]
         right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(self.columns))]
         return cells, numeric, right
-
-    def __len__(self) -> int:
-        return len(self.values)
 
     def __repr__(self) -> str:
         cells, _, right = self._layout()

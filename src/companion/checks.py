@@ -1,7 +1,6 @@
-"""Argument checks shared by every module: one definition of each, the paper's parameters
-(eps, n, a total gap G, beta) included. Each returns the value in its canonical type or raises
-``TypeError`` (wrong kind) / ``ValueError`` (outside the range) naming the argument; they trust
-their own `name`, `low` and `high` (package code passes them)."""
+"""Argument checks shared by every module, the paper's parameters (eps, n, G, beta) included:
+each returns the value in its canonical type or raises TypeError (wrong kind) / ValueError
+(outside the range) naming the argument."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def check_positive_int(value, name: str, upper: int | None = None) -> int:
     return check_int(value, name, 1, upper)
 
 
-#: Longest int sequence :func:`check_int_sequence` accepts: it is checked entry by entry, so
-#: ``range(10**9)`` must be refused before the loop.
+#: Longest int sequence :func:`check_int_sequence` checks entry by entry.
 MAX_SEQUENCE_LENGTH = 10**6
 
 
@@ -138,9 +136,8 @@ def check_instance(value, name: str, cls: type):
 
 def check_array(values, name: str, ndim: int | None = None, *,
                 allow_object: bool = False) -> np.ndarray:
-    """`values` as a numpy array of real numbers (bool, int or float dtype; with
-    `allow_object`, also an object array of Python ints and Fractions, for exact tables),
-    with `ndim` dimensions when given. Finiteness is the caller's."""
+    """`values` as an array of real numbers (with `allow_object`, also of Python ints and
+    Fractions), of `ndim` dimensions when given; finiteness is the caller's."""
     if values is None or isinstance(values, (str, bytes, Mapping)):
         raise TypeError(f"{name} must be an array of real numbers, got {type(values).__name__}")
     try:
@@ -168,8 +165,7 @@ def check_path(path, name: str) -> Path:
     return Path(_require(path, name, (str, os.PathLike), "a str or os.PathLike path"))
 
 
-#: Largest JSON file any loader reads (results, head and certificate files); the largest
-#: committed one is a few MB.
+#: Largest JSON file read (the largest committed one has a few MB).
 MAX_JSON_BYTES = 64 * 2**20
 
 
@@ -178,9 +174,8 @@ def _refuse_constant(word: str):
 
 
 def read_json_file(path, what: str = "results file"):
-    """The one loader of every results, head and certificate file: the JSON content of a
-    regular file at `path` of at most MAX_JSON_BYTES, without NaN or infinity; otherwise a
-    one-line ValueError/TypeError naming the file. The file is only read."""
+    """The one loader of results, head and certificate files: the JSON of a regular file of
+    at most MAX_JSON_BYTES, without NaN or infinity; else a one-line error naming the file."""
     path = check_path(path, "path")
     try:
         info = path.stat()
@@ -206,8 +201,8 @@ def read_json_file(path, what: str = "results file"):
 
 
 def check_device(device, name: str = "device"):
-    """`device` (a str such as 'cpu', 'cuda', 'cuda:0', 'mps', or a torch.device) after
-    checking that torch knows it and that this machine has it; returned as given."""
+    """`device` (a str such as 'cpu', 'cuda:0', 'mps', or a torch.device) once torch knows it
+    and this machine has it."""
     import torch  # here, not at the top: the theory modules do not need torch
 
     if not isinstance(device, (str, torch.device)):
@@ -257,8 +252,7 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
 
 
 def has_repeated_row(arr: np.ndarray) -> bool:
-    """Whether a 2-d 0/1 array repeats a row. Rows packed to bytes go into a set: linear in the
-    array's size (``np.unique(arr, axis=0)`` takes ~30 s on 3 rows of width 10**6)."""
+    """Whether a 2-d 0/1 array repeats a row (packed rows in a set: linear, unlike np.unique)."""
     packed = np.packbits(arr.astype(np.uint8), axis=1)
     return len({row.tobytes() for row in packed}) != len(packed)
 
@@ -277,8 +271,7 @@ def check_token(token, name: str, m: int | None = None) -> np.ndarray:
 
 
 def check_eps(eps) -> Fraction:
-    """Error level eps in (0, 1/2] as a Fraction; eps = 1/2 is the limit valid for every
-    head with error < 1/2 (Lemma B's factor decreases in eps)."""
+    """Error level eps in (0, 1/2] as a Fraction (1/2: valid for every head with error < 1/2)."""
     return check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True)
 
 
@@ -292,8 +285,7 @@ def check_gap(G, name: str = "G") -> int:
     return check_int(G, f"{name} (total gap)", 1)
 
 
-#: Largest inverse temperature: beta times an overlap must stay finite in float64 (at
-#: 1.7e308 the logits overflow and softmax gives NaN); far past saturation.
+#: Largest inverse temperature: beta times an overlap must stay finite in float64.
 MAX_BETA = 1e100
 
 
@@ -302,14 +294,12 @@ def check_beta(beta) -> float:
     return check_float(beta, "beta", 0, MAX_BETA)
 
 
-#: Most bits of a binomial coefficient computed exactly (~0.1 s; C(2*10**6, 10**6) has two
-#: million bits and takes seconds).
+#: Most bits of a binomial coefficient computed exactly (~0.1 s).
 MAX_BINOMIAL_BITS = 2**18
 
 
 def checked_comb(n: int, k: int, what: str) -> int:
-    """C(n, k) for ints 0 <= k <= n, after checking that it has at most MAX_BINOMIAL_BITS bits
-    (estimated with lgamma, before computing it); `what` names the caller's arguments."""
+    """C(n, k), 0 <= k <= n, once lgamma says it has at most MAX_BINOMIAL_BITS bits."""
     k = min(k, n - k)
     if k > 0:
         bits = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)

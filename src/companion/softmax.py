@@ -1,13 +1,9 @@
-"""Proposition F: dense softmax attention solves Min-IP with m-dimensional scores and a
-constant temperature.
+"""Proposition F: dense softmax attention solves Min-IP with a constant temperature (chapter
+4: ``prop-dense-softmax``, ``lem-overlap-profiles``).
 
-The head of :func:`companion.core.constructions.softmax_min_ip_head` (scores <-beta x, z>,
-values z, readout <x, o>) has error at most (n-1) e^{-beta} for beta >= 1. This module gives
-its exact worst case over all length-n inputs on {0,1}^m and the exact threshold beta*(n, m)
-where it drops below 1/2, by enumeration and in closed form (chapter 4):
-max_{d<=m} (n-1)d/(e^{beta d}+n-1) and beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d.
-
-Serves chapter 4 (``prop-dense-softmax``, ``lem-overlap-profiles``).
+The head of :func:`companion.core.constructions.softmax_min_ip_head` has error at most
+(n-1) e^{-beta}; here its exact worst case max_{d<=m} (n-1)d/(e^{beta d}+n-1) over {0,1}^m and
+the threshold beta*(n, m) = max_{d<=m} ln((n-1)(2d-1))/d, by enumeration and in closed form.
 """
 
 from __future__ import annotations
@@ -55,10 +51,8 @@ def count_profiles(n: int, m: int) -> int:
 
 
 def _overlap_profiles(n: int, m: int) -> np.ndarray:
-    """Every achievable (|x|, sorted key overlaps) of a length-n sequence on {0,1}^m: int array
-    (C(m+n, n), n), column 0 the query's |x| (``lem-overlap-profiles``: the head sees a key only
-    through <x, x_p>, is invariant under permuting the keys, and for |x| = w every overlap in
-    [0, w] occurs independently per key)."""
+    """Every (|x|, sorted key overlaps) of a length-n sequence on {0,1}^m, shape (C(m+n, n), n)
+    (``lem-overlap-profiles``: the head sees a key only through <x, x_p>, in any order)."""
     total = count_profiles(n, m)
     if total > MAX_PROFILES or total * n > MAX_PROFILE_ENTRIES:
         raise ValueError(f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles of n entries, "
@@ -131,10 +125,8 @@ def sufficient_threshold(n: int) -> float:
 
 
 def exact_threshold(n: int, m: int, tol: float = 1e-12) -> float:
-    """beta*(n, m) = inf {beta : max error < 1/2}, by bisection on [0, ln(2(n-1))]: each
-    profile's error is the mean gap under weights e^{-beta d}, whose derivative in beta is minus
-    their variance, so the worst case is nonincreasing in beta. Past the limits
-    :func:`threshold_closed_form` gives the same value."""
+    """beta*(n, m) = inf {beta : max error < 1/2} by bisection on [0, ln(2(n-1))] (each
+    profile's error, a mean gap under weights e^{-beta d}, is nonincreasing in beta)."""
     n = check_int(n, "n (sequence length)", 2, MAX_THRESHOLD_LENGTH)
     m = check_int(m, "m (token width)", 1)
     tol = check_float(tol, "tol", MIN_TOL, 1, high_open=True)
@@ -210,9 +202,8 @@ def _gaps_to_scan(beta: float, n: int, m: int) -> int:
 
 
 def max_error_closed_form(beta, n: int, m: int) -> float:
-    """The exact worst case over all length-n inputs on {0,1}^m in closed form:
-    max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1). At beta = 0 the max is at d = m; past
-    m = 10**5 the scan stops where the terms saturate (then beta >= 1e-4)."""
+    """The exact worst case in closed form, max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (past
+    m = 10**5 the scan stops where the terms saturate)."""
     beta, (n, m) = check_beta(beta), _check_nm(n, m)
     if beta == 0:
         return _uniform_gap_error(beta, n, m)
@@ -263,17 +254,11 @@ def max_error_closed_form_exact(decay, n: int, m: int) -> Fraction:
     return max(d * (n - 1) * y**d / (1 + (n - 1) * y**d) for d in range(1, m + 1))
 
 
-def _threshold_gap(n: int, m: int) -> int:
-    """The gap d whose uniform profile decides beta*(n, m): 1 when m = 1 or n >= 4, else 2
-    (at n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2)."""
-    return 2 if m >= 2 and n <= 3 else 1
-
-
 def threshold_closed_form_terms(n: int, m: int) -> tuple[int, int]:
     """(N, d) with beta*(n, m) = ln(N) / d exactly, N = (n-1)(2d-1): ln(n-1) for m = 1 or
     n >= 4, ln(3)/2 for n = 2 and ln(6)/2 for n = 3 (m >= 2)."""
     n, m = _check_nm(n, m)
-    d = _threshold_gap(n, m)
+    d = 2 if m >= 2 and n <= 3 else 1  # at n = 4 gaps 1 and 2 tie: ln 3 = ln 9 / 2
     return (n - 1) * (2 * d - 1), d
 
 

@@ -109,10 +109,6 @@ def test_level_head_is_exact_on_every_input():
 def test_level_bad_input():
     with pytest.raises(ValueError, match="kind"):
         min_level_degree(3, "softmax")
-    with pytest.raises(ValueError, match="pattern"):
-        min_level_degree(2, "pattern", pattern=np.ones((2, 2)))
-    with pytest.raises(ValueError, match="error"):
-        min_level_degree(2, "nka", Fraction(3, 4))
     assert level_feature_rank(5, 1) == 7 and level_feature_rank(8, 2) == 38
     with pytest.raises(ValueError, match="m must"):
         level_feature_rank(0, 1)

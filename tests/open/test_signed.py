@@ -9,12 +9,11 @@ from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import max_error_exact, witness_family
 from companion.core.attention import KernelAttentionHead, kernel_attention
+from companion.core.exact import exact_rank, rank_factorisation
 from companion.open.signed import (
-    exact_rank,
     newton_coefficients,
     overlap_kernel_head,
     overlap_kernel_rank,
-    rank_factorisation,
     signed_attention,
     signed_denominators,
     signed_link_counterexample,

@@ -1,15 +1,10 @@
-"""Level heads: a searchable class of single heads for *all* length-3 inputs at small m.
+"""Level heads: single heads for *all* length-3 inputs at small m (chapter 8,
+``prf:prop-level-heads``: the least kernel degree, NKA and signed with positive denominators).
 
-A level head sees (x, z, z') only through w = |x| and the overlaps a = <x, z>, b = <x, z'>:
-kernel P_{w,p}(overlap) at the key positions, self-weight s_w, scores any functions of
-(w, overlap). With P of degree <= k its feature rank on {0,1}^m is at most
-B(m, k) = sum_{j<=k} C(m, j) (+1 for the self-weight). For one w, "a level head of degree
-<= k with error <= E" is a linear programme once the denominators' signs are fixed, solved
-exactly (:mod:`companion.core.lp`: a checked point or a checked Farkas certificate).
-Classes: 'nka' (P, s >= 0), 'positive' (signed, den > 0), 'pattern' (fixed signs).
-
-Serves chapter 8 (``prf:prop-level-heads``: the least kernel degree of a level head, NKA
-and signed with positive denominators, on all length-3 inputs for m <= 8).
+A level head sees (x, z, z') only through w = |x|, a = <x, z>, b = <x, z'>: kernel P_w of
+degree <= k (feature rank B(m, k) = sum_{j<=k} C(m, j), +1 for the self-weight s_w), scores any
+functions of (w, overlap). Per w, "degree <= k, error <= E" is an exact LP
+(:mod:`companion.core.lp`). Classes: 'nka' (P, s >= 0) and 'positive' (den > 0).
 """
 
 from __future__ import annotations
@@ -18,15 +13,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
-from companion.checks import check_array, check_bool, check_choice, check_fraction, check_int
+from companion.checks import check_choice, check_int
 from companion.core.lp import FarkasCertificate, feasible_point
 from companion.open.multihead import overlap_scores_lp
 
 __all__ = ["LevelSolution", "min_level_degree", "level_feature_rank", "exact_probe_tables"]
 
-KINDS = ("nka", "positive", "pattern")
+KINDS = ("nka", "positive")
 
 
 @dataclass(frozen=True)
@@ -49,85 +42,58 @@ class LevelSolution:
         return (self.S0 + self.N[0][a] + self.N[1][b]) / den
 
 
-def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), pattern=None,
-              repair: bool = True):
+def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), repair: bool = True):
     """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``: a
-    LevelSolution, or None (infeasible, with a checked Farkas certificate). 'nka' / 'positive'
-    share the keys between the positions (no loss: averaging a solution with its swap gives
-    a shared one); 'pattern' has position-dependent keys and the denominators' signs
-    pattern[a][b]. With ``repair`` (error < 1/2) a zero kernel weight carrying a numerator is
-    lifted (:func:`_repair`)."""
+    LevelSolution, or None (infeasible, with a checked Farkas certificate). The keys are shared
+    between the positions (no loss: averaging a solution with its swap gives a shared one);
+    'positive' asks den >= 1 instead of 'nka''s P, s >= 0. With ``repair`` (error < 1/2) a
+    zero kernel weight carrying a numerator is lifted (:func:`_repair`)."""
     k = min(k, w)
-    shared = kind != "pattern"
-    npos = 1 if shared else 2
-    # variable layout: [c_{p,0..k} for p] [s] [S0] [N_{p,0..w} for p]
-    nc = npos * (k + 1)
-    i_s, i_S0 = nc, nc + 1
-    i_N = nc + 2
-    nvar = i_N + npos * (w + 1)
+    # variable layout: [c_0..c_k] [s] [S0] [N_0..N_w]
+    i_s, i_S0, i_N = k + 1, k + 2, k + 3
+    nvar = i_N + w + 1
     basis = [[Fraction(math.comb(a, j)) for j in range(k + 1)] for a in range(w + 1)]
 
-    def P_row(p, a):
-        row = [Fraction(0)] * nvar
-        for j in range(k + 1):
-            row[p * (k + 1) + j] = basis[a][j]
-        return row
-
-    pb = 0 if shared else 1  # the second key position's block (the first's is 0)
-
-    def den_row(a, b):
-        row = [u + v for u, v in zip(P_row(0, a), P_row(pb, b))]
-        row[i_s] += 1
-        return row
-
-    def num_row(a, b):
-        row = [Fraction(0)] * nvar
-        row[i_S0] += 1
-        row[i_N + a] += 1
-        row[i_N + pb * (w + 1) + b] += 1
-        return row
+    def P_row(a):
+        return basis[a] + [Fraction(0)] * (nvar - k - 1)
 
     A, bvec = [], []
-    pairs = [(a, b) for a in range(w + 1) for b in range(w + 1) if not shared or a <= b]
-    for a, b in pairs:
-        sig = 1 if shared else int(pattern[a][b])
-        D, Nn = den_row(a, b), num_row(a, b)
-        t = min(a, b)
-        A.append([-sig * v for v in D])  # sig den >= 1
-        bvec.append(Fraction(-1))
-        # num - t den <= E sig den  and  -(num - t den) <= E sig den
-        A.append([nv - t * dv - error * sig * dv for nv, dv in zip(Nn, D)])
-        bvec.append(Fraction(0))
-        A.append([-nv + t * dv - error * sig * dv for nv, dv in zip(Nn, D)])
-        bvec.append(Fraction(0))
+    for a in range(w + 1):
+        for b in range(a, w + 1):
+            D = [u + v for u, v in zip(P_row(a), P_row(b))]
+            D[i_s] += 1
+            Nn = [Fraction(0)] * nvar
+            Nn[i_S0] += 1
+            Nn[i_N + a] += 1
+            Nn[i_N + b] += 1
+            t = min(a, b)
+            A.append([-v for v in D])  # den >= 1
+            bvec.append(Fraction(-1))
+            # num - t den <= E den  and  -(num - t den) <= E den
+            A.append([nv - t * dv - error * dv for nv, dv in zip(Nn, D)])
+            bvec.append(Fraction(0))
+            A.append([-nv + t * dv - error * dv for nv, dv in zip(Nn, D)])
+            bvec.append(Fraction(0))
     if kind == "nka":
         for a in range(w + 1):
-            A.append([-v for v in P_row(0, a)])  # P(a) >= 0
+            A.append([-v for v in P_row(a)])  # P(a) >= 0
             bvec.append(Fraction(0))
         row = [Fraction(0)] * nvar
         row[i_s] = Fraction(-1)  # s >= 0
         A.append(row)
         bvec.append(Fraction(0))
-    result = feasible_point(A, bvec)
-    if isinstance(result, FarkasCertificate):
+    x = feasible_point(A, bvec)
+    if isinstance(x, FarkasCertificate):
         return None
-    x = result
-    Ps, Ns = [], []
-    for p in range(npos):
-        coef = x[p * (k + 1):(p + 1) * (k + 1)]
-        Ps.append(tuple(sum(basis[a][j] * coef[j] for j in range(k + 1)) for a in range(w + 1)))
-        Ns.append(tuple(x[i_N + p * (w + 1): i_N + (p + 1) * (w + 1)]))
-    if shared:
-        Ps, Ns = Ps * 2, Ns * 2
-    sol = LevelSolution(w, k, kind, tuple(Ps), tuple(Ns), x[i_s], x[i_S0])
+    P = tuple(sum(basis[a][j] * x[j] for j in range(k + 1)) for a in range(w + 1))
+    N = tuple(x[i_N:i_N + w + 1])
+    sol = LevelSolution(w, k, kind, (P, P), (N, N), x[i_s], x[i_S0])
     return _repair(sol, error) if repair else sol
 
 
 def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
-    """The LP lets a token of kernel weight 0 carry a numerator (it relaxes N = P F). Add a
-    small constant delta to every kernel value (degree and sign class kept) and to a zero
-    self-weight until no weight is 0 where its numerator is not and the exact error is still
-    <= (error + 1/2) / 2 < 1/2 (the LP's slack absorbs the change)."""
+    """The LP relaxes N = P F: a token of weight 0 may carry a numerator. Add a small delta to
+    every kernel value (and a zero self-weight) while the exact error stays <= (error + 1/2)/2."""
     bad = any(sol.P[p][a] == 0 and sol.N[p][a] != 0 for p in range(2) for a in range(sol.w + 1))
     bad |= sol.s == 0 and sol.S0 != 0
     if not bad:
@@ -149,9 +115,8 @@ def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
 
 
 def _level_max_error(sol: LevelSolution) -> Fraction:
-    """Exact max |y - min(a, b)| over every class (a, b), a, b in 0..w; ValueError if a
-    denominator vanishes, a kernel value is 0 where its numerator is not (a token of weight 0
-    cannot contribute), or (kind 'nka') a kernel value is negative."""
+    """Exact max |y - min(a, b)| over a, b in 0..w; ValueError where the solution is no head
+    (a weight 0 with a numerator, a zero denominator, a negative weight for 'nka')."""
     for p in range(2):
         for a in range(sol.w + 1):
             if sol.P[p][a] == 0 and sol.N[p][a] != 0:
@@ -167,44 +132,35 @@ def _level_max_error(sol: LevelSolution) -> Fraction:
                for a in range(sol.w + 1) for b in range(sol.w + 1))
 
 
-def min_level_degree(w: int, kind: str = "nka", error=None, pattern=None):
-    """Smallest k such that level_lp(w, k, kind) is feasible at max error ``error`` (default
-    1/2 - 1/1000), with the LP at error exactly 1/2 infeasible for every smaller k (a proof
-    that no level head of smaller degree has error < 1/2). Returns (k, solution,
-    infeasible_at_half) where infeasible_at_half lists the k proved impossible; kind 'nka',
-    'positive' or 'pattern' (with pattern a (w+1, w+1) array of +1/-1)."""
+def min_level_degree(w: int, kind: str = "nka"):
+    """Smallest k such that the level LP (w, k, kind) is feasible at max error 1/2 - 1/1000,
+    with the LP at error exactly 1/2 infeasible for every smaller k (a proof that no level
+    head of smaller degree has error < 1/2). Returns (k, solution, infeasible_at_half), the
+    last listing the k proved impossible; kind 'nka' or 'positive'."""
     w = check_int(w, "w", 0, 8)
     check_choice(kind, "kind", KINDS)
-    error = Fraction(1, 2) - Fraction(1, 1000) if error is None else check_fraction(
-        error, "error", 0, Fraction(1, 2))
-    if kind == "pattern":
-        pattern = check_array(pattern, "pattern", 2)
-        if pattern.shape != (w + 1, w + 1) or not np.all(np.isin(pattern, (-1, 1))):
-            raise ValueError(f"pattern must be a ({w + 1}, {w + 1}) array of +1/-1")
+    error = Fraction(1, 2) - Fraction(1, 1000)
     proved = []
     for k in range(w + 1):
-        sol = _level_lp(w, k, kind, error, pattern)
+        sol = _level_lp(w, k, kind, error)
         if sol is not None:
             return k, sol, proved
-        if _level_lp(w, k, kind, Fraction(1, 2), pattern, repair=False) is None:
+        if _level_lp(w, k, kind, Fraction(1, 2), repair=False) is None:
             proved.append(k)
     return None, None, proved
 
 
-def level_feature_rank(m: int, k: int, shared: bool = True) -> int:
-    """Feature rank of a degree-<=k level head on {0,1}^m: B(m, k) monomial features per key
-    map (twice for position-dependent keys) plus one for the self-weight."""
+def level_feature_rank(m: int, k: int) -> int:
+    """Feature rank of a degree-<=k level head on {0,1}^m: B(m, k) monomial features (keys
+    shared by the positions) plus one for the self-weight."""
     m = check_int(m, "m", 1, 4096)
     k = check_int(k, "k", 0)
-    check_bool(shared, "shared")
-    b = sum(math.comb(m, j) for j in range(min(k, m) + 1))
-    return (b if shared else 2 * b) + 1
+    return sum(math.comb(m, j) for j in range(min(k, m) + 1)) + 1
 
 
 def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
-    """For each kind and query weight w = 1..max_w: the least kernel degree k of a level head
-    with error <= 0.499, the degrees proved impossible (error <= 1/2 infeasible, Farkas), the
-    head's exact max error, and the feature rank B(m, k) + 1 it implies on {0,1}^m, m = w."""
+    """Per kind and w = 1..max_w: the least degree k (error <= 0.499), the degrees proved
+    impossible, the exact max error and the feature rank B(w, k) + 1."""
     rows = []
     for kind in kinds:
         for w in range(1, max_w + 1):
@@ -216,10 +172,9 @@ def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
 
 
 def exact_probe_tables(max_w: int = 8) -> dict:
-    """Chapter 8's exact tables on all length-3 inputs (``python -m companion probes
-    --exact``): ``level`` (least level-head degrees, NKA and one-sign signed) and
-    ``overlap_heads`` (per w, the least number of heads with kernels <x,z> + h + 1/2 whose
-    score LP is feasible at error 0.499, and the smaller ones infeasible at 1/2)."""
+    """Chapter 8's exact tables (``python -m companion probes --exact``): ``level`` (least
+    level-head degrees) and ``overlap_heads`` (per w, the least number of heads with kernels
+    <x,z> + h + 1/2 feasible at error 0.499, the smaller ones infeasible at 1/2)."""
     max_w = check_int(max_w, "max_w", 1, 8)
     overlap = []
     for w in range(1, max_w + 1):

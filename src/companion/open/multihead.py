@@ -1,14 +1,8 @@
-"""Several NKA heads with one query-dependent affine readout, and two exact constructions.
-
-H normalised nonnegative kernel attention heads, each with its own values and readout:
-y(X) = sum_h [<a_h(x), o_h> + b_h(x)]. Each head's output is a convex combination of its
-scores, the sum of H of them is not, and the constructions use that:
-:func:`two_head_witness_heads` (two rank-1 heads exact on a witness family whose links form
-a forest per query) and the Cauchy heads of :func:`cauchy_level_max_error` (2m+1 heads of rank
-m+1, kernels <x,z> + t_h, exact on all length-3 inputs). Both pay in the value dimension,
-which the single-head theorem leaves free.
-
-Serves chapter 8 (``prf:prop-two-heads``, ``prf:prop-cauchy-heads``).
+"""Several NKA heads, y(X) = sum_h [<a_h(x), o_h> + b_h(x)], and two exact constructions
+(chapter 8: ``prf:prop-two-heads``, ``prf:prop-cauchy-heads``): a sum of convex combinations
+is not one. :func:`two_head_witness_heads` (two rank-1 heads on a witness family) and the
+2m+1 Cauchy heads of :func:`cauchy_level_max_error` (all length-3 inputs) pay in the value
+dimension, which the single-head theorem leaves free.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_array, check_fraction, check_instance, check_int, check_tokens
+from companion.checks import check_instance, check_int, check_tokens
 from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
@@ -50,11 +44,6 @@ def _check_heads(heads) -> tuple[KernelAttentionHead, ...]:
     return tuple(heads)
 
 
-def _multihead_attention(heads, sequences, convention="bidirectional", exact: bool = False):
-    """y = sum over heads of each head's readout y_h (its own affine readout included)."""
-    return sum(kernel_attention(h, sequences, convention, exact=exact) for h in heads)
-
-
 def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> Fraction:
     """max |y - t| over the given sequences, in exact arithmetic."""
     heads = _check_heads(heads)
@@ -63,7 +52,7 @@ def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> F
     if x.size == 0 or x.size // (x.shape[-1] * x.shape[-2]) > MAX_EXACT_SEQUENCES:
         raise ValueError(f"sequences must hold 1 to {MAX_EXACT_SEQUENCES} sequences (exact "
                          f"evaluation), got shape {x.shape}")
-    y = _multihead_attention(heads, x, convention, exact=True)
+    y = sum(kernel_attention(h, x, convention, exact=True) for h in heads)
     return exact_max_error(y, query_target(x, convention))
 
 
@@ -74,22 +63,16 @@ def _token_lookup(tokens: np.ndarray) -> dict[bytes, int]:
     return {np.asarray(t, dtype=np.int64).tobytes(): i for i, t in enumerate(tokens)}
 
 
-def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead, ...]:
+def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
     """Two rank-1 NKA heads exact (error 0) on the witness family F(S): head 1 attends
-    uniformly to the keys, head 2 with weight psi(z) > 0 (default 1 + token id); a link mixes
+    uniformly to the keys, head 2 with weight psi(z) = 1 + token id; a link mixes
     head h's pure scores with weight mu_h on z', so F_2 grows by mu_1 g / (mu_1 - mu_2) along
     each query's link forest and F_1 = <x, z> - F_2 (values one-hot over S). ValueError if
-    some query's links are not a forest or psi ties on a link."""
+    some query's links are not a forest."""
     check_instance(family, "family", WitnessFamily)
     n, q = family.n, family.query_position
     T, S = len(family.tokens), np.asarray(family.S, dtype=np.int64)
-    if key_weight is None:
-        psi = [Fraction(1 + i) for i in range(T)]
-    else:
-        psi = [check_fraction(v, "key_weight[i]")
-               for v in check_array(key_weight, "key_weight", 1, allow_object=True).tolist()]
-        if len(psi) != T or any(v <= 0 for v in psi):
-            raise ValueError(f"key_weight must hold {T} positive numbers (one per token)")
+    psi = [Fraction(1 + i) for i in range(T)]  # distinct: no link ties
     k_copies, l_copies = 1, n - 2
     scores2: list[dict[int, Fraction]] = []
     for i in range(len(S)):
@@ -98,8 +81,6 @@ def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead
         children = defaultdict(list)
         indegree = defaultdict(int)
         for lk in links:
-            if psi[lk.better] == psi[lk.worse]:
-                raise ValueError(f"key_weight ties on a link of query S[{i}]")
             children[lk.better].append(lk)
             indegree[lk.worse] += 1
         if any(v > 1 for v in indegree.values()) or len(links) >= len(keys):
@@ -168,18 +149,8 @@ def two_head_witness_heads(family, key_weight=None) -> tuple[KernelAttentionHead
 # --------------------------------------------------------- all inputs: Cauchy heads
 
 
-def _check_shifts(shifts, count: int) -> list[Fraction]:
-    out = [check_fraction(t, "shifts[i]", 0, low_open=True)
-           for t in check_array(shifts, "shifts", 1, allow_object=True).tolist()]
-    if len(out) != count:
-        raise ValueError(f"shifts must hold {count} numbers, got {len(out)}")
-    if len(set(out)) != len(out):
-        raise ValueError("shifts must be distinct")
-    return out
-
-
-def _default_shifts(m: int) -> list[Fraction]:
-    return [Fraction(2 * h + 1, 2) for h in range(2 * m + 1)]  # t_h = h + 1/2 > 0
+def _default_shifts(count: int) -> list[Fraction]:
+    return [Fraction(2 * h + 1, 2) for h in range(count)]  # t_h = h + 1/2 > 0
 
 
 def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fraction]]]:
@@ -205,12 +176,11 @@ def _cauchy_scores(m: int, shifts: Sequence[Fraction]) -> dict[int, list[list[Fr
     return out
 
 
-def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None):
+def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000)):
     """Exact LP: numerators P[h][a] (h < heads, a <= w) with |sum_h (P_h(a) + P_h(b)) /
-    (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w (t_h = h + 1/2 by default), or
+    (a + b + 2 t_h) - min(a, b)| <= error for all a, b <= w (t_h = h + 1/2), or
     None (infeasible, with a checked Farkas certificate)."""
-    if shifts is None:
-        shifts = [Fraction(2 * h + 1, 2) for h in range(heads)]
+    shifts = _default_shifts(heads)
     nv = heads * (w + 1)
     A, bvec = [], []
     for a in range(w + 1):
@@ -234,7 +204,6 @@ def overlap_scores_lp(w: int, heads: int, error=Fraction(499, 1000), shifts=None
 def _overlap_level_max_error(P: dict, shifts) -> Fraction:
     """Exact max error of overlap heads with numerators P[w][h][a] and shifts t_h over every
     input class (|x|, <x,z>, <x,z'>) — exhaustive, since the heads see nothing else."""
-    shifts = [Fraction(t) for t in shifts]
     worst = Fraction(0)
     for w, Pw in P.items():
         for a in range(w + 1):
@@ -245,14 +214,11 @@ def _overlap_level_max_error(P: dict, shifts) -> Fraction:
     return worst
 
 
-def cauchy_level_max_error(m: int, shifts=None) -> Fraction:
-    """Exact max error of the 2m+1 Cauchy heads (rank m+1 each: phi_Q(x) = (x, 1),
-    phi_K(z) = (z, t_h) at the key positions and 0 at the query's, scores
-    P_h(|x|, <x,z>) / (<x,z> + t_h) from one-hot values over {0,1}^m) over every input class
-    (|x|, <x,z>, <x,z'>): the heads see nothing else, so this is their exhaustive max error
-    on all length-3 inputs."""
+def cauchy_level_max_error(m: int) -> Fraction:
+    """Exact max error of the 2m+1 Cauchy heads (kernels <x,z> + t_h, rank m+1) over every
+    class (|x|, <x,z>, <x,z'>): exhaustive on all length-3 inputs, the heads see nothing else."""
     m = check_int(m, "m", 1, 8)
-    shifts = _default_shifts(m) if shifts is None else _check_shifts(shifts, 2 * m + 1)
+    shifts = _default_shifts(2 * m + 1)
     return _overlap_level_max_error(_cauchy_scores(m, shifts), shifts)
 
 

@@ -1,19 +1,9 @@
-"""Signed kernel heads: what the certificate still proves, and where its proof stops.
-
-A *signed head* is :class:`companion.core.attention.KernelAttentionHead` without the sign
-condition: y = sum_p alpha_p f_p / sum_p alpha_p + b(x) wherever D = sum_p alpha_p != 0
-("nonzero" convention), or with every query's denominators of one sign ("positive").
-What the proofs give (chapter 8, ``prf:prop-signed-certificate``; tests check each step):
-
-* positive denominators: Lemma B holds verbatim, the ratio matrix has rank <= r + 1 and
-  entries in (0, 1/rho]: r >= (NKA bound) - 1;
-* nonzero denominators, keys shared across positions: Lemma B in absolute value, only the
-  trace bound survives: r >= ceil(Theorem E) - 1;
-* nonzero denominators, position-dependent keys: the arrangements' denominators may differ
-  in sign and Lemma B fails (:func:`signed_link_counterexample`); no bound is known.
-
-Also the exact rank of a kernel that is a function of the overlap (``prf:prop-overlap-rank``;
-``exact_rank`` and ``rank_factorisation`` re-exported from :mod:`companion.core.exact`).
+"""Signed kernel heads (chapter 8, ``prf:prop-signed-certificate``): y = sum_p alpha_p f_p /
+sum_p alpha_p + b(x) where D = sum_p alpha_p != 0 ("nonzero"), or with one sign of D per query
+("positive"). Positive: r >= (NKA bound) - 1; nonzero with keys shared by the positions:
+r >= ceil(Theorem E) - 1; position-dependent keys: Lemma B fails
+(:func:`signed_link_counterexample`). Also the rank of an overlap kernel
+(``prf:prop-overlap-rank``).
 """
 
 from __future__ import annotations
@@ -35,7 +25,7 @@ from companion.checks import (
     check_tokens,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.exact import exact_rank, rank_factorisation  # noqa: F401
+from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index
 
 __all__ = [
@@ -140,11 +130,9 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
 
 
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
-    """A rank-1 signed head with position-dependent keys that has error <= eps on one link's
-    four sequences (pure on z, pure on z', both arrangements of the mixed one; overlaps 0 and
-    g with the query) while D(z) / D(z') = 1, below Lemma B's c_{3,eps}(g) = (g - 2 eps)/(2 eps):
-    D(z) = D(z') = 1, arrangement denominators K = 1 + g/(2 eps) and 2 - K (opposite signs),
-    errors 0, 0, +eps, -eps. Returns (head, x, z, z')."""
+    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, error <= eps on a
+    link's four sequences, D(z) / D(z') = 1 < c_{3,eps}(g); arrangement denominators
+    K = 1 + g/(2 eps) and 2 - K (opposite signs), errors 0, 0, +eps, -eps."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
     m = g + 1
@@ -216,10 +204,9 @@ def overlap_kernel_rank(values, m: int) -> int:
 
 
 def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
-    """(head, rank): a head on a witness family whose kernel at the key positions is
-    kernel(<x, z>) >= 0 (a callable; 0 at the query's own position), realised with **signed**
-    features by an exact rank factorisation of the |S| x T kernel table (rank = its rank);
-    values z, readout <x, o> - shift."""
+    """(head, rank): kernel(<x, z>) >= 0 at the key positions (0 at the query's), realised
+    with signed features by an exact rank factorisation of the |S| x T table; values z,
+    readout <x, o> - shift."""
     check_instance(family, "family", WitnessFamily)
     if not callable(kernel):
         raise TypeError("kernel must be callable (overlap -> number)")
@@ -265,8 +252,7 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
 
 
 def one_sign_rank_lower_bound(sharp: SharpRankBound) -> int:
-    """Part (a) with the sharper lemma: a signed head whose denominators keep one sign per
-    query has a ratio matrix of rank <= r + 1 with entries strictly inside (0, 1/rho), so
-    r + 1 >= floor(B) + 1, i.e. r >= sharp.rank - 1 (B the sharper lemma's value)."""
+    """Part (a) with the sharper lemma: one sign per query gives a ratio matrix of rank <= r + 1
+    inside (0, 1/rho), so r >= sharp.rank - 1."""
     check_instance(sharp, "sharp", SharpRankBound)
     return max(sharp.rank - 1, 1)

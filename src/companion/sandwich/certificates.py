@@ -1,10 +1,7 @@
-"""Lower ends of the sandwich as files, re-checkable exactly (Chapter 3,
-{prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`): a family's definition, the
-ladder of keys from complement(x) to complement(y) for every ordered pair of queries, a
-shift c, and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2) with
-rank = floor(value) + 1, each link's factor c(g) = (n - 2)(g - 2 eps)/(2 eps) recomputed
-from the raw tokens. :func:`main` is ``python -m companion verify-head FILE ...``; also here,
-the Kneser matrix of E1's closed box.
+"""Lower ends of the sandwich as files, re-checked exactly (Chapter 3,
+{prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`): the family, a ladder per ordered
+pair of queries, c, and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2),
+rank = floor(value) + 1. :func:`main` is ``python -m companion verify-head FILE ...``.
 """
 
 from __future__ import annotations
@@ -95,8 +92,8 @@ class CertificateReport:
 
 
 def verify_certificate_file(path) -> CertificateReport:
-    """Rebuild the family and re-check the certificate from scratch (exact); malformed files
-    raise ValueError, wrong claims give passed False with the reasons."""
+    """Rebuild the family and re-check the certificate exactly (each link's factor from the
+    raw tokens); malformed files raise ValueError, wrong claims give passed False."""
     path = check_path(path, "path")
     data = read_format_file(path, "certificate file", FORMAT,
                             ("family", "c", "value", "rank", "queries", "keys", "ladders"))
@@ -212,10 +209,8 @@ def main(argv=None) -> int:
 
 
 def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
-    """I + value * A(K(n, 2)), the C(n, 2) queries on the 2-subsets of {0..n-1} so that the
-    pairs whose bound is below `value` (disjoint, at most n - 2) sit on intersecting subsets
-    (entry 0). For E1 (n = 8, value 1/5): in the closed box 0 <= M_xy <= 1/rho_xy, rank 21
-    (the Kneser eigenvalue -5 cancels the diagonal), the sharper lemma's value there."""
+    """I + value * A(K(n, 2)) on the C(n, 2) queries, the pairs with bound below `value` on
+    intersecting subsets (entry 0). For E1 (n = 8, value 1/5): in the closed box, rank 21."""
     check_instance(bounds, "bounds", RatioBounds)
     value = check_fraction(value, "value", 0, low_open=True)
     N = bounds.size

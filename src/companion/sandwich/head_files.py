@@ -1,10 +1,6 @@
 """Exact NKA heads on a witness family as small JSON files, and their re-verification
-(Chapter 3, the sandwich table; {prf:ref}`cor-narrowed-sandwich`).
-
-A head file names its family by definition (the code S and n, eps, convention), lists the
-features as exact rationals ("p/q" strings) and claims a feature rank and an exact max error.
-:func:`verify_head_file` rebuilds the family, runs the exact forward pass on every input and
-checks every weight >= 0, every denominator > 0, max |y - t| < 1/2 and the claims.
+(Chapter 3, the sandwich table; {prf:ref}`cor-narrowed-sandwich`): the family by definition,
+features as exact "p/q" strings, a claimed rank and exact max error.
 """
 
 from __future__ import annotations
@@ -61,8 +57,7 @@ def parse_token(text, name: str, m: int) -> np.ndarray:
 
 
 def write_json_file(path, data: dict, row_keys: tuple) -> Path:
-    """Write `data` as compact JSON: one line per field, one line per entry of the lists
-    named in `row_keys` (head and certificate files)."""
+    """`data` as compact JSON: a line per field and per entry of the lists in `row_keys`."""
     path = check_path(path, "path")
     if str(path) in ("", ".") or path.is_dir():
         raise ValueError(f"path must name a file, got the folder {str(path)!r}")
@@ -83,9 +78,8 @@ def write_json_file(path, data: dict, row_keys: tuple) -> Path:
 
 
 def family_from_spec(spec) -> WitnessFamily:
-    """Rebuild a witness family from its definition: {"code": "paley_subset", "q", "a", "b"}
-    or {"code": "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention".
-    Errors name the field (family.q, ...) after "spec"."""
+    """Rebuild a witness family from {"code": "paley_subset", "q", "a", "b"} or {"code":
+    "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention"."""
     if not isinstance(spec, dict):
         raise ValueError(f"spec (the family) must be a JSON object, got {type(spec).__name__}")
     code, words = spec.get("code"), spec.get("words")
@@ -219,7 +213,7 @@ def _entries(data: dict, name: str, m: int, index: dict):
 
 
 def _load_head_file(path):
-    """Parse a head file: (data, family, tables). Raises ValueError on malformed content."""
+    """(data, family, tables) of a head file; ValueError on malformed content."""
     data = _read_head_json(path, ("family", "variant", "rank", "max_error", "queries", "keys"))
     if data["variant"] not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
@@ -247,11 +241,9 @@ def _load_head_file(path):
 
 
 def verify_head_file(path) -> HeadReport:
-    """Rebuild the family from its definition and re-verify the head from scratch (exact):
-    every key token has features, a 'nonnegative' file has no negative feature, every weight
-    >= 0 and every denominator > 0 on every input, exact max error < 1/2 and equal to the
-    claim, rank = the feature length. Wrong claims give passed False with the reasons;
-    malformed files raise ValueError."""
+    """Rebuild the family and re-verify the head exactly: weights >= 0, denominators > 0,
+    max error < 1/2 and the claims; wrong claims give passed False, malformed files raise
+    ValueError."""
     path = check_path(path, "path")
     data, family, (Q, key_features, self_f, scale, bias) = _load_head_file(path)
     r = data["rank"]
@@ -301,8 +293,7 @@ def verify_head_file(path) -> HeadReport:
 
 
 def read_head_claims(path) -> dict:
-    """The claims of a head file without re-verifying it (for tables and figures): family
-    spec, variant, rank, exact max error and how the head was made."""
+    """A head file's claims (family, variant, rank, max error, construction), unverified."""
     path = check_path(path, "path")
     data = _read_head_json(path, ("family", "variant", "rank", "max_error"))
     return {"path": str(path), "family": data["family"], "variant": data["variant"],

@@ -1,8 +1,5 @@
 """From factors of an admissible ratio matrix to an explicit exact head (Chapter 3,
-{prf:ref}`prop-sandwich-matrix-problem` (ii)): intermediate ladder keys become scaled copies
-of the bottom key (or, when shared, exact combinations of the sharers' bottom keys), the
-query's own position carries weight only in rows with zeros, and biases centre each query's
-exact error range. Every head is checked exactly before it is returned.
+{prf:ref}`prop-sandwich-matrix-problem` (ii)), checked exactly before it is returned.
 """
 
 from __future__ import annotations
@@ -32,10 +29,9 @@ __all__ = ["build_exact_head"]
 
 @dataclass(frozen=True, eq=False)
 class ExactHead:
-    """An NKA head on F(S) given by tables (all Fractions): query_features (N, r) phi_Q(S[x]);
-    key_features {token id: (r,)} at key positions; self_features (N, r), the key map at the
-    query's own position on S[x]; self_value_scale (N,), value mu(x) S[x] there; bias (N,),
-    readout y = <x, o> + bias[x]; max_error, the exact max error computed here."""
+    """An NKA head on F(S) as tables of Fractions: query_features (N, r); key_features
+    {token id: (r,)}; self_features (N, r) and self_value_scale (N,), the key map and value
+    scale at the query's own position; bias (N,); max_error, the exact max error."""
 
     family: WitnessFamily
     query_features: np.ndarray
@@ -53,12 +49,6 @@ class ExactHead:
     def nonnegative(self) -> bool:
         return all_nonnegative(self.query_features, self.self_features, self.key_features)
 
-    def to_kernel_head(self) -> KernelAttentionHead:
-        """The same head as a :class:`KernelAttentionHead` (exact object arrays); tokens
-        outside the family get zero features."""
-        return tables_to_kernel_head(self.family, self.query_features, self.key_features,
-                                     self.self_features, self.self_value_scale, self.bias)
-
 
 def all_nonnegative(*tables) -> bool:
     """Whether every entry of the tables (arrays, or dicts {token id: features}) is >= 0."""
@@ -68,8 +58,7 @@ def all_nonnegative(*tables) -> bool:
 
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
-    """A KernelAttentionHead reading phi_Q, phi_K, the query-position tables and the bias
-    from lookup tables keyed by token (see :class:`ExactHead`)."""
+    """The KernelAttentionHead of :class:`ExactHead`'s tables (tokens outside: zero)."""
     S = np.asarray(family.S, dtype=np.int64)
     r, q = query_features.shape[1], family.query_position
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
@@ -108,8 +97,8 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
 
 
 def _ladder_trees(bounds: RatioBounds, M) -> dict:
-    """Per query x: {intermediate token: (parent token or None, prod of c up to it)} and the
-    leaf values tau = M[x,y] rho_xy hanging below each token."""
+    """Per query x: {intermediate token: (parent or None, prod of c up to it)} and the leaf
+    values tau = M[x,y] rho_xy below each token."""
     n = bounds.family.n
     trees = {}
     for x in range(bounds.size):
@@ -138,9 +127,9 @@ SHARED_TARGETS = (Fraction(1, 2), Fraction(3, 4), Fraction(7, 8), Fraction(15, 1
 
 
 def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dict:
-    """For a key z shared by queries X: weights lambda with phi_K(z) = sum_{x in X} lambda_x K_x,
-    so t_x(z) = (M_XX lambda)_x; targets tau_x = m + f (1 - m) inside each sharer's window
-    (m: largest leaf tau below z), f from SHARED_TARGETS until lambda >= 0 where needed."""
+    """For a key z shared by queries X: lambda with phi_K(z) = sum_x lambda_x K_x, so t_x(z) =
+    (M_XX lambda)_x hits tau_x = m + f (1 - m) (m: largest leaf tau below z), f from
+    SHARED_TARGETS until lambda >= 0 where needed."""
     out = {}
     for z, users in bounds.sharers.items():
         if len(users) == 1:
@@ -187,10 +176,9 @@ def _max_leaf_below(nodes, leaves, z) -> Fraction:
 
 
 def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
-    """Normalised kernel values t(z) = K(x,z)/K(x,xbar) of every private ladder key: along a
-    ladder tau(z_i) = t(z_i) prod_{j<=i} c_j must fall strictly from 1 at the bottom key to
-    M[x,y] rho_xy < 1 at complement(y); parents first, a free key takes the simplest rational
-    in the middle third of (lo, tau(parent)), lo the largest tau of the keys below it."""
+    """t(z) = K(x,z)/K(x,xbar) of every private ladder key: tau(z_i) = t(z_i) prod_{j<=i} c_j
+    falls strictly from 1 to M[x,y] rho_xy < 1; parents first, each takes the simplest
+    rational in the middle third of (lo, tau(parent)), lo the largest tau below it."""
     out = {}
     for x in range(bounds.size):
         nodes, leaves = trees[x]
@@ -221,11 +209,9 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
 def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bool = True,
                      self_weight=Fraction(1, 1000)) -> ExactHead:
     """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact):
-    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys of query x scaled copies
-    t(z) K_x (shared ones: combinations of the sharers' K_x), v(z) = z, readout <x, o> + b(x)
-    with b centring x's errors; rows of M with zeros get a small self-weight (shrunk from
-    self_weight in (0, 1] while needed) with score G_0. strict: ValueError unless M is
-    admissible."""
+    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys t(z) K_x (shared: sums over
+    the sharers), v(z) = z, biases centring the errors; rows of M with zeros get a small
+    self-weight (from self_weight in (0, 1]). strict: ValueError unless M is admissible."""
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
@@ -270,9 +256,8 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
 
 
 def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
-    """Key features at the query's own position and its value scale: for a row x of M with
-    zeros at gap G_0, self-weight weight * (smallest positive ratio) * <Q_x, K_x> and score
-    G_0 (value (G_0/w) x); zero elsewhere."""
+    """Query-position key features and value scale: for a row x of M with zeros at gap G_0,
+    weight * (smallest positive ratio) * <Q_x, K_x> and value (G_0/w) x; zero elsewhere."""
     N, r = Q.shape
     self_features = np.full((N, r), Fraction(0), dtype=object)
     self_scale = np.full(N, Fraction(1), dtype=object)
@@ -291,17 +276,8 @@ def _self_tables(Q, K, zero_rows: dict, weight: Fraction, w: int):
     return self_features, self_scale
 
 
-def _raw_errors(family, Q, key_features, self_features, self_scale):
-    """Per row: output minus target with bias 0, by the package's exact forward pass."""
-    zero = np.full(len(Q), Fraction(0), dtype=object)
-    head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
-    y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    return [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
-
-
 def _simplest_between(lo, hi) -> Fraction:
-    """The rational with the smallest denominator in the open interval (lo, hi), lo < hi
-    (continued fractions; keeps the head files short)."""
+    """The rational of least denominator in (lo, hi) (continued fractions: short files)."""
     if lo < 0 < hi:
         return Fraction(0)
     if hi <= 0:
@@ -315,8 +291,12 @@ def _simplest_between(lo, hi) -> Fraction:
 
 
 def _centre_biases(family, Q, key_features, self_features, self_scale):
-    errors = _raw_errors(family, Q, key_features, self_features, self_scale)
+    """Biases centring each query's exact error range (bias 0: the package's forward pass)."""
     N = len(Q)
+    zero = np.full(N, Fraction(0), dtype=object)
+    head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
+    y = kernel_attention(head, family.sequences, family.convention, exact=True)
+    errors = [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
     lo, hi = [None] * N, [None] * N
     for row, e in enumerate(errors):
         x = int(family.query_ids[row])

@@ -1,12 +1,9 @@
 """The sandwich as a matrix problem (Chapter 3, {prf:ref}`prop-sandwich-matrix-problem`).
 
-Column y of the kernel table is the key token complement(y). A ratio matrix M (|S| x |S|) is
-*admissible* for F(S) if M[x,x] = 1, 0 <= M[x,y] < 1/rho_xy (rho_xy = prod c_{n,1/2}(g) over
-the certificate's ladder for (x, y)) and the zeros of each row all sit at one gap G_xy. The
-minimum feature rank of an exact head on F(S) is the minimum rank of an admissible M (heads
-from factors: :func:`companion.sandwich.heads.build_exact_head`). Here: the bounds, the exact
-admissibility check, the ratio matrix of two factors and the explicit factors (query
-indicators; the one-query spread, {prf:ref}`prop-one-query-spread`).
+M (|S| x |S|, column y: the key complement(y)) is admissible for F(S) if M[x,x] = 1,
+0 <= M[x,y] < 1/rho_xy (rho_xy over the certificate's ladder) and each row's zeros sit at one
+gap G_xy; the least feature rank of an exact head is the least rank of an admissible M. Also
+the explicit factors (query indicators; the one-query spread, {prf:ref}`prop-one-query-spread`).
 """
 
 from __future__ import annotations

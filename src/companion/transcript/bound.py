@@ -1,14 +1,10 @@
-"""Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits.
+"""Theorem G, the precision transcript bound: exact Min-IP on q blocks needs q*log2(s+1) bits
+(chapter 5: ``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
 
-The block construction: blocks B_1..B_q of size s and a common block C of size s+1
-(m = q*s + s + 1). Bob holds the queries x_i = 1_{B_i} + 1_C at positions 1..q, Alice one key
-token z inside the blocks at position 0 (seen by every query, causal or not); the targets
-t_i = |z n B_i| take all (s+1)^q answer vectors. A *transcript model* passes Bob only a
-string of `length` symbols over `alphabet_size` letters, so exactness needs
-alphabet_size**length >= (s+1)^q: below it :func:`find_collision` finds two key tokens with
-one transcript and different answers; :class:`TightEncoder` meets the bound.
-
-Serves chapter 5 (``def-transcript-model``, ``thm-transcript``, ``cor-transcript-rank``).
+Blocks B_1..B_q of size s and C of size s+1 (m = q*s + s + 1); Bob's queries x_i = 1_{B_i} +
+1_C, Alice's key token z inside the blocks, targets t_i = |z n B_i| (all (s+1)^q answer
+vectors). A transcript model passes Bob `length` symbols over `alphabet_size` letters: below
+(s+1)^q :func:`find_collision` finds a collision; :class:`TightEncoder` meets the bound.
 """
 
 from __future__ import annotations
@@ -42,8 +38,7 @@ MAX_ANSWER_VECTORS = 2**20
 
 
 def answer_vector_count(q: int, s: int) -> int:
-    """Number of answer vectors (s+1)**q: each of q counts |z n B_i| ranges over 0..s.
-    Limit: q * bits(s + 1) <= 2**24 (the exact count's size in bits)."""
+    """Number of answer vectors (s+1)**q (q * bits(s + 1) <= 2**24)."""
     q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
     if q * (s + 1).bit_length() > 2**24:
         raise ValueError(f"q * bits(s + 1) must be at most 2**24 (the count (s+1)**q has that "
@@ -143,8 +138,7 @@ class BlockConstruction:
 
 def enumerate_answer_vectors(construction: BlockConstruction,
                              max_tokens: int = MAX_KEY_TOKENS) -> Counter:
-    """For every key token (Bob's side fixed) the answer vector at Bob's positions, as a
-    Counter {answer vector: number of key tokens giving it}. Targets via min_ip_targets."""
+    """Counter {answer vector at Bob's positions: number of key tokens giving it}."""
     check_instance(construction, "construction", BlockConstruction)
     answers = construction.answers(construction.all_key_tokens(max_tokens))
     return Counter(map(tuple, answers.tolist()))
@@ -154,9 +148,8 @@ def enumerate_answer_vectors(construction: BlockConstruction,
 
 
 class TranscriptModel(abc.ABC):
-    """A deterministic model whose only channel from Alice's key token to Bob's positions is
-    a transcript of `length` symbols in range(alphabet_size) (``def-transcript-model``):
-    Bob's q outputs are outputs(z) = read(transcript(z))."""
+    """A model whose only channel from Alice to Bob is `length` symbols in
+    range(alphabet_size) (``def-transcript-model``): outputs(z) = read(transcript(z))."""
 
     construction: BlockConstruction
 
@@ -225,9 +218,8 @@ class Collision:
 
 
 def find_collision(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
-    """Pigeonhole search: one representative key token per answer vector, hashed by transcript;
-    the first :class:`Collision` (two answer vectors, one transcript), else None. Below the
-    bound one must occur among the first alphabet_size**length + 1 (else RuntimeError)."""
+    """Pigeonhole search over one key token per answer vector: the first :class:`Collision`
+    (two answer vectors, one transcript), else None; below the bound one must occur."""
     c = check_instance(model, "model", TranscriptModel).construction
     max_vectors = check_int(max_vectors, "max_vectors", 1)
     guaranteed = model.below_bound()
@@ -272,9 +264,8 @@ def _reevaluate(model: TranscriptModel, counts_a, counts_b) -> Collision:
 
 
 class TightEncoder(TranscriptModel):
-    """Alice writes N = sum_i |z n B_i| (s+1)^(i-1) in base 2**symbol_bits; Bob reads the base
-    s+1 digits of N. Uses ceil(ceil(q log2(s+1)) / symbol_bits) symbols: exactly
-    ceil(q log2(s+1)) bits when symbol_bits = 1."""
+    """Alice writes N = sum_i |z n B_i| (s+1)^(i-1) in base 2**symbol_bits, Bob reads its base
+    s+1 digits: ceil(ceil(q log2(s+1)) / symbol_bits) symbols."""
 
     def __init__(self, construction: BlockConstruction, symbol_bits: int = 1):
         self.construction = check_instance(construction, "construction", BlockConstruction)
@@ -307,8 +298,7 @@ class TightEncoder(TranscriptModel):
 
 
 class OneBitShortEncoder(TightEncoder):
-    """The tight code with its most significant bit dropped: one bit below the bound, so
-    :func:`find_collision` must find two answer vectors that share a transcript."""
+    """The tight code less its most significant bit: one bit below the bound."""
 
     @property
     def length(self) -> int:
@@ -316,8 +306,7 @@ class OneBitShortEncoder(TightEncoder):
 
 
 def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS) -> int:
-    """The number of key tokens checked after checking the model exact (every output within
-    < 1/2 of its target) on every one; AssertionError at the first failure."""
+    """How many key tokens the model is exact on (error < 1/2): all, else AssertionError."""
     c = check_instance(model, "model", TranscriptModel).construction
     tokens = c.all_key_tokens(max_tokens)
     targets = c.answers(tokens)
@@ -345,11 +334,8 @@ def smallest_feature_rank(L: int, H: int, d: int, b: int, q: int, s: int) -> int
 
 
 def find_forced_error(model: TranscriptModel, max_vectors: int = MAX_ANSWER_VECTORS):
-    """A collision in which the model is *right* on the first input and therefore wrong on the
-    second (``cor-forced-error``), or None if no transcript class holds both a right input and
-    one with another answer. A class has one output vector, so at most one of its answer
-    vectors is right; a model right on as many answer vectors as it uses transcripts, below
-    the bound, always gets one."""
+    """A collision in which the model is right on the first input, hence wrong on the second
+    (``cor-forced-error``: a transcript class has one output vector), or None."""
     c = check_instance(model, "model", TranscriptModel).construction
     if answer_vector_count(c.q, c.s) > check_int(max_vectors, "max_vectors", 1):
         raise ValueError(f"(s+1)**q = {answer_vector_count(c.q, c.s)} answer vectors exceeds "

@@ -1,14 +1,10 @@
-"""A b-bit quantised kernel-attention network: the concrete finite-alphabet channel of Theorem G.
+"""A b-bit quantised kernel-attention network: the finite-alphabet channel of Theorem G
+(chapter 5: ``thm-transcript``, ``cor-transcript-rank``, ``cor-forced-error``).
 
-L layers of H kernel-attention heads (feature rank r, value width d) on the block
-construction's sequence (z, x_1, ..., x_q). Per head and layer Alice's token contributes the
-sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)), each of its r*(d+1) entries quantised to
-b bits: that code is all Bob's queries learn of Alice, who herself sees everything exactly.
-Features exp(tanh(W h)) lie in [1/e, e] and values tanh(W h) in [-1, 1], which fixes the
-quantisation ranges; the weights are seeded Gaussians, arbitrary on purpose (Theorem G holds
-for every weight). :class:`CountingSketchModel` is a designed model on the same channel.
-
-Serves chapter 5 (``thm-transcript``, ``cor-transcript-rank``, ``cor-forced-error``).
+L layers of H heads (rank r, value width d) on (z, x_1, ..., x_q): per head and layer Alice's
+sketch (S_A, u_A) = (phi_K(h_z) v(h_z)^T, phi_K(h_z)), its r*(d+1) entries quantised to b bits,
+is all Bob learns of her. Features exp(tanh(W h)) in [1/e, e], values tanh(W h) in [-1, 1]
+fix the ranges; the weights are seeded Gaussians (Theorem G holds for every weight).
 """
 
 from __future__ import annotations
@@ -51,7 +47,21 @@ def _features(w, h):
 #: matrices; 2**22 float64 entries, 32 MB).
 MAX_SKETCH_PARAMETERS = 2**22
 
-class QuantisedSketchModel(TranscriptModel):
+
+class _SketchModel(TranscriptModel):
+    """A model whose forward pass returns (Bob's outputs, the b-bit transcript)."""
+
+    bits: int
+
+    @property
+    def alphabet_size(self) -> int:
+        return 2**self.bits
+
+    def transcript(self, key_token) -> tuple[int, ...]:
+        return self.forward(key_token)[1]
+
+
+class QuantisedSketchModel(_SketchModel):
     """L layers x H heads of b-bit quantised NKA sketches on a :class:`BlockConstruction`.
     Limit: layers * heads * (2 rank + 2 value_dim) * m <= 2**22 (:data:`MAX_SKETCH_PARAMETERS`).
     """
@@ -80,10 +90,6 @@ class QuantisedSketchModel(TranscriptModel):
         self._readout = rng.normal(0, scale, w)
         self._bias = construction.s / 2  # centres the outputs on the answer range 0..s
         self._bob_tokens = construction.query_tokens().astype(np.float64)
-
-    @property
-    def alphabet_size(self) -> int:
-        return 2**self.bits
 
     @property
     def length(self) -> int:
@@ -128,9 +134,6 @@ class QuantisedSketchModel(TranscriptModel):
             h_bob = h_bob + np.concatenate(o_bob, axis=1) @ self._out[layer].T
         return h_bob @ self._readout + self._bias, tuple(codes)
 
-    def transcript(self, key_token) -> tuple[int, ...]:
-        return self.forward(key_token)[1]
-
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript alone: Alice's token is never touched."""
         codes = np.asarray(check_transcript(self, transcript), dtype=np.int64)
@@ -155,7 +158,7 @@ class QuantisedSketchModel(TranscriptModel):
                 f"r={self.rank}, d={self.value_dim}, b={self.bits})")
 
 
-class CountingSketchModel(TranscriptModel):
+class CountingSketchModel(_SketchModel):
     """A one-head, rank-1, b-bit quantised NKA sketch *designed* to be exact on as many answer
     vectors as it has transcripts (min(s+1, 2**b)**d): every feature is 1, Alice's value v_k(z)
     (k <= d) is the level of min(|z n B_k|, 2**b - 1), so it crosses the channel losslessly,
@@ -170,10 +173,6 @@ class CountingSketchModel(TranscriptModel):
         # the dequantised level Bob receives for u_A = phi_K(z) = 1; the same for every z
         self._u_level = float(_dequantise(_quantise(1.0, *U_RANGE, self.bits), *U_RANGE,
                                          self.bits))
-
-    @property
-    def alphabet_size(self) -> int:
-        return 2**self.bits
 
     @property
     def length(self) -> int:
@@ -210,9 +209,6 @@ class CountingSketchModel(TranscriptModel):
                                 _quantise(np.array([1.0]), *U_RANGE, self.bits)])
         codes = tuple(int(cd) for cd in codes)
         return self.read(codes), codes
-
-    def transcript(self, key_token) -> tuple[int, ...]:
-        return self.forward(key_token)[1]
 
     def read(self, transcript) -> np.ndarray:
         """Bob's outputs from the transcript and his own tokens only."""
