@@ -1,13 +1,7 @@
 """E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
-a pool) and the splits of train from test.
-
-Distributions (seeded rejection samplers on the pool's Gram matrix): uniform; ``gap1`` /
-``gap2`` (a query's two competitors differ in overlap by exactly 1 or 2); ``tight`` (all cross
-overlaps within 1); ``partner`` (each query's lowest-overlap partner against another's);
-``witness`` ((x, x̄, y) as in the witness family, a quarter pure (x, y, y)); the stored
-protocols' ``near_tie``, gap 1 drawn one triple at a time. Splits: disjoint tokens by
-complementary pairs (reading X) or, seeded as the stored protocols A–I, by distinct random
-tokens; or disjoint *sequences* over one pool by a seeded hash of each multiset (S-*).
+a pool; seeded rejection samplers on the pool's Gram matrix, see :func:`_draw_triples`) and the
+splits of train from test: disjoint tokens by complementary pairs (reading X) or by distinct
+random tokens (the stored protocols), or disjoint *sequences* over one pool (S-*).
 """
 
 from __future__ import annotations
@@ -97,7 +91,7 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
 
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
     """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
-    <x, z'> >= <x, z> + `min_gap` (as in the witness family: a weight ratio > 2 min_gap - 1)."""
+    <x, z'> >= <x, z> + `min_gap` (as in the witness family)."""
     size = len(gram)
     g = np.asarray(gram, dtype=np.float64).copy()
     np.fill_diagonal(g, np.inf)
@@ -124,16 +118,13 @@ def _complement_index(pool: np.ndarray) -> np.ndarray:
     return np.array([where.get(int(c), -1) for c in (1 - pool) @ weights], dtype=np.int64)
 
 
-def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0.25
-                     ) -> np.ndarray:
-    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a
-    `pure_fraction` of pure (x, y, y) with y != x, as the certificate needs."""
+def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
+    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
+    (x, y, y) with y != x, as the certificate needs."""
     comp = _complement_index(pool)
     have = np.flatnonzero(comp >= 0)
-    if len(have) < 4:
-        raise ValueError("witness triples need a pool with at least 2 complementary pairs")
     size = len(comp)
-    n_pure = int(round(pure_fraction * count))
+    n_pure = int(round(0.25 * count))
 
     def draw(b):
         x = have[rng.integers(0, len(have), size=b)]
@@ -153,7 +144,9 @@ def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0
 
 
 def _draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
-    """`count` triples of the named distribution over `pool`."""
+    """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
+    differ in overlap by exactly 1 or 2); ``tight`` (cross overlaps within 1); ``partner``;
+    ``witness``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time)."""
     if name == "uniform":
         return rng.integers(0, len(gram), size=(count, 3))
     if name == "near_tie":
@@ -184,11 +177,7 @@ def query_gaps(seqs) -> np.ndarray:
     if s.ndim != 3 or s.shape[1] != 3:
         raise ValueError(f"seqs must have shape (S, 3, m), got {s.shape}")
     g = np.einsum("sim,sjm->sij", s, s)
-    out = np.empty(g.shape[:2], dtype=np.int64)
-    for i in range(3):
-        a, b = [j for j in range(3) if j != i]
-        out[:, i] = np.abs(g[:, i, a] - g[:, i, b])
-    return out
+    return np.abs(g[:, [0, 1, 2], [1, 0, 0]] - g[:, [0, 1, 2], [2, 2, 1]])
 
 
 def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
@@ -299,24 +288,29 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     return _data(pool, pool, parts, test_idx, {})
 
 
+def index_rows(idx, size: int) -> np.ndarray:
+    """`idx` checked as a non-empty (S, 3) int array of indices into a pool of `size` tokens."""
+    rows = check_array(idx, "idx", 2)
+    if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
+            or rows.min() < 0 or rows.max() >= size):
+        raise ValueError(f"idx must be a non-empty (S, 3) array of integer indices into the "
+                         f"{size} pool tokens, got shape {rows.shape}")
+    return rows.astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class PoolBits:
-    """A token pool's bits as a float tensor (P, m): a wrapper the training engine passes
-    through untouched while it batches the index rows."""
+    """A pool's bits (P, m) as a float tensor: the engine passes it through as it batches rows."""
 
     bits: object  # torch.Tensor
 
 
 def pool_inputs(pool, idx, device="cpu"):
-    """Model inputs for sequences given as pool indices (S, 3): (rows (3S, 4) long, PoolBits).
-    Row 3s + i is (query index, the three token indices) for position i of sequence s, in
-    the order of `min_ip_targets(...).ravel()`."""
+    """Model inputs for sequences as pool indices (S, 3): (rows (3S, 4) long, PoolBits); row
+    3s + i is (query, the three tokens) for position i of sequence s, as `min_ip_targets`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    idx = np.asarray(check_array(idx, "idx", 2), dtype=np.int64)
-    if idx.shape[1] != 3 or (idx.size and (idx.min() < 0 or idx.max() >= len(pool))):
-        raise ValueError(f"idx must be an (S, 3) array of indices into the {len(pool)} pool "
-                         f"tokens, got shape {idx.shape}")
+    idx = index_rows(idx, len(pool))
     rows = np.concatenate([idx[:, :, None], np.broadcast_to(idx[:, None, :], idx.shape + (3,))],
                           axis=-1).reshape(-1, 4)
     bits = torch.as_tensor(pool, dtype=torch.float32, device=device)

@@ -1,11 +1,7 @@
-"""The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader of
-the stored units, for the three readings of the paper's "larger, disjoint train/test pools"
-(READINGS: X, exp-affine maps on disjoint complement-closed token pools, size m; S-code and
-S-random, lookup tables over one Paley-Hadamard code / random closed pool, disjoint sets of
-*sequences*, size P) and for the protocols stored before them (:class:`E2Config`: MLP maps on
-disjoint random token pools, one unit per width). Every head of a unit is trained as one
-tensor program and scored by exact-sequence accuracy (all three rounded outputs equal their
-targets) on every evaluation set of :func:`reading_data`.
+"""The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader, for
+the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the protocols
+stored before them (:class:`E2Config`). Heads are scored by exact-sequence accuracy (all three
+rounded outputs equal their targets) on every evaluation set of :func:`reading_data`.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import torch
 
 from companion.bounds.codes import paley_hadamard_code
 from companion.checks import (
-    check_array,
     check_bool,
     check_choice,
     check_device,
@@ -56,32 +51,26 @@ READINGS = {"X": ("mlp", "disjoint closed random", "m"),
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 
-def _tuple(value):
-    """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
-    return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def _seq(value, name: str, item=None, empty: bool = False) -> tuple:
-    """`value` as a tuple of ``item(entry, name[i])`` (nested lists as tuples), non-empty
-    unless `empty`; a TypeError or ValueError naming it."""
-    out = _tuple(value)
-    if not isinstance(out, tuple):
-        raise TypeError(f"{name} must be a tuple, got {value!r:.80}")
-    if not (out or empty):
-        raise ValueError(f"{name} must be non-empty")
-    return out if item is None else tuple(item(v, f"{name}[i]") for v in out)
+def _seq(item, empty: bool = False):
+    """A check of a list or tuple (non-empty unless `empty`) whose entries pass `item`; the
+    entries as a tuple (frozen configs hold tuples; JSON writes both as arrays)."""
+    def check(value, name):
+        if not isinstance(value, (list, tuple)) or not (value or empty):
+            raise TypeError(f"{name} must be a non-empty tuple, got {value!r:.80}")
+        return tuple(item(v, f"{name}[{i}]") for i, v in enumerate(value))
+    return check
 
 
 def _ints(low, high=None, empty=False):
-    return partial(_seq, item=partial(check_int, low=low, high=high), empty=empty)
+    return _seq(partial(check_int, low=low, high=high), empty)
 
 
 def _pair(first, second):
     def check(value, name):
-        if not (isinstance(value, tuple) and len(value) == 2):
+        if not (isinstance(value, (list, tuple)) and len(value) == 2):
             raise TypeError(f"{name} must be a pair, got {value!r:.80}")
         return first(value[0], f"{name}[0]"), second(value[1], f"{name}[1]")
-    return partial(_seq, item=check)
+    return _seq(check)
 
 
 _COUNT = partial(check_int, low=1, high=e2data.MAX_SEQUENCES)  # training or test sequences
@@ -98,8 +87,8 @@ _FIELDS = {
     "near_tie_fraction": partial(check_float, low=0, high=1),
     "train_mix": _pair(partial(check_choice, choices=HARD_DISTRIBUTIONS),
                        partial(check_float, low=0, high=1, low_open=True)),
-    "tests": partial(_seq, item=partial(check_choice, choices=HARD_DISTRIBUTIONS)),
-    "readouts": partial(_seq, item=partial(check_choice, choices=heads.READOUTS)),
+    "tests": _seq(partial(check_choice, choices=HARD_DISTRIBUTIONS)),
+    "readouts": _seq(partial(check_choice, choices=heads.READOUTS)),
     "dense_learned_lr": lambda v, name: v if v is None else check_float(v, name, 0, 10,
                                                                         low_open=True),
     "feature": partial(check_choice, choices=heads.FEATURES),
@@ -109,8 +98,7 @@ _FIELDS = {
 
 
 class _Checked(FrozenConfig):
-    """Checks and normalises every field on construction (:data:`_FIELDS`), then the ranks
-    and their groups, the schedule and the sizes."""
+    """Checks and normalises every field (:data:`_FIELDS`), the rank groups and the sizes."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -119,7 +107,7 @@ class _Checked(FrozenConfig):
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
         groups = (self.ranks,) if self.rank_groups is None else self.rank_groups
-        groups = _seq(groups, "rank_groups", _ints(1))
+        groups = _seq(_ints(1))(groups, "rank_groups")
         if sorted(r for g in groups for r in g) != sorted(self.ranks):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         self._put("rank_groups", groups)
@@ -265,14 +253,9 @@ def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
     "fit/all" (the training sequences of each mixture component, and all of them) and, for
     X, "train/<d>" (fresh draws from the training pool)."""
     check_instance(cfg, "cfg", (ReadingConfig, E2Config))
-    m = check_int(m, "m", 2, 62)
-    if (m, pool_size) not in cfg.sizes:
+    if (check_int(m, "m"), pool_size) not in cfg.sizes:
         raise ValueError(f"m, pool_size must be one of the configuration's sizes "
                          f"{[list(s) for s in cfg.sizes]}, got ({m}, {pool_size!r:.40})")
-    return _reading_data(cfg, m, pool_size)
-
-
-def _reading_data(cfg, m: int, pool_size: int) -> dict:
     mix = dict(cfg.train_mix)
     if cfg.reading in ("X", "tokens"):
         return e2data.disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train,
@@ -285,8 +268,7 @@ def _reading_data(cfg, m: int, pool_size: int) -> dict:
 
 
 def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> np.ndarray:
-    """Fraction of sequences whose three outputs all lie within 1/2 of their integer targets:
-    predictions (M, 3S), targets (S, 3) -> (M,)."""
+    """Share of sequences whose three outputs lie within 1/2 of their targets: (M, 3S) -> (M,)."""
     pred = predictions.detach().cpu().numpy().astype(np.float64)
     pred = pred.reshape(pred.shape[0], targets.shape[0], 3)
     return (np.abs(pred - targets[None]) < 0.5).all(axis=-1).mean(axis=-1)
@@ -318,7 +300,7 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
     """The one unit function: train a unit's models (:func:`unit_models`) together, score
     them on every evaluation set, and return the record of that part (a reading's units,
     which = "heads" or "dense") or of width m (a stored protocol's unit, which = "both")."""
-    data = _reading_data(cfg, m, pool_size)
+    data = reading_data(cfg, m, pool_size)
     model, keys = unit_models(cfg, m, pool_size, readout, which)
     pool, idx = data["train"]
     lr = cfg.lr
@@ -351,16 +333,20 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
     if which != "both":
         return out[which]
     h, d = out["heads"], out["dense"]
-    ranks = list(cfg.ranks)
     test = {name: h["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS}
     return {
-        "pool_train": h["pool_train"], "pool_test": h["pool_test"], "ranks": ranks,
+        "pool_train": h["pool_train"], "pool_test": h["pool_test"], "ranks": list(cfg.ranks),
         "accuracy": test, "train_accuracy": h["accuracy"]["fit/all"],
         "train_max_error": h["train_max_error"],
         "dense": {name: d["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS},
         "dense_train_accuracy": d["accuracy"]["fit/all"],
-        "transition_r": {name: curve_rule(ranks, test[name], threshold=cfg.threshold)["r_star"]
-                         for name in TEST_DISTRIBUTIONS}}
+        "transition_r": _transitions(cfg.ranks, test, cfg.threshold)}
+
+
+def _transitions(ranks, accuracy: dict, threshold: float) -> dict:
+    """The rule's r* of a protocol's width per test distribution."""
+    return {name: curve_rule(list(ranks), accuracy[name], threshold=threshold)["r_star"]
+            for name in TEST_DISTRIBUTIONS}
 
 
 def _key(m: int, pool_size: int, readout: str, which: str) -> str:
@@ -398,9 +384,7 @@ def _result(config: dict, units: dict) -> dict | None:
         else:
             return None
         for e in widths.values():  # one definition: the rule's r*, also for older files
-            e["transition_r"] = {name: curve_rule(e["ranks"], e["accuracy"][name],
-                                                  threshold=config["threshold"])["r_star"]
-                                 for name in TEST_DISTRIBUTIONS}
+            e["transition_r"] = _transitions(e["ranks"], e["accuracy"], config["threshold"])
         return {"config": config, "widths": widths}
     keys = [_key(m, p, ro, w) for m, p in config["sizes"] for ro in config["readouts"]
             for w in ("heads", "dense")]
@@ -456,16 +440,11 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
     token-generic head of rank :func:`complement_power_rank` with nonnegative features that
     prefers low-overlap keys more sharply as k grows."""
     tokens = check_tokens(pool, "pool", 2)
-    rows = check_array(idx, "idx", 2)
     k = check_int(k, "k", 0, 6)
     if tokens.ndim != 2 or len(tokens) > MAX_POOL:
         raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
                          f"shape {tokens.shape}")
-    if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
-            or rows.min() < 0 or rows.max() >= len(tokens)):
-        raise ValueError(f"idx must be a non-empty (S, 3) array of integer indices into the "
-                         f"{len(tokens)} pool tokens, got shape {rows.shape}")
-    rows = rows.astype(np.int64)
+    rows = e2data.index_rows(idx, len(tokens))
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
         raise ValueError("k and the width make the integer weights too large for int64")

@@ -1,7 +1,5 @@
-"""The pre-registered rule applied to E2's readings and stored protocols (chapter 7): per
-curve the transition, its sharpness, the capacity share below it and dense exactness; the
-verdict over sizes; the content of results/e2_summary.json; the chapter's HTML tables.
-"""
+"""The pre-registered rule applied to E2's readings and stored protocols (chapter 7): the
+content of results/e2_summary.json, the chapter's tables and figures."""
 
 from __future__ import annotations
 
@@ -15,6 +13,8 @@ from companion.experiments.e2.data import HARD_DISTRIBUTIONS
 from companion.experiments.e2.readings import HEADLINE, READINGS
 from companion.experiments.e2.rule import (
     PAPER_TRANSITIONS,
+    RULE_DENSE_EXACT,
+    RULE_LOW,
     RULE_THRESHOLD,
     curve_rule,
     dense_exact,
@@ -52,9 +52,14 @@ def _check_summary(summary, test: str) -> dict:
     return summary
 
 
-def _size(cfg: dict, m: int, p: int) -> int:
-    """A reading's problem size: the width m (X) or the pool size P (S-*)."""
-    return m if READINGS[cfg["reading"]][2] == "m" else p
+def _sizes(result: dict, readout: str):
+    """Per size of a reading: m, P, the problem size (m for X, P for S-*), its label and the
+    readout's {"heads", "dense"} records."""
+    cfg = result["config"]
+    what = READINGS[cfg["reading"]][2]
+    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
+        size = m if what == "m" else p
+        yield m, p, size, f"{what} = {size}", e[readout]
 
 
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
@@ -63,38 +68,36 @@ def _fit_curve(acc: dict, test: str) -> np.ndarray:
     return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
 
 
-def _line(m, p, size, ranks, test, fit, dense, threshold) -> dict:
-    """One size of one curve under the rule (test and fit curves, dense seeds), as
-    results/e2_summary.json holds it."""
-    r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
-    return {"m": m, "P": p, "size": size, "r_star": r["r_star"],
+def _judged(curves, ranks, threshold) -> dict:
+    """A curve under the rule from its (m, P, size, test, fit, dense seeds) per size: the
+    verdict and per-size lines."""
+    lines = []
+    for m, p, size, test, fit, dense in curves:
+        r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
+        lines.append({
+            "m": m, "P": p, "size": size, "r_star": r["r_star"],
             "r_star_refined": r["r_star_refined"], "r_first": r["r_first"], "r50": r["r50"],
             "width_doublings": r["width"], "sharp": r["sharp"], "J": r["J"],
             "capacity_share": r.get("capacity_share"), "limit": r.get("limit"),
             "median": r["median"], "fit_median": r.get("train_median"),
             "dense_exact_seeds": d["exact"], "dense_perfect_seeds": d["perfect"],
-            "seeds": d["seeds"]}
-
-
-def _reading_lines(result: dict, readout: str, test: str) -> dict:
-    """A reading's curve for one readout and test under the rule: its verdict and per size
-    line."""
-    cfg, lines = result["config"], []
-    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
-        acc = e[readout]["heads"]["accuracy"]
-        lines.append(_line(m, p, _size(cfg, m, p), cfg["ranks"], acc[f"test/{test}"],
-                           _fit_curve(acc, test), e[readout]["dense"]["accuracy"][
-                               f"test/{test}"], cfg["threshold"]))
+            "seeds": d["seeds"]})
     return {**verdict(lines), "per_size": lines}
 
 
+def _reading_lines(result: dict, readout: str, test: str) -> dict:
+    return _judged([(m, p, size, e["heads"]["accuracy"][f"test/{test}"],
+                     _fit_curve(e["heads"]["accuracy"], test),
+                     e["dense"]["accuracy"][f"test/{test}"])
+                    for m, p, size, _, e in _sizes(result, readout)],
+                   result["config"]["ranks"], result["config"]["threshold"])
+
+
 def e2_summary(readings: dict, stored: dict | None = None) -> dict:
-    """The content of results/e2_summary.json: the rule's constants, the paper's reported
-    transitions, the headline, and per reading (and per stored protocol, judged by the same
-    rule on its uniform test and training curves) the sizes, r* per size (or None), the
-    threshold, the sharpness and dense exact seeds / seeds, with each verdict."""
+    """The content of results/e2_summary.json: the rule's constants and per reading (and per
+    stored protocol, on its uniform test and training curves) each curve judged by size."""
     check_mapping(readings, "readings")
-    out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
+    out = {"threshold": RULE_THRESHOLD, "low": RULE_LOW, "dense_exact_level": RULE_DENSE_EXACT,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
     try:
@@ -110,13 +113,12 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
                                for ro in cfg["readouts"]}}
         for name, res in check_mapping(stored or {}, "stored").items():
             cfg = res["config"]
-            lines = [_line(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
-                           cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
-                           e["dense"]["uniform"], cfg["threshold"])
-                     for m, e in res["widths"].items()]
             out["stored_protocols"][name] = {
                 "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
-                "seeds": len(cfg["seeds"]), **verdict(lines), "per_size": lines}
+                "seeds": len(cfg["seeds"]), **_judged([
+                    (int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
+                     e["accuracy"]["uniform"], e["train_accuracy"], e["dense"]["uniform"])
+                    for m, e in res["widths"].items()], cfg["ranks"], cfg["threshold"])}
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
         raise ValueError(f"readings, stored: reading results (load_reading) and stored "
                          f"protocols (load_e2_protocols) by name; reading them failed: "
@@ -126,6 +128,16 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
 
 def _dash(value, form: str = "") -> str:
     return "—" if value is None else format(value, form)
+
+
+def _stars(per_size, none: str) -> str:
+    """r* per size (refined where run), `none` where there is no transition."""
+    return " → ".join(none if s["r_star"] is None else str(s["r_star_refined"] or s["r_star"])
+                      for s in per_size)
+
+
+def _dense(per_size) -> str:
+    return ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per_size)
 
 
 def _protocol_rows(summary: dict, test: str):
@@ -148,17 +160,17 @@ def verdict_table(summary: dict, test: str = "uniform", caption: str | None = No
         rows.append({
             "protocol": name, "readout": readout,
             "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
-            "r* per size": " → ".join(_dash(s["r_star_refined"] or s["r_star"]) for s in sizes),
+            "r* per size": _stars(sizes, "—"),
             "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in sizes),
-            "dense exact": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in sizes),
+            "dense exact": _dense(sizes),
             "verdict": v["verdict"],
             "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]})
     return Table(rows, caption=caption)
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """Rank against generalisation below the transition, per protocol, readout and size:
-    the capacity share of the missing test accuracy and the call the rule makes."""
+    """Per protocol, readout and size: the capacity share of the missing test accuracy below
+    the transition and the rule's call."""
     rows = []
     for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
         for s in v["per_size"]:
@@ -173,19 +185,16 @@ def decomposition_table(summary: dict, test: str = "uniform", caption: str | Non
 
 def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
                        caption: str | None = None):
-    """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
-    with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
-    doubling grid); a * marks the ranks where generalisation is at least capacity."""
-    cfg = _check_result(result, readout, test)["config"]
+    """Per grid rank and size of one reading, 'capacity / generalisation' = 1 - a_fit /
+    a_fit - a_test (medians over seeds); * where generalisation is at least capacity."""
     columns = {}
-    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
-        acc = e[readout]["heads"]["accuracy"]
+    for *_, label, e in _sizes(_check_result(result, readout, test), readout):
+        acc = e["heads"]["accuracy"]
         fit = np.median(_fit_curve(acc, test), axis=1)
-        held = np.median(np.asarray(acc[f"test/{test}"]), axis=1)
-        columns[f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}"] = (1 - fit, fit - held)
+        columns[label] = (1 - fit, fit - np.median(np.asarray(acc[f"test/{test}"]), axis=1))
     rows = [[r] + [f"{cap[i]:.2f} / {gen[i]:.2f}" + (" *" if gen[i] >= cap[i] else "")
                    for cap, gen in columns.values()]
-            for i, r in enumerate(cfg["ranks"]) if r & (r - 1) == 0]
+            for i, r in enumerate(result["config"]["ranks"]) if r & (r - 1) == 0]
     return Table(rows, columns=["r", *columns], caption=caption)
 
 
@@ -195,9 +204,8 @@ def _cell(values, spread: bool = True) -> str:
 
 
 def rank_table(ranks, columns: dict, spread: bool = True, caption: str | None = None) -> Table:
-    """Accuracy by rank (rows, then the dense heads) and size, ``columns`` {label: (per rank
-    the seeds' accuracies, the dense seeds' accuracies)}: 'median [min, max]' over seeds, or
-    the median alone."""
+    """Accuracy by rank (rows, then dense) and size, ``columns`` {label: (per rank the seeds'
+    accuracies, the dense seeds')}: 'median [min, max]' over seeds, or the median alone."""
     rows = [[r] + [_cell(h[i], spread) for h, _ in columns.values()] for i, r in enumerate(ranks)]
     rows.append(["dense"] + [_cell(d, spread) for _, d in columns.values()])
     return Table(rows, columns=["r", *columns], caption=caption)
@@ -205,46 +213,39 @@ def rank_table(ranks, columns: dict, spread: bool = True, caption: str | None = 
 
 def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
-    """Exact-sequence accuracy by rank and size of one reading, 'median [min, max]' over
-    seeds on the held-out sequences of distribution ``test``."""
-    cfg = _check_result(result, readout, test)["config"]
-    return rank_table(cfg["ranks"], {
-        f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}": (
-            e[readout]["heads"]["accuracy"][f"test/{test}"],
-            e[readout]["dense"]["accuracy"][f"test/{test}"])
-        for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True)},
-        caption=caption)
+    """Held-out accuracy on ``test`` by rank and size of one reading, 'median [min, max]'."""
+    _check_result(result, readout, test)
+    return rank_table(result["config"]["ranks"], {
+        label: (e["heads"]["accuracy"][f"test/{test}"], e["dense"]["accuracy"][f"test/{test}"])
+        for *_, label, e in _sizes(result, readout)}, caption=caption)
 
 
 def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
     """One judged curve of `e2_summary.json` in words (chapter 7's tables beside the reported
-    picture): problem sizes, r* per size (refined where run), sharpness, dense-exact seeds and
-    the verdict with its reason."""
+    picture)."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     per, size = entry["per_size"], summary["readings"][name]["problem_size"]
     return {
         "problem sizes": ", ".join(f"{size} = {s['size']}" for s in per),
-        "transition r*": " → ".join("none" if s["r_star"] is None
-                                    else str(s["r_star_refined"] or s["r_star"]) for s in per),
+        "transition r*": _stars(per, "none"),
         "sharp?": ", ".join("sharp" if s["sharp"] else "not sharp" for s in per),
-        "dense exact seeds": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per),
+        "dense exact seeds": _dense(per),
         "verdict": entry["verdict"], "reason": entry["reason"], "per_size": per}
 
 
 def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str, test: str,
                  title: str | None = None) -> None:
-    """Median test accuracy against rank, one curve per size (band: seeds), dense dashed in
-    the curve's colour, r* starred, the rule's threshold dotted (chapter 7's figures)."""
+    """Median test accuracy against rank per size (band: seeds; dashed: dense; star: r*;
+    dotted: the threshold), chapter 7's figures."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     ranks = list(result["config"]["ranks"])
-    for i, (key, line) in enumerate(zip(result["sizes"], entry["per_size"], strict=True)):
+    for i, ((*_, label, e), line) in enumerate(zip(_sizes(result, readout), entry["per_size"],
+                                                   strict=True)):
         color = f"C{i}"
-        acc = np.asarray(result["sizes"][key][readout]["heads"]["accuracy"][f"test/{test}"])
-        label = f"${summary['readings'][name]['problem_size']} = {line['size']}$"
-        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=label)
+        acc = np.asarray(e["heads"]["accuracy"][f"test/{test}"])
+        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=f"${label}$")
         ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
-        dense = result["sizes"][key][readout]["dense"]["accuracy"][f"test/{test}"]
-        ax.axhline(np.median(dense), color=color, ls="--", lw=1)
+        ax.axhline(np.median(e["dense"]["accuracy"][f"test/{test}"]), color=color, ls="--", lw=1)
         star = line["r_star_refined"] or line["r_star"]
         if star is not None:
             ax.plot([star], [np.median(acc, axis=1)[ranks.index(star)]], marker="*", ms=13,
@@ -257,9 +258,8 @@ def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str,
 
 
 def code_facts(run: Mapping, ranks: Sequence[int]) -> dict:
-    """The three facts chapter 7 checks on an S-code overlap run (committed or live): heads
-    of rank 4 do not fit the witness triples (median < 0.9), rank 64 fits them on every seed
-    (>= 0.95), and dense attention is exact on every seed."""
+    """Chapter 7's three facts of an S-code overlap run: rank 4 does not fit the witness
+    triples (median < 0.9), rank 64 fits them on every seed (>= 0.95), dense is exact."""
     ranks = list(ranks)
     fit = np.asarray(run["heads"]["accuracy"]["fit/witness"])
     dense = run["dense"]["accuracy"]["test/witness"]
