@@ -55,14 +55,12 @@ def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
 
 def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
     """Uniform triples (x, z, w) of distinct tokens with ``keep(x, z, w)``."""
-    def draw(b):
-        return rng.integers(0, len(gram), size=(b, 3))
-
     def accept(c):
         x, z, w = c.T
         return (x != z) & (x != w) & (z != w) & keep(x, z, w)
 
-    return _rejection(draw, accept, count, rng, what)
+    return _rejection(lambda b: rng.integers(0, len(gram), size=(b, 3)), accept, count, rng,
+                      what)
 
 
 def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
@@ -128,14 +126,10 @@ def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
 
     def draw(b):
         x = have[rng.integers(0, len(have), size=b)]
-        y = rng.integers(0, size, size=b)
-        return np.stack([x, comp[x], y], axis=1)
+        return np.stack([x, comp[x], rng.integers(0, size, size=b)], axis=1)
 
-    def accept(c):
-        x, xb, y = c.T
-        return (y != x) & (y != xb)
-
-    mixed = (_rejection(draw, accept, count - n_pure, rng, "witness")
+    mixed = (_rejection(draw, lambda c: (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1]),
+                        count - n_pure, rng, "witness")
              if count > n_pure else np.zeros((0, 3), dtype=np.int64))
     x = rng.integers(0, size, size=n_pure)
     y = (x + rng.integers(1, size, size=n_pure)) % size
@@ -181,9 +175,7 @@ def query_gaps(seqs) -> np.ndarray:
 
 
 def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
-    """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
-    "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>" and
-    "fit/all" (the training sequences) and "train/<d>" (fresh draws on the train pool)."""
+    """The sequences of one size, as :func:`~.readings.reading_data` returns them."""
     train = np.concatenate(list(parts.values()))
     evals = {f"test/{k}": (test_pool, v) for k, v in tests.items()}
     evals.update({f"fit/{k}": (train_pool, v) for k, v in parts.items()})
@@ -204,10 +196,9 @@ def _counts(n_train: int, train_mix: dict) -> dict:
 def disjoint_pool_split(m: int, pool_size: int, train_fraction: float, n_train: int,
                         n_test: int, train_mix: dict, tests, seed: int = 0,
                         pools: str = "pairs") -> dict:
-    """Disjoint train and test token pools (:func:`_data`'s dict): ``pools="pairs"`` splits
-    random complementary pairs (and adds the tests drawn on the train pool); ``"tokens"``
-    splits distinct random tokens, one generator per drawn set, seeded as the stored
-    protocols were (the mixture's ``near_tie`` weight is the near-tie share)."""
+    """Disjoint train and test pools (:func:`_data`): ``pools="pairs"`` splits complementary
+    pairs (tests also drawn on the train pool); ``"tokens"`` distinct random tokens, seeded as
+    the stored protocols were (``near_tie``'s weight is the near-tie share)."""
     if pools == "tokens":
         seeds = [int(s.generate_state(1)[0])
                  for s in np.random.SeedSequence([seed, m, pool_size]).spawn(6)]
@@ -251,9 +242,8 @@ def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
                       seed: int = 0, test_fraction: float = 0.3) -> dict:
-    """One pool, every multiset on the test side with probability `test_fraction`: `n_train`
-    training sequences from the mixture on the train side, up to `n_test` distinct test-side
-    sequences per test distribution (:func:`_data`'s dict)."""
+    """One pool, each multiset on the test side with probability `test_fraction`: `n_train`
+    training sequences, up to `n_test` distinct test sequences per test (:func:`_data`)."""
     size, m = pool.shape
     _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
     gram = pool @ pool.T

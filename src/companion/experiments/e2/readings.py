@@ -117,9 +117,8 @@ class _Checked(FrozenConfig):
 
 @dataclass(frozen=True)
 class ReadingConfig(_Checked):
-    """One reading's sweep. ``train_fraction``: the share of complementary pairs in the train
-    pool (X) or of multisets on the train side (S-*); ``dense_learned_lr``: the dense heads'
-    rate with the learned readout (None: ``lr``)."""
+    """One reading's sweep; ``dense_learned_lr``: the dense heads' rate with the learned readout
+    (None: ``lr``)."""
 
     reading: str = "S-code"
     sizes: tuple[tuple[int, int], ...] = ((12, 22), (24, 46), (32, 62))
@@ -195,10 +194,8 @@ READINGS_SMOKE = {
 
 @dataclass(frozen=True)
 class E2Config(_Checked):
-    """One stored protocol's sweep (reading "tokens"; presets in
-    :mod:`companion.experiments.e2.protocols`): per width a pool of ``pool_sizes[i]`` distinct
-    tokens split ``train_fraction`` / rest, ``n_train`` training sequences (a
-    ``near_tie_fraction`` of them near-ties); its fields are those of the stored files."""
+    """One stored protocol's sweep (presets in :mod:`~.protocols`): per width a pool of
+    ``pool_sizes[i]`` random tokens split ``train_fraction`` / rest; the stored files' fields."""
 
     widths: tuple[int, ...] = (8, 10, 12)
     pool_sizes: tuple[int, ...] = (256, 256, 256)
@@ -249,9 +246,8 @@ class E2Config(_Checked):
 
 def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
     """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
-    "pool_train", "pool_test"} with evaluation sets "test/<d>" (held out), "fit/<d>" and
-    "fit/all" (the training sequences of each mixture component, and all of them) and, for
-    X, "train/<d>" (fresh draws from the training pool)."""
+    "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>", "fit/all"
+    (the training sequences) and, for X, "train/<d>" (fresh draws on the training pool)."""
     check_instance(cfg, "cfg", (ReadingConfig, E2Config))
     if (check_int(m, "m"), pool_size) not in cfg.sizes:
         raise ValueError(f"m, pool_size must be one of the configuration's sizes "
@@ -275,9 +271,8 @@ def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> 
 
 
 def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
-    """The stacked models of a unit and the (rank or "dense", seed) key of each row: one
-    kernel-head family per rank group (its ranks x seeds, padded to the group's largest
-    rank) unless which == "dense", and the dense heads of every seed unless "heads"."""
+    """A unit's stacked models and the (rank or "dense", seed) key of each row: one kernel-head
+    family per rank group (padded to its largest rank), then the dense heads of every seed."""
     seeds, table = list(cfg.seeds), cfg.kind == "table"
     parts, keys = [], []
     for group in cfg.rank_groups if which != "dense" else ():
@@ -297,15 +292,13 @@ def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
 
 
 def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cpu") -> dict:
-    """The one unit function: train a unit's models (:func:`unit_models`) together, score
-    them on every evaluation set, and return the record of that part (a reading's units,
-    which = "heads" or "dense") or of width m (a stored protocol's unit, which = "both")."""
+    """The one unit function: train a unit's models together, score them on every evaluation
+    set; the record of a reading's part ("heads", "dense") or of a protocol's width ("both")."""
     data = reading_data(cfg, m, pool_size)
     model, keys = unit_models(cfg, m, pool_size, readout, which)
     pool, idx = data["train"]
-    lr = cfg.lr
-    if which == "dense" and readout == "learned" and cfg.dense_learned_lr is not None:
-        lr = cfg.dense_learned_lr
+    lr = (cfg.dense_learned_lr if which == "dense" and readout == "learned"
+          and cfg.dense_learned_lr is not None else cfg.lr)
     targets = torch.as_tensor(min_ip_targets(pool[idx]).reshape(-1), dtype=torch.float32,
                               device=device)
     res = train_batched(model, e2data.pool_inputs(pool, idx, device), targets,
@@ -319,9 +312,8 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
     at = {key: i for i, key in enumerate(keys)}
     out = {}
     for part in (("heads", "dense") if which == "both" else (which,)):
-        rows = ([(r, s) for r in cfg.ranks for s in cfg.seeds] if part == "heads"
-                else [("dense", s) for s in cfg.seeds])
-        order = [at[k] for k in rows]
+        order = [at[k] for k in ([(r, s) for r in cfg.ranks for s in cfg.seeds]
+                                 if part == "heads" else [("dense", s) for s in cfg.seeds])]
         shape = (len(cfg.ranks), len(cfg.seeds)) if part == "heads" else (len(cfg.seeds),)
         out[part] = {
             "m": m, "pool_size": pool_size, "readout": readout, "which": part,
@@ -369,10 +361,9 @@ _RUN_INFO = ("wall_time", "environment", "cpu_seconds")  # where and how long a 
 
 
 def _result(config: dict, units: dict) -> dict | None:
-    """What the stored units of `config` make, or None while one is missing: a protocol's
-    ``{"config", "widths": {"<m>": record}}`` (older files: one "sweep" unit; r* recomputed
-    by the rule), a reading's ``{"config", "sizes": {"m<m>-P<P>": {readout: {"heads",
-    "dense"}}}}``."""
+    """What the stored units make, or None while one is missing: a protocol's ``{"config",
+    "widths": {"<m>": record}}`` (older files: one "sweep" unit), a reading's ``{"config",
+    "sizes": {"m<m>-P<P>": {readout: {"heads", "dense"}}}}``."""
     def unit(key):
         return {k: v for k, v in units[key].items() if k not in _RUN_INFO}
 
@@ -404,9 +395,8 @@ def reading_path(out_dir, reading: str, mode: str = "full"):
 
 def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a reading or a stored protocol, each unit stored in ``out`` as it
-    finishes (None: in memory; ``scheduler``: see :mod:`companion.experiments.sweep`);
-    returns what :func:`load_reading` reads of the file."""
+    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes
+    (None: in memory); what :func:`load_reading` reads of the file."""
     cfg = check_instance(config, "config", (ReadingConfig, E2Config))
     check_device(device)
     if out is not None:
@@ -435,10 +425,8 @@ def complement_power_rank(m: int, k: int) -> int:
 
 
 def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
-    """Exact-sequence accuracy, in integers, of the explicit head alpha(x, z) =
-    (2<x, 1 - z> + 1)^k with the overlap readout on the triples ``idx`` of ``pool``: a
-    token-generic head of rank :func:`complement_power_rank` with nonnegative features that
-    prefers low-overlap keys more sharply as k grows."""
+    """Exact-sequence accuracy, in integers, of the head alpha(x, z) = (2<x, 1 - z> + 1)^k
+    (overlap readout, rank :func:`complement_power_rank`) on the triples ``idx`` of ``pool``."""
     tokens = check_tokens(pool, "pool", 2)
     k = check_int(k, "k", 0, 6)
     if tokens.ndim != 2 or len(tokens) > MAX_POOL:
