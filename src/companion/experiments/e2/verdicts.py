@@ -36,16 +36,6 @@ def _check_result(result, readout, test) -> dict:
     return result
 
 
-def _check_summary(summary, test: str) -> dict:
-    check_mapping(summary, "summary")
-    check_choice(test, "test", HARD_DISTRIBUTIONS)
-    if not (isinstance(summary.get("readings"), dict)
-            and isinstance(summary.get("stored_protocols"), dict)):
-        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
-                         "'readings' and 'stored_protocols'")
-    return summary
-
-
 def _sizes(result: dict, readout: str):
     """Per size of a reading: m, P, the problem size (m for X, P for S-*), its label and the
     readout's {"heads", "dense"} records."""
@@ -134,47 +124,44 @@ def _dense(per_size) -> str:
     return ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per_size)
 
 
-def _protocol_rows(summary: dict, test: str):
-    """(protocol, readout, problem size, judged curve) per judged curve of `test`."""
-    for name, r in summary["readings"].items():
-        for readout, tests in r["by_readout"].items():
-            if test in tests:
-                yield name, readout, r["problem_size"], tests[test]
-    for name, r in summary["stored_protocols"].items():
-        if test == "uniform":
-            yield name.split("_")[0] + " (stored)", r["readout"], r["problem_size"], r
+def _protocol_rows(summary, test: str) -> list:
+    """(protocol, readout, problem size, judged curve) per curve of `test` in an E2 summary."""
+    check_mapping(summary, "summary")
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    if not (isinstance(summary.get("readings"), dict)
+            and isinstance(summary.get("stored_protocols"), dict)):
+        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
+                         "'readings' and 'stored_protocols'")
+    return [(name, readout, r["problem_size"], tests[test])
+            for name, r in summary["readings"].items()
+            for readout, tests in r["by_readout"].items() if test in tests] + [
+        (name.split("_")[0] + " (stored)", r["readout"], r["problem_size"], r)
+        for name, r in summary["stored_protocols"].items() if test == "uniform"]
 
 
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """One row per protocol and readout: sizes, r* per size, the width of each transition
     in doublings, dense exact seeds per size, and the rule's verdict."""
-    rows = []
-    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
-        sizes = v["per_size"]
-        rows.append({
-            "protocol": name, "readout": readout,
-            "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
-            "r* per size": _stars(sizes, "—"),
-            "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in sizes),
-            "dense exact": _dense(sizes),
-            "verdict": v["verdict"],
-            "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]})
-    return Table(rows, caption=caption)
+    return Table([{
+        "protocol": name, "readout": readout,
+        "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
+        "r* per size": _stars(v["per_size"], "—"),
+        "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in v["per_size"]),
+        "dense exact": _dense(v["per_size"]), "verdict": v["verdict"],
+        "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]}
+        for name, readout, what, v in _protocol_rows(summary, test)], caption=caption)
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """Per protocol, readout and size: the capacity share of the missing test accuracy below
     the transition and the rule's call."""
-    rows = []
-    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
-        for s in v["per_size"]:
-            rows.append({"protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
-                         "capacity share": _dash(s["capacity_share"], ".2f"),
-                         "limited by": _dash(s["limit"]),
-                         "test at r = 128": f"{s['median'][-1]:.2f}",
-                         "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1],
-                                                 ".2f")})
-    return Table(rows, caption=caption)
+    return Table([{
+        "protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
+        "capacity share": _dash(s["capacity_share"], ".2f"), "limited by": _dash(s["limit"]),
+        "test at r = 128": f"{s['median'][-1]:.2f}",
+        "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1], ".2f")}
+        for name, readout, what, v in _protocol_rows(summary, test) for s in v["per_size"]],
+        caption=caption)
 
 
 def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
