@@ -44,9 +44,8 @@ def _check_accuracy(values, name: str, rows: int) -> np.ndarray:
 def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
                low: float = RULE_LOW) -> dict:
     """The rule (this module's docstring) on one curve, acc (len(ranks), seeds): r_star,
-    r_star_refined, r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2), the
-    largest grid rise and, with train_acc (the fit curve), its r_star, the capacity share and
-    `limit`."""
+    r_star_refined, r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2) and,
+    with train_acc (the fit curve), the capacity share and `limit` below r*."""
     ranks = check_int_sequence(ranks, "ranks", 1, 2**40)
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
@@ -68,11 +67,6 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
            "r_star": None if i_grid is None else ranks[i_grid],
            "r_first": next((r for r, a in zip(ranks, med) if a >= threshold), None),
            "r_star_refined": None, "r50": None, "width": None, "sharp": False, "J": None}
-    if len(grid) > 1:
-        d = np.diff(med[grid])
-        j = int(np.argmax(d))
-        out["largest_grid_rise"] = float(d[j])
-        out["largest_grid_rise_at"] = ranks[grid[j + 1]]
     if i_grid is not None:
         r_star = ranks[i_grid]
         i_ref = stay_above(list(range(len(ranks))))
@@ -92,13 +86,9 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     if train_acc is not None:
         tr = np.median(np.asarray(train_acc, dtype=np.float64), axis=1)
         out["train_median"] = tr.tolist()
-        out["train_r_star"] = curve_rule(ranks, train_acc, None, threshold, low)["r_star"]
         below = [i for i in grid if out["r_star"] is None or ranks[i] < out["r_star"]]
         if below:
-            i = below[-1]
-            out["r_minus"] = ranks[i]
-            out["train_at_r_minus"] = float(tr[i])
-            out["gap_at_r_minus"] = float(tr[i] - med[i])
+            out["r_minus"] = ranks[below[-1]]
             # what is missing from a perfect test score below the transition, split into
             # capacity (1 - train) and generalisation (train - test), summed over those ranks
             cap = float(sum(max(0.0, 1.0 - tr[j]) for j in below))
