@@ -66,25 +66,17 @@ def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
 def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     """The stored protocols' near-ties, draw for draw: query x and competitor z uniform, the
     other competitor uniform among the tokens at overlap gap 1 from z's; positions permuted."""
-    size = len(gram)
-    out = np.empty((count, 3), dtype=np.int64)
-    filled, attempts = 0, 0
-    while filled < count:
-        attempts += 1
-        if attempts > 50 * count + 1000:
-            raise ValueError(f"a pool of {size} tokens has too few pairs at overlap gap 1 "
-                             "for near-ties")
-        x, z = rng.integers(0, size, size=2)
-        if x == z:
-            continue
+    out = []
+    for _ in range(50 * count + 1001):
+        if len(out) == count:
+            return np.array(out, dtype=np.int64).reshape(count, 3)
+        x, z = rng.integers(0, len(gram), size=2)
         cand = np.flatnonzero(np.abs(gram[x] - gram[x, z]) == 1)
         cand = cand[cand != x]
-        if len(cand) == 0:
-            continue
-        z2 = cand[rng.integers(0, len(cand))]
-        out[filled] = np.array([x, z, z2])[rng.permutation(3)]
-        filled += 1
-    return out
+        if x != z and len(cand):
+            out.append(np.array([x, z, cand[rng.integers(0, len(cand))]])[rng.permutation(3)])
+    raise ValueError(f"a pool of {len(gram)} tokens has too few pairs at overlap gap 1 for "
+                     "near-ties")
 
 
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
@@ -95,12 +87,10 @@ def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.
     np.fill_diagonal(g, np.inf)
     part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
 
-    def draw(b):
-        x = rng.integers(0, size, size=b)
-        y = rng.integers(0, size, size=b)
-        z = part[x, rng.integers(0, k, size=b)]
-        w = part[y, rng.integers(0, k, size=b)]
-        return np.stack([x, z, w], axis=1)
+    def draw(b):  # x, y uniform; z, w partners of x and y
+        x, y = rng.integers(0, size, size=b), rng.integers(0, size, size=b)
+        return np.stack([x, part[x, rng.integers(0, k, size=b)],
+                         part[y, rng.integers(0, k, size=b)]], axis=1)
 
     def accept(c):
         x, z, w = c.T

@@ -147,11 +147,9 @@ class ReadingConfig(_Checked):
 
     def _check_sizes(self):
         for m, p in self.sizes:
-            if p % 2 or p > min(2**m, MAX_POOL) or (self.reading == "S-code"
-                                                    and p != 2 * (m - 1)):
-                raise ValueError(f"sizes: P must be even and at most min(2**m, {MAX_POOL}), "
-                                 f"and P = 2(m - 1) for S-code's Paley pool; got (m, P) = "
-                                 f"({m}, {p})")
+            if p % 2 or p > min(2**m, MAX_POOL) or (self.reading == "S-code" and p != 2 * m - 2):
+                raise ValueError(f"sizes: P must be even, at most min(2**m, {MAX_POOL}) and, for "
+                                 f"S-code's Paley pool, P = 2(m - 1); got (m, P) = ({m}, {p})")
 
     @property
     def kind(self) -> str:
@@ -227,9 +225,8 @@ class E2Config(_Checked):
         for m, p in self.sizes:
             k = int(round(self.train_fraction * p))
             if p > min(2**m, MAX_POOL) or min(k, p - k) < 3:
-                raise ValueError(f"pool_sizes: width {m} needs a pool of at most "
-                                 f"min(2**m, {MAX_POOL}) tokens that train_fraction splits "
-                                 f"into two pools of at least 3, got {p}")
+                raise ValueError(f"pool_sizes: width {m} needs at most min(2**m, {MAX_POOL}) "
+                                 f"tokens, split by train_fraction into >= 3 each, got {p}")
 
     @property
     def sizes(self) -> tuple:
