@@ -135,9 +135,8 @@ def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
             if (res := load_e2_result(path)) is not None}
 
 
-#: What chapter 7 re-trains live (seconds) and checks against the committed quick sweep: the
-#: width whose heads move least between CPU code paths (results/cross_path_spread.json), ranks
-#: 4 and 16 of the first rank group (padded to 16 as there), seed 0, and its dense head.
+#: What chapter 7 re-trains live and checks against the committed quick sweep: the width that
+#: moves least between CPU code paths (results/cross_path_spread.json), two ranks, a seed.
 E2_LIVE = {"width": 8, "ranks": (4, 16), "seeds": (0,)}
 
 

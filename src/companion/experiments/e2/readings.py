@@ -45,15 +45,13 @@ READINGS = {"X": ("mlp", "disjoint closed random", "m"),
             "S-code": ("table", "shared Paley code", "P"),
             "S-random": ("table", "shared closed random", "P")}
 
-#: Fixed from the paper's words before any result (the rule's pre-registration): OOD means
-#: unseen tokens, the exp-affine class cannot be blamed for a low-rank failure, the paper's
-#: model has an affine readout, and a held-out pool's sequences are uniform triples.
+#: Fixed from the paper's words before any result: OOD means unseen tokens (exp-affine maps,
+#: affine readout as the paper's model), a held-out pool's sequences are uniform triples.
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 
 def _seq(item, empty: bool = False):
-    """A check of a list or tuple (non-empty unless `empty`) whose entries pass `item`; the
-    entries as a tuple (frozen configs hold tuples; JSON writes both as arrays)."""
+    """A check of a list or tuple (non-empty unless `empty`) of `item`s, giving a tuple."""
     def check(value, name):
         if not isinstance(value, (list, tuple)) or not (value or empty):
             raise TypeError(f"{name} must be a non-empty tuple, got {value!r:.80}")
@@ -162,8 +160,7 @@ _X = ReadingConfig(
     rank_groups=((1, 2, 4, 8, 16), (32,), (64,), (128,)), steps=1500,
     dense_learned_lr=None)
 
-#: The full-size runs (``python -m companion e2 --full``), as fixed in the rule's
-#: pre-registration: 5 seeds, both readouts, dense per seed, 1000 test sequences per set.
+#: The full-size runs (``python -m companion e2 --full``), as pre-registered with the rule.
 READINGS_FULL = {
     "X": _X,
     "S-code": ReadingConfig(),
@@ -173,8 +170,7 @@ READINGS_FULL = {
         rank_groups=((1, 2, 4, 8, 16), (32, 64), (128,)), dense_learned_lr=None),
 }
 
-#: The book's live run (chapter 7, seconds): S-code at P = 22, overlap readout, a few ranks,
-#: two seeds, shorter training; checked against the committed full run, never printed.
+#: The book's live run (chapter 7, seconds), checked against the committed full run.
 READING_QUICK = dataclasses.replace(
     READINGS_FULL["S-code"], sizes=((12, 22),), n_train=1500, n_test=500,
     readouts=("overlap",), ranks=(4, 8, 16, 24, 32, 64), rank_groups=((4, 8, 16, 24, 32, 64),),

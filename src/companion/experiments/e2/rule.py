@@ -1,9 +1,5 @@
-"""The pre-registered decision rule of E2 (chapter 7): what counts as a transition in
-accuracy against feature rank, when it is sharp, when dense attention counts as exact, and
-what would reproduce the paper's "8 -> 16 -> 64".
-
-Fixed before any full-size run (commits 525fc89 and 2d367f7). Threshold tau = 0.9; the curve
-a(r) is the median over seeds at each run rank.
+"""The pre-registered decision rule of E2 (chapter 7), fixed before any full-size run (commits
+525fc89, 2d367f7). The curve a(r) is the median over seeds at each run rank; tau = 0.9.
 
 * r* — the smallest doubling-grid rank from which a(r) >= tau at every larger grid rank
   (refined over the run ranks in (r*/2, r*]); the first-crossing rank beside it.

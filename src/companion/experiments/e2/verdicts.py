@@ -37,8 +37,7 @@ def _check_result(result, readout, test) -> dict:
 
 
 def _sizes(result: dict, readout: str):
-    """Per size of a reading: m, P, the problem size (m for X, P for S-*), its label and the
-    readout's {"heads", "dense"} records."""
+    """Per size of a reading: m, P, the problem size (m or P), its label, the readout's units."""
     cfg = result["config"]
     what = READINGS[cfg["reading"]][2]
     for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
@@ -47,14 +46,12 @@ def _sizes(result: dict, readout: str):
 
 
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
-    """The capacity curve for a test distribution: accuracy on the heads' own training
-    sequences of it, or on all of them if they trained on none of it."""
+    """Accuracy on the heads' own training sequences of `test` (all of them if none)."""
     return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
 
 
 def _judged(curves, ranks, threshold) -> dict:
-    """A curve under the rule from its (m, P, size, test, fit, dense seeds) per size: the
-    verdict and per-size lines."""
+    """A curve under the rule from (m, P, size, test, fit, dense) per size: verdict, lines."""
     lines = []
     for m, p, size, test, fit, dense in curves:
         r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
