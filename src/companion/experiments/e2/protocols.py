@@ -154,11 +154,14 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
     cfg = check_instance(config, "config", E2Config)
     ranks = tuple(check_int_sequence(ranks, "ranks", 1))
     check_device(device)
-    if check_int(width, "width") not in cfg.widths or not any(
-            set(ranks) <= set(g) and max(ranks) == max(g) for g in cfg.rank_groups):
+    groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
+    if check_int(width, "width") not in cfg.widths or not groups:
         raise ValueError(f"width, ranks: the width must be one of {cfg.widths} and the ranks "
-                         f"lie in one rank group of {[list(g) for g in cfg.rank_groups]} with "
-                         f"its largest (the sweep's padding); got {width}, {list(ranks)}")
+                         f"lie in one rank group of {[list(g) for g in cfg.rank_groups]}; got "
+                         f"{width}, {list(ranks)}")
+    if max(ranks) != max(groups[0]):
+        raise ValueError(f"ranks must include their group's largest rank {max(groups[0])} "
+                         f"(the sweep's padding), got {list(ranks)}")
     pool = cfg.pool_sizes[cfg.widths.index(width)]
     live = dataclasses.replace(cfg, widths=(width,), pool_sizes=(pool,), ranks=ranks,
                                rank_groups=(ranks,),
