@@ -174,9 +174,7 @@ def e2_model_values(width_result: dict, distribution: str = "uniform",
     """{(width, rank or "dense", seed): test accuracy} of one width's record
     (:func:`e2_live_result`, or a sweep's ``widths[m]``)."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
-    if not (width is None or isinstance(width, (int, np.integer, str))):
-        raise TypeError(f"width must be an int, a str or None (a key of the result), got "
-                        f"{type(width).__name__}")
+    check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
     try:
         heads, dense = width_result["accuracy"][distribution], width_result["dense"][distribution]
         ranks = width_result["ranks"]

@@ -403,9 +403,9 @@ def load_reading(path) -> dict | None:
     """A stored E2 results file (a reading's, or a protocol's such as results/e2_quick.json)
     as :func:`run_reading` returns it, or None while a unit is missing."""
     data = read_json_file(path, "E2 results file")
-    if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
-            and isinstance(data.get("units"), dict)
-            and all(isinstance(u, dict) for u in data["units"].values())):
+    units = data.get("units") if isinstance(data, dict) else None
+    if not (isinstance(units, dict) and isinstance(data.get("config"), dict)
+            and all(isinstance(u, dict) for u in units.values())):
         raise ValueError(f"path {str(path)!r} is not an E2 results file (config, units)")
     return _result(data["config"], data["units"])
 
