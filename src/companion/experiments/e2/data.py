@@ -1,13 +1,7 @@
 """E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
-a pool) and the splits of train from test.
-
-Distributions (seeded rejection samplers on the pool's Gram matrix): uniform; ``gap1`` /
-``gap2`` (a query's two competitors differ in overlap by exactly 1 or 2); ``tight`` (all cross
-overlaps within 1); ``partner`` (each query's lowest-overlap partner against another's);
-``witness`` ((x, x̄, y) as in the witness family, a quarter pure (x, y, y)); the stored
-protocols' ``near_tie``, gap 1 drawn one triple at a time. Splits: disjoint tokens by
-complementary pairs (reading X) or, seeded as the stored protocols A–I, by distinct random
-tokens; or disjoint *sequences* over one pool by a seeded hash of each multiset (S-*).
+a pool; seeded rejection samplers on the pool's Gram matrix, see :func:`_draw_triples`) and the
+splits of train from test: disjoint tokens by complementary pairs (reading X) or by distinct
+random tokens (the stored protocols), or disjoint *sequences* over one pool (S-*).
 """
 
 from __future__ import annotations
@@ -61,54 +55,42 @@ def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
 
 def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
     """Uniform triples (x, z, w) of distinct tokens with ``keep(x, z, w)``."""
-    def draw(b):
-        return rng.integers(0, len(gram), size=(b, 3))
-
     def accept(c):
         x, z, w = c.T
         return (x != z) & (x != w) & (z != w) & keep(x, z, w)
 
-    return _rejection(draw, accept, count, rng, what)
+    return _rejection(lambda b: rng.integers(0, len(gram), size=(b, 3)), accept, count, rng,
+                      what)
 
 
 def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     """The stored protocols' near-ties, draw for draw: query x and competitor z uniform, the
     other competitor uniform among the tokens at overlap gap 1 from z's; positions permuted."""
-    size = len(gram)
-    out = np.empty((count, 3), dtype=np.int64)
-    filled, attempts = 0, 0
-    while filled < count:
-        attempts += 1
-        if attempts > 50 * count + 1000:
-            raise ValueError(f"a pool of {size} tokens has too few pairs at overlap gap 1 "
-                             "for near-ties")
-        x, z = rng.integers(0, size, size=2)
-        if x == z:
-            continue
+    out = []
+    for _ in range(50 * count + 1001):
+        if len(out) == count:
+            return np.array(out, dtype=np.int64).reshape(count, 3)
+        x, z = rng.integers(0, len(gram), size=2)
         cand = np.flatnonzero(np.abs(gram[x] - gram[x, z]) == 1)
         cand = cand[cand != x]
-        if len(cand) == 0:
-            continue
-        z2 = cand[rng.integers(0, len(cand))]
-        out[filled] = np.array([x, z, z2])[rng.permutation(3)]
-        filled += 1
-    return out
+        if x != z and len(cand):
+            out.append(np.array([x, z, cand[rng.integers(0, len(cand))]])[rng.permutation(3)])
+    raise ValueError(f"a pool of {len(gram)} tokens has too few pairs at overlap gap 1 for "
+                     "near-ties")
 
 
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
     """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
-    <x, z'> >= <x, z> + `min_gap` (as in the witness family: a weight ratio > 2 min_gap - 1)."""
+    <x, z'> >= <x, z> + `min_gap` (as in the witness family)."""
     size = len(gram)
     g = np.asarray(gram, dtype=np.float64).copy()
     np.fill_diagonal(g, np.inf)
     part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
 
-    def draw(b):
-        x = rng.integers(0, size, size=b)
-        y = rng.integers(0, size, size=b)
-        z = part[x, rng.integers(0, k, size=b)]
-        w = part[y, rng.integers(0, k, size=b)]
-        return np.stack([x, z, w], axis=1)
+    def draw(b):  # x, y uniform; z, w partners of x and y
+        x, y = rng.integers(0, size, size=b), rng.integers(0, size, size=b)
+        return np.stack([x, part[x, rng.integers(0, k, size=b)],
+                         part[y, rng.integers(0, k, size=b)]], axis=1)
 
     def accept(c):
         x, z, w = c.T
@@ -124,27 +106,20 @@ def _complement_index(pool: np.ndarray) -> np.ndarray:
     return np.array([where.get(int(c), -1) for c in (1 - pool) @ weights], dtype=np.int64)
 
 
-def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0.25
-                     ) -> np.ndarray:
-    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a
-    `pure_fraction` of pure (x, y, y) with y != x, as the certificate needs."""
+def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
+    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
+    (x, y, y) with y != x, as the certificate needs."""
     comp = _complement_index(pool)
     have = np.flatnonzero(comp >= 0)
-    if len(have) < 4:
-        raise ValueError("witness triples need a pool with at least 2 complementary pairs")
     size = len(comp)
-    n_pure = int(round(pure_fraction * count))
+    n_pure = int(round(0.25 * count))
 
     def draw(b):
         x = have[rng.integers(0, len(have), size=b)]
-        y = rng.integers(0, size, size=b)
-        return np.stack([x, comp[x], y], axis=1)
+        return np.stack([x, comp[x], rng.integers(0, size, size=b)], axis=1)
 
-    def accept(c):
-        x, xb, y = c.T
-        return (y != x) & (y != xb)
-
-    mixed = (_rejection(draw, accept, count - n_pure, rng, "witness")
+    mixed = (_rejection(draw, lambda c: (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1]),
+                        count - n_pure, rng, "witness")
              if count > n_pure else np.zeros((0, 3), dtype=np.int64))
     x = rng.integers(0, size, size=n_pure)
     y = (x + rng.integers(1, size, size=n_pure)) % size
@@ -153,7 +128,9 @@ def _witness_triples(pool: np.ndarray, count: int, rng, pure_fraction: float = 0
 
 
 def _draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
-    """`count` triples of the named distribution over `pool`."""
+    """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
+    differ in overlap by exactly 1 or 2); ``tight`` (cross overlaps within 1); ``partner``;
+    ``witness``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time)."""
     if name == "uniform":
         return rng.integers(0, len(gram), size=(count, 3))
     if name == "near_tie":
@@ -184,17 +161,11 @@ def query_gaps(seqs) -> np.ndarray:
     if s.ndim != 3 or s.shape[1] != 3:
         raise ValueError(f"seqs must have shape (S, 3, m), got {s.shape}")
     g = np.einsum("sim,sjm->sij", s, s)
-    out = np.empty(g.shape[:2], dtype=np.int64)
-    for i in range(3):
-        a, b = [j for j in range(3) if j != i]
-        out[:, i] = np.abs(g[:, i, a] - g[:, i, b])
-    return out
+    return np.abs(g[:, [0, 1, 2], [1, 0, 0]] - g[:, [0, 1, 2], [2, 2, 1]])
 
 
 def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
-    """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
-    "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>" and
-    "fit/all" (the training sequences) and "train/<d>" (fresh draws on the train pool)."""
+    """The sequences of one size, as :func:`~.readings.reading_data` returns them."""
     train = np.concatenate(list(parts.values()))
     evals = {f"test/{k}": (test_pool, v) for k, v in tests.items()}
     evals.update({f"fit/{k}": (train_pool, v) for k, v in parts.items()})
@@ -215,10 +186,9 @@ def _counts(n_train: int, train_mix: dict) -> dict:
 def disjoint_pool_split(m: int, pool_size: int, train_fraction: float, n_train: int,
                         n_test: int, train_mix: dict, tests, seed: int = 0,
                         pools: str = "pairs") -> dict:
-    """Disjoint train and test token pools (:func:`_data`'s dict): ``pools="pairs"`` splits
-    random complementary pairs (and adds the tests drawn on the train pool); ``"tokens"``
-    splits distinct random tokens, one generator per drawn set, seeded as the stored
-    protocols were (the mixture's ``near_tie`` weight is the near-tie share)."""
+    """Disjoint train and test pools (:func:`_data`): ``pools="pairs"`` splits complementary
+    pairs (tests also drawn on the train pool); ``"tokens"`` distinct random tokens, seeded as
+    the stored protocols were (``near_tie``'s weight is the near-tie share)."""
     if pools == "tokens":
         seeds = [int(s.generate_state(1)[0])
                  for s in np.random.SeedSequence([seed, m, pool_size]).spawn(6)]
@@ -262,9 +232,8 @@ def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
                       seed: int = 0, test_fraction: float = 0.3) -> dict:
-    """One pool, every multiset on the test side with probability `test_fraction`: `n_train`
-    training sequences from the mixture on the train side, up to `n_test` distinct test-side
-    sequences per test distribution (:func:`_data`'s dict)."""
+    """One pool, each multiset on the test side with probability `test_fraction`: `n_train`
+    training sequences, up to `n_test` distinct test sequences per test (:func:`_data`)."""
     size, m = pool.shape
     _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
     gram = pool @ pool.T
@@ -299,24 +268,29 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     return _data(pool, pool, parts, test_idx, {})
 
 
+def index_rows(idx, size: int) -> np.ndarray:
+    """`idx` checked as a non-empty (S, 3) int array of indices into a pool of `size` tokens."""
+    rows = check_array(idx, "idx", 2)
+    if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
+            or rows.min() < 0 or rows.max() >= size):
+        raise ValueError(f"idx must be a non-empty (S, 3) array of integer indices into the "
+                         f"{size} pool tokens, got shape {rows.shape}")
+    return rows.astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class PoolBits:
-    """A token pool's bits as a float tensor (P, m): a wrapper the training engine passes
-    through untouched while it batches the index rows."""
+    """A pool's bits (P, m) as a float tensor: the engine passes it through as it batches rows."""
 
     bits: object  # torch.Tensor
 
 
 def pool_inputs(pool, idx, device="cpu"):
-    """Model inputs for sequences given as pool indices (S, 3): (rows (3S, 4) long, PoolBits).
-    Row 3s + i is (query index, the three token indices) for position i of sequence s, in
-    the order of `min_ip_targets(...).ravel()`."""
+    """Model inputs for sequences as pool indices (S, 3): (rows (3S, 4) long, PoolBits); row
+    3s + i is (query, the three tokens) for position i of sequence s, as `min_ip_targets`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    idx = np.asarray(check_array(idx, "idx", 2), dtype=np.int64)
-    if idx.shape[1] != 3 or (idx.size and (idx.min() < 0 or idx.max() >= len(pool))):
-        raise ValueError(f"idx must be an (S, 3) array of indices into the {len(pool)} pool "
-                         f"tokens, got shape {idx.shape}")
+    idx = index_rows(idx, len(pool))
     rows = np.concatenate([idx[:, :, None], np.broadcast_to(idx[:, None, :], idx.shape + (3,))],
                           axis=-1).reshape(-1, 4)
     bits = torch.as_tensor(pool, dtype=torch.float32, device=device)

@@ -1,8 +1,6 @@
-"""The protocols stored before the readings (chapter 7): MLP maps of the token bits on disjoint
-random token pools, as configurations (:class:`~.readings.E2Config`) of the one E2 pipeline.
-Their files (results/e2_quick.json, results/e2_protocols/<name>.json) hold one unit per width
-``"m<width>"`` (older files: one ``"sweep"`` unit). Here: the presets (the book's quick mode is
-protocol H), every protocol we ran, the chapter's rows and tables, and the live subset.
+"""The protocols stored before the readings (chapter 7): MLP maps on disjoint random token
+pools, configurations (:class:`~.readings.E2Config`) of the one E2 pipeline, their files
+(results/e2_quick.json, results/e2_protocols/<name>.json), tables and live subset.
 """
 
 from __future__ import annotations
@@ -34,26 +32,20 @@ __all__ = ["E2_QUICK", "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "run_e2
 #: Book quick mode (the defaults).
 E2_QUICK = E2Config()
 
-#: Full size (CLI `python -m companion e2`): the widths of the protocol table, bigger pools,
-#: more sequences and seeds, wider MLPs, longer training.
+#: Full size (CLI `python -m companion e2`): bigger pools, more data, seeds, width, steps.
 E2_FULL = dataclasses.replace(E2_QUICK, widths=(8, 12, 16), pool_sizes=(256, 1024, 2048),
                               n_train=8000, n_test=2000, hidden=(64,), seeds=(0, 1, 2, 3, 4),
                               steps=3000)
 
-#: Installation / cluster check (CLI ``--smoke``, the tests): two small widths (two units),
-#: three ranks in two groups, two seeds, short training; seconds on one core.
+#: Installation / cluster check (CLI ``--smoke``, the tests): seconds on one core.
 E2_SMOKE = dataclasses.replace(E2_QUICK, widths=(6, 8), pool_sizes=(40, 48), n_train=200,
                                n_test=100, ranks=(1, 4, 16), rank_groups=((1, 4), (16,)),
                                seeds=(0, 1), hidden=(8,), steps=60)
 
 
-def run_e2_sweep(config: E2Config, device="cpu", progress=False, out=None, restart=False,
-                 scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a protocol's sweep (:func:`~.readings.run_reading`), each width stored
-    in ``out`` as it finishes: ``{"config", "widths"}``, per width the test accuracies per
-    distribution, train accuracies, the rule's transition ranks r* and dense accuracies."""
-    check_instance(config, "config", E2Config)
-    return run_reading(config, out, device, progress, restart, scheduler, threads)
+#: Run (or resume) a protocol's sweep, each width stored in ``out`` as it finishes:
+#: ``{"config", "widths"}`` (per width accuracies, the rule's r* and the dense heads').
+run_e2_sweep = run_reading
 
 
 def load_e2_result(path) -> dict | None:
@@ -90,9 +82,8 @@ def _summary_row(m: str, e: dict) -> dict:
 
 
 def summarise_e2(result: dict) -> list[dict]:
-    """One row per width: median test accuracy per rank (each test distribution), the rule's
-    r*, train accuracy, the largest step of the median curve, and the dense heads' accuracy
-    (min over seeds) — what the chapter's tables print."""
+    """One row per width: median accuracy per rank (each test distribution, train), the
+    rule's r*, the largest step of the median curve, the dense heads' (min over seeds)."""
     check_mapping(result, "result")
     try:
         return [_summary_row(m, e)
@@ -117,8 +108,7 @@ _SHARED = {"pool_sizes": (256, 256, 256), "n_train": 3000, "hidden": (32,), "lr"
            "steps": 1500, "near_tie_fraction": 0.5}
 
 #: Every E2 protocol we ran and stored (results/e2_protocols/<name>.json), as changes to
-#: `E2_QUICK` (each protocol is `dataclasses.replace(E2_QUICK, **changes)`); the chapter
-#: tabulates all of them, kept or not.
+#: `E2_QUICK`; the chapter tabulates all of them, kept or not.
 E2_PROTOCOLS: dict = {
     "A_uniform_training": {**_SHARED, "widths": (8, 12, 16), "near_tie_fraction": 0.0},
     "E_mlp_skip_pm1": {"widths": (8, 12, 16), "pool_sizes": (256, 512, 512), "n_train": 3000,
@@ -147,17 +137,12 @@ def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
 
 def load_e2_protocols(out_dir="results/e2_protocols") -> dict:
     """Every complete stored protocol under `out_dir`: {name: run_e2_sweep result}, by name."""
-    found = {}
-    for path in sorted(check_path(out_dir, "out_dir").glob("*.json")):
-        res = load_e2_result(path)
-        if res is not None:
-            found[path.stem] = res
-    return found
+    return {path.stem: res for path in sorted(check_path(out_dir, "out_dir").glob("*.json"))
+            if (res := load_e2_result(path)) is not None}
 
 
-#: What chapter 7 re-trains live (seconds) and checks against the committed quick sweep: the
-#: width whose heads move least between CPU code paths (results/cross_path_spread.json), ranks
-#: 4 and 16 of the first rank group (padded to 16 as there), seed 0, and its dense head.
+#: What chapter 7 re-trains live and checks against the committed quick sweep: the width that
+#: moves least between CPU code paths (results/cross_path_spread.json), two ranks, a seed.
 E2_LIVE = {"width": 8, "ranks": (4, 16), "seeds": (0,)}
 
 
@@ -167,17 +152,16 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
     """Train ``ranks`` x ``seeds`` (of one rank group of ``config``, with its largest: the
     sweep's padding) and the dense heads of ``seeds`` at one width: the width's record."""
     cfg = check_instance(config, "config", E2Config)
-    width = check_int(width, "width", 1)
     ranks = tuple(check_int_sequence(ranks, "ranks", 1))
     check_device(device)
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
-    if width not in cfg.widths or not groups:
+    if check_int(width, "width") not in cfg.widths or not groups:
         raise ValueError(f"width, ranks: the width must be one of {cfg.widths} and the ranks "
                          f"lie in one rank group of {[list(g) for g in cfg.rank_groups]}; got "
                          f"{width}, {list(ranks)}")
     if max(ranks) != max(groups[0]):
         raise ValueError(f"ranks must include their group's largest rank {max(groups[0])} "
-                         f"(the padding of the sweep), got {list(ranks)}")
+                         f"(the sweep's padding), got {list(ranks)}")
     pool = cfg.pool_sizes[cfg.widths.index(width)]
     live = dataclasses.replace(cfg, widths=(width,), pool_sizes=(pool,), ranks=ranks,
                                rank_groups=(ranks,),
@@ -190,9 +174,7 @@ def e2_model_values(width_result: dict, distribution: str = "uniform",
     """{(width, rank or "dense", seed): test accuracy} of one width's record
     (:func:`e2_live_result`, or a sweep's ``widths[m]``)."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
-    if not (width is None or isinstance(width, (int, np.integer, str))):
-        raise TypeError(f"width must be an int, a str or None (a key of the result), got "
-                        f"{type(width).__name__}")
+    check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
     try:
         heads, dense = width_result["accuracy"][distribution], width_result["dense"][distribution]
         ranks = width_result["ranks"]

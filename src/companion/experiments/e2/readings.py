@@ -1,11 +1,7 @@
-"""The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader of
-the stored units, for the three readings of the paper's "larger, disjoint train/test pools"
-(READINGS: X, exp-affine maps on disjoint complement-closed token pools, size m; S-code and
-S-random, lookup tables over one Paley-Hadamard code / random closed pool, disjoint sets of
-*sequences*, size P) and for the protocols stored before them (:class:`E2Config`: MLP maps on
-disjoint random token pools, one unit per width). Every head of a unit is trained as one
-tensor program and scored by exact-sequence accuracy (all three rounded outputs equal their
-targets) on every evaluation set of :func:`reading_data`.
+"""The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader, for
+the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the protocols
+stored before them (:class:`E2Config`). Heads are scored by exact-sequence accuracy (all three
+rounded outputs equal their targets) on every evaluation set of :func:`reading_data`.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import torch
 
 from companion.bounds.codes import paley_hadamard_code
 from companion.checks import (
-    check_array,
     check_bool,
     check_choice,
     check_device,
@@ -50,41 +45,33 @@ READINGS = {"X": ("mlp", "disjoint closed random", "m"),
             "S-code": ("table", "shared Paley code", "P"),
             "S-random": ("table", "shared closed random", "P")}
 
-#: Fixed from the paper's words before any result (the rule's pre-registration): OOD means
-#: unseen tokens, the exp-affine class cannot be blamed for a low-rank failure, the paper's
-#: model has an affine readout, and a held-out pool's sequences are uniform triples.
+#: Fixed from the paper's words before any result: OOD means unseen tokens (exp-affine maps,
+#: affine readout as the paper's model), a held-out pool's sequences are uniform triples.
 HEADLINE = {"reading": "X", "readout": "learned", "test": "uniform"}
 
 #: What every stored E2 unit holds (checked when a sweep resumes): field -> type.
 UNIT_FIELDS = {"accuracy": dict, "wall_time": (int, float), "environment": dict}
 
 
-def _tuple(value):
-    """Nested lists as nested tuples (frozen configs hold tuples; JSON writes both as arrays)."""
-    return tuple(_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def _seq(value, name: str, item=None, empty: bool = False) -> tuple:
-    """`value` as a tuple of ``item(entry, name[i])`` (nested lists as tuples), non-empty
-    unless `empty`; a TypeError or ValueError naming it."""
-    out = _tuple(value)
-    if not isinstance(out, tuple):
-        raise TypeError(f"{name} must be a tuple, got {value!r:.80}")
-    if not (out or empty):
-        raise ValueError(f"{name} must be non-empty")
-    return out if item is None else tuple(item(v, f"{name}[i]") for v in out)
+def _seq(item, empty: bool = False):
+    """A check of a list or tuple (non-empty unless `empty`) of `item`s, giving a tuple."""
+    def check(value, name):
+        if not isinstance(value, (list, tuple)) or not (value or empty):
+            raise TypeError(f"{name} must be a non-empty tuple, got {value!r:.80}")
+        return tuple(item(v, f"{name}[{i}]") for i, v in enumerate(value))
+    return check
 
 
 def _ints(low, high=None, empty=False):
-    return partial(_seq, item=partial(check_int, low=low, high=high), empty=empty)
+    return _seq(partial(check_int, low=low, high=high), empty)
 
 
 def _pair(first, second):
     def check(value, name):
-        if not (isinstance(value, tuple) and len(value) == 2):
+        if not (isinstance(value, (list, tuple)) and len(value) == 2):
             raise TypeError(f"{name} must be a pair, got {value!r:.80}")
         return first(value[0], f"{name}[0]"), second(value[1], f"{name}[1]")
-    return partial(_seq, item=check)
+    return _seq(check)
 
 
 _COUNT = partial(check_int, low=1, high=e2data.MAX_SEQUENCES)  # training or test sequences
@@ -101,8 +88,8 @@ _FIELDS = {
     "near_tie_fraction": partial(check_float, low=0, high=1),
     "train_mix": _pair(partial(check_choice, choices=HARD_DISTRIBUTIONS),
                        partial(check_float, low=0, high=1, low_open=True)),
-    "tests": partial(_seq, item=partial(check_choice, choices=HARD_DISTRIBUTIONS)),
-    "readouts": partial(_seq, item=partial(check_choice, choices=heads.READOUTS)),
+    "tests": _seq(partial(check_choice, choices=HARD_DISTRIBUTIONS)),
+    "readouts": _seq(partial(check_choice, choices=heads.READOUTS)),
     "dense_learned_lr": lambda v, name: v if v is None else check_float(v, name, 0, 10,
                                                                         low_open=True),
     "feature": partial(check_choice, choices=heads.FEATURES),
@@ -112,8 +99,7 @@ _FIELDS = {
 
 
 class _Checked(FrozenConfig):
-    """Checks and normalises every field on construction (:data:`_FIELDS`), then the ranks
-    and their groups, the schedule and the sizes."""
+    """Checks and normalises every field (:data:`_FIELDS`), the rank groups and the sizes."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -122,7 +108,7 @@ class _Checked(FrozenConfig):
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
         groups = (self.ranks,) if self.rank_groups is None else self.rank_groups
-        groups = _seq(groups, "rank_groups", _ints(1))
+        groups = _seq(_ints(1))(groups, "rank_groups")
         if sorted(r for g in groups for r in g) != sorted(self.ranks):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         self._put("rank_groups", groups)
@@ -132,9 +118,8 @@ class _Checked(FrozenConfig):
 
 @dataclass(frozen=True)
 class ReadingConfig(_Checked):
-    """One reading's sweep. ``train_fraction``: the share of complementary pairs in the train
-    pool (X) or of multisets on the train side (S-*); ``dense_learned_lr``: the dense heads'
-    rate with the learned readout (None: ``lr``)."""
+    """One reading's sweep; ``dense_learned_lr``: the dense heads' rate with the learned readout
+    (None: ``lr``)."""
 
     reading: str = "S-code"
     sizes: tuple[tuple[int, int], ...] = ((12, 22), (24, 46), (32, 62))
@@ -163,11 +148,9 @@ class ReadingConfig(_Checked):
 
     def _check_sizes(self):
         for m, p in self.sizes:
-            if p % 2 or p > min(2**m, MAX_POOL) or (self.reading == "S-code"
-                                                    and p != 2 * (m - 1)):
-                raise ValueError(f"sizes: P must be even and at most min(2**m, {MAX_POOL}), "
-                                 f"and P = 2(m - 1) for S-code's Paley pool; got (m, P) = "
-                                 f"({m}, {p})")
+            if p % 2 or p > min(2**m, MAX_POOL) or (self.reading == "S-code" and p != 2 * m - 2):
+                raise ValueError(f"sizes: P must be even, at most min(2**m, {MAX_POOL}) and, for "
+                                 f"S-code's Paley pool, P = 2(m - 1); got (m, P) = ({m}, {p})")
 
     @property
     def kind(self) -> str:
@@ -180,8 +163,7 @@ _X = ReadingConfig(
     rank_groups=((1, 2, 4, 8, 16), (32,), (64,), (128,)), steps=1500,
     dense_learned_lr=None)
 
-#: The full-size runs (``python -m companion e2 --full``), as fixed in the rule's
-#: pre-registration: 5 seeds, both readouts, dense per seed, 1000 test sequences per set.
+#: The full-size runs (``python -m companion e2 --full``), as pre-registered with the rule.
 READINGS_FULL = {
     "X": _X,
     "S-code": ReadingConfig(),
@@ -191,8 +173,7 @@ READINGS_FULL = {
         rank_groups=((1, 2, 4, 8, 16), (32, 64), (128,)), dense_learned_lr=None),
 }
 
-#: The book's live run (chapter 7, seconds): S-code at P = 22, overlap readout, a few ranks,
-#: two seeds, shorter training; checked against the committed full run, never printed.
+#: The book's live run (chapter 7, seconds), checked against the committed full run.
 READING_QUICK = dataclasses.replace(
     READINGS_FULL["S-code"], sizes=((12, 22),), n_train=1500, n_test=500,
     readouts=("overlap",), ranks=(4, 8, 16, 24, 32, 64), rank_groups=((4, 8, 16, 24, 32, 64),),
@@ -210,10 +191,8 @@ READINGS_SMOKE = {
 
 @dataclass(frozen=True)
 class E2Config(_Checked):
-    """One stored protocol's sweep (reading "tokens"; presets in
-    :mod:`companion.experiments.e2.protocols`): per width a pool of ``pool_sizes[i]`` distinct
-    tokens split ``train_fraction`` / rest, ``n_train`` training sequences (a
-    ``near_tie_fraction`` of them near-ties); its fields are those of the stored files."""
+    """One stored protocol's sweep (presets in :mod:`~.protocols`): per width a pool of
+    ``pool_sizes[i]`` random tokens split ``train_fraction`` / rest; the stored files' fields."""
 
     widths: tuple[int, ...] = (8, 10, 12)
     pool_sizes: tuple[int, ...] = (256, 256, 256)
@@ -245,9 +224,8 @@ class E2Config(_Checked):
         for m, p in self.sizes:
             k = int(round(self.train_fraction * p))
             if p > min(2**m, MAX_POOL) or min(k, p - k) < 3:
-                raise ValueError(f"pool_sizes: width {m} needs a pool of at most "
-                                 f"min(2**m, {MAX_POOL}) tokens that train_fraction splits "
-                                 f"into two pools of at least 3, got {p}")
+                raise ValueError(f"pool_sizes: width {m} needs at most min(2**m, {MAX_POOL}) "
+                                 f"tokens, split by train_fraction into >= 3 each, got {p}")
 
     @property
     def sizes(self) -> tuple:
@@ -264,18 +242,12 @@ class E2Config(_Checked):
 
 def reading_data(cfg: ReadingConfig | E2Config, m: int, pool_size: int) -> dict:
     """The sequences of one size: {"train": (pool, idx), "evals": {name: (pool, idx)},
-    "pool_train", "pool_test"} with evaluation sets "test/<d>" (held out), "fit/<d>" and
-    "fit/all" (the training sequences of each mixture component, and all of them) and, for
-    X, "train/<d>" (fresh draws from the training pool)."""
+    "pool_train", "pool_test"}; evaluation sets "test/<d>" (held out), "fit/<d>", "fit/all"
+    (the training sequences) and, for X, "train/<d>" (fresh draws on the training pool)."""
     check_instance(cfg, "cfg", (ReadingConfig, E2Config))
-    m = check_int(m, "m", 2, 62)
-    if (m, pool_size) not in cfg.sizes:
+    if (check_int(m, "m"), pool_size) not in cfg.sizes:
         raise ValueError(f"m, pool_size must be one of the configuration's sizes "
                          f"{[list(s) for s in cfg.sizes]}, got ({m}, {pool_size!r:.40})")
-    return _reading_data(cfg, m, pool_size)
-
-
-def _reading_data(cfg, m: int, pool_size: int) -> dict:
     mix = dict(cfg.train_mix)
     if cfg.reading in ("X", "tokens"):
         return e2data.disjoint_pool_split(m, pool_size, cfg.train_fraction, cfg.n_train,
@@ -288,17 +260,15 @@ def _reading_data(cfg, m: int, pool_size: int) -> dict:
 
 
 def _exact_sequence_accuracy(predictions: torch.Tensor, targets: np.ndarray) -> np.ndarray:
-    """Fraction of sequences whose three outputs all lie within 1/2 of their integer targets:
-    predictions (M, 3S), targets (S, 3) -> (M,)."""
+    """Share of sequences whose three outputs lie within 1/2 of their targets: (M, 3S) -> (M,)."""
     pred = predictions.detach().cpu().numpy().astype(np.float64)
     pred = pred.reshape(pred.shape[0], targets.shape[0], 3)
     return (np.abs(pred - targets[None]) < 0.5).all(axis=-1).mean(axis=-1)
 
 
 def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
-    """The stacked models of a unit and the (rank or "dense", seed) key of each row: one
-    kernel-head family per rank group (its ranks x seeds, padded to the group's largest
-    rank) unless which == "dense", and the dense heads of every seed unless "heads"."""
+    """A unit's stacked models and the (rank or "dense", seed) key of each row: one kernel-head
+    family per rank group (padded to its largest rank), then the dense heads of every seed."""
     seeds, table = list(cfg.seeds), cfg.kind == "table"
     parts, keys = [], []
     for group in cfg.rank_groups if which != "dense" else ():
@@ -318,15 +288,13 @@ def unit_models(cfg, m: int, pool_size: int, readout: str, which: str):
 
 
 def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cpu") -> dict:
-    """The one unit function: train a unit's models (:func:`unit_models`) together, score
-    them on every evaluation set, and return the record of that part (a reading's units,
-    which = "heads" or "dense") or of width m (a stored protocol's unit, which = "both")."""
-    data = _reading_data(cfg, m, pool_size)
+    """The one unit function: train a unit's models together, score them on every evaluation
+    set; the record of a reading's part ("heads", "dense") or of a protocol's width ("both")."""
+    data = reading_data(cfg, m, pool_size)
     model, keys = unit_models(cfg, m, pool_size, readout, which)
     pool, idx = data["train"]
-    lr = cfg.lr
-    if which == "dense" and readout == "learned" and cfg.dense_learned_lr is not None:
-        lr = cfg.dense_learned_lr
+    lr = (cfg.dense_learned_lr if which == "dense" and readout == "learned"
+          and cfg.dense_learned_lr is not None else cfg.lr)
     targets = torch.as_tensor(min_ip_targets(pool[idx]).reshape(-1), dtype=torch.float32,
                               device=device)
     res = train_batched(model, e2data.pool_inputs(pool, idx, device), targets,
@@ -340,9 +308,8 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
     at = {key: i for i, key in enumerate(keys)}
     out = {}
     for part in (("heads", "dense") if which == "both" else (which,)):
-        rows = ([(r, s) for r in cfg.ranks for s in cfg.seeds] if part == "heads"
-                else [("dense", s) for s in cfg.seeds])
-        order = [at[k] for k in rows]
+        order = [at[k] for k in ([(r, s) for r in cfg.ranks for s in cfg.seeds]
+                                 if part == "heads" else [("dense", s) for s in cfg.seeds])]
         shape = (len(cfg.ranks), len(cfg.seeds)) if part == "heads" else (len(cfg.seeds),)
         out[part] = {
             "m": m, "pool_size": pool_size, "readout": readout, "which": part,
@@ -354,16 +321,20 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
     if which != "both":
         return out[which]
     h, d = out["heads"], out["dense"]
-    ranks = list(cfg.ranks)
     test = {name: h["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS}
     return {
-        "pool_train": h["pool_train"], "pool_test": h["pool_test"], "ranks": ranks,
+        "pool_train": h["pool_train"], "pool_test": h["pool_test"], "ranks": list(cfg.ranks),
         "accuracy": test, "train_accuracy": h["accuracy"]["fit/all"],
         "train_max_error": h["train_max_error"],
         "dense": {name: d["accuracy"][f"test/{name}"] for name in TEST_DISTRIBUTIONS},
         "dense_train_accuracy": d["accuracy"]["fit/all"],
-        "transition_r": {name: curve_rule(ranks, test[name], threshold=cfg.threshold)["r_star"]
-                         for name in TEST_DISTRIBUTIONS}}
+        "transition_r": _transitions(cfg.ranks, test, cfg.threshold)}
+
+
+def _transitions(ranks, accuracy: dict, threshold: float) -> dict:
+    """The rule's r* of a protocol's width per test distribution."""
+    return {name: curve_rule(list(ranks), accuracy[name], threshold=threshold)["r_star"]
+            for name in TEST_DISTRIBUTIONS}
 
 
 def _key(m: int, pool_size: int, readout: str, which: str) -> str:
@@ -386,10 +357,9 @@ _RUN_INFO = ("wall_time", "environment", "cpu_seconds")  # where and how long a 
 
 
 def _result(config: dict, units: dict) -> dict | None:
-    """What the stored units of `config` make, or None while one is missing: a protocol's
-    ``{"config", "widths": {"<m>": record}}`` (older files: one "sweep" unit; r* recomputed
-    by the rule), a reading's ``{"config", "sizes": {"m<m>-P<P>": {readout: {"heads",
-    "dense"}}}}``."""
+    """What the stored units make, or None while one is missing: a protocol's ``{"config",
+    "widths": {"<m>": record}}`` (older files: one "sweep" unit), a reading's ``{"config",
+    "sizes": {"m<m>-P<P>": {readout: {"heads", "dense"}}}}``."""
     def unit(key):
         return {k: v for k, v in units[key].items() if k not in _RUN_INFO}
 
@@ -401,9 +371,7 @@ def _result(config: dict, units: dict) -> dict | None:
         else:
             return None
         for e in widths.values():  # one definition: the rule's r*, also for older files
-            e["transition_r"] = {name: curve_rule(e["ranks"], e["accuracy"][name],
-                                                  threshold=config["threshold"])["r_star"]
-                                 for name in TEST_DISTRIBUTIONS}
+            e["transition_r"] = _transitions(e["ranks"], e["accuracy"], config["threshold"])
         return {"config": config, "widths": widths}
     keys = [_key(m, p, ro, w) for m, p in config["sizes"] for ro in config["readouts"]
             for w in ("heads", "dense")]
@@ -423,9 +391,8 @@ def reading_path(out_dir, reading: str, mode: str = "full"):
 
 def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a reading or a stored protocol, each unit stored in ``out`` as it
-    finishes (None: in memory; ``scheduler``: see :mod:`companion.experiments.sweep`);
-    returns what :func:`load_reading` reads of the file."""
+    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes
+    (None: in memory); what :func:`load_reading` reads of the file."""
     cfg = check_instance(config, "config", (ReadingConfig, E2Config))
     check_device(device)
     if out is not None:
@@ -439,9 +406,9 @@ def load_reading(path) -> dict | None:
     """A stored E2 results file (a reading's, or a protocol's such as results/e2_quick.json)
     as :func:`run_reading` returns it, or None while a unit is missing."""
     data = read_json_file(path, "E2 results file")
-    if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
-            and isinstance(data.get("units"), dict)
-            and all(isinstance(u, dict) for u in data["units"].values())):
+    units = data.get("units") if isinstance(data, dict) else None
+    if not (isinstance(units, dict) and isinstance(data.get("config"), dict)
+            and all(isinstance(u, dict) for u in units.values())):
         raise ValueError(f"path {str(path)!r} is not an E2 results file (config, units)")
     return _result(data["config"], data["units"])
 
@@ -454,21 +421,14 @@ def complement_power_rank(m: int, k: int) -> int:
 
 
 def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
-    """Exact-sequence accuracy, in integers, of the explicit head alpha(x, z) =
-    (2<x, 1 - z> + 1)^k with the overlap readout on the triples ``idx`` of ``pool``: a
-    token-generic head of rank :func:`complement_power_rank` with nonnegative features that
-    prefers low-overlap keys more sharply as k grows."""
+    """Exact-sequence accuracy, in integers, of the head alpha(x, z) = (2<x, 1 - z> + 1)^k
+    (overlap readout, rank :func:`complement_power_rank`) on the triples ``idx`` of ``pool``."""
     tokens = check_tokens(pool, "pool", 2)
-    rows = check_array(idx, "idx", 2)
     k = check_int(k, "k", 0, 6)
     if tokens.ndim != 2 or len(tokens) > MAX_POOL:
         raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
                          f"shape {tokens.shape}")
-    if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
-            or rows.min() < 0 or rows.max() >= len(tokens)):
-        raise ValueError(f"idx must be a non-empty (S, 3) array of integer indices into the "
-                         f"{len(tokens)} pool tokens, got shape {rows.shape}")
-    rows = rows.astype(np.int64)
+    rows = e2data.index_rows(idx, len(tokens))
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
         raise ValueError("k and the width make the integer weights too large for int64")

@@ -1,10 +1,5 @@
-"""The pre-registered decision rule of E2 (chapter 7): what counts as a transition in
-accuracy against feature rank, when it is sharp, when dense attention counts as exact, and
-what would reproduce the paper's "8 -> 16 -> 64".
-
-Written before any full-size run of the new readings (commits 525fc89, amended in 2d367f7,
-before any full run: r50 from the running maximum; the capacity share). Threshold tau = 0.9.
-The curve a(r) is the median over seeds at each run rank.
+"""The pre-registered decision rule of E2 (chapter 7), fixed before any full-size run (commits
+525fc89, 2d367f7). The curve a(r) is the median over seeds at each run rank; tau = 0.9.
 
 * r* — the smallest doubling-grid rank from which a(r) >= tau at every larger grid rank
   (refined over the run ranks in (r*/2, r*]); the first-crossing rank beside it.
@@ -32,31 +27,29 @@ RULE_DENSE_EXACT = 0.99
 PAPER_TRANSITIONS = (8, 16, 64)
 
 
-def _check_accuracy(values, name: str) -> np.ndarray:
-    """Accuracies (rank, seed): a 2-d array of numbers in [0, 1] with a seed per row."""
+def _check_accuracy(values, name: str, rows: int) -> np.ndarray:
+    """Accuracies (rank, seed): a 2-d array of numbers in [0, 1], one row per rank."""
     a = check_array(values, name, 2).astype(np.float64)
     if a.size == 0 or not (np.isfinite(a).all() and (a >= 0).all() and (a <= 1).all()):
         raise ValueError(f"{name} must hold accuracies in [0, 1], at least one per row")
+    if len(a) != rows:
+        raise ValueError(f"{name} must have one row per rank ({rows}), got {len(a)}")
     return a
 
 
 def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
                low: float = RULE_LOW) -> dict:
-    """The pre-registered rule (this module's docstring) on one curve: ranks increasing (grid
-    and refinement), acc (len(ranks), seeds). Returns r_star (grid) and r_star_refined, the
-    first crossing r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2), the
-    largest grid rise and, with train_acc (the fit curve), the train curve's r_star and, over
-    the grid ranks below r_star, the capacity share of the missing accuracy and `limit`."""
+    """The rule (this module's docstring) on one curve, acc (len(ranks), seeds): r_star,
+    r_star_refined, r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2) and,
+    with train_acc (the fit curve), the capacity share and `limit` below r*."""
     ranks = check_int_sequence(ranks, "ranks", 1, 2**40)
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
     threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
     low = check_float(low, "low", 0, threshold, high_open=True)
-    acc = _check_accuracy(acc, "acc")
-    train = None if train_acc is None else _check_accuracy(train_acc, "train_acc")
-    for name, a in (("acc", acc), ("train_acc", train)):
-        if a is not None and len(a) != len(ranks):
-            raise ValueError(f"{name} must have one row per rank ({len(ranks)}), got {len(a)}")
+    acc = _check_accuracy(acc, "acc", len(ranks))
+    if train_acc is not None:
+        _check_accuracy(train_acc, "train_acc", len(ranks))
     med = np.median(acc, axis=1)
     grid = [i for i, r in enumerate(ranks) if r & (r - 1) == 0]
 
@@ -70,11 +63,6 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
            "r_star": None if i_grid is None else ranks[i_grid],
            "r_first": next((r for r, a in zip(ranks, med) if a >= threshold), None),
            "r_star_refined": None, "r50": None, "width": None, "sharp": False, "J": None}
-    if len(grid) > 1:
-        d = np.diff(med[grid])
-        j = int(np.argmax(d))
-        out["largest_grid_rise"] = float(d[j])
-        out["largest_grid_rise_at"] = ranks[grid[j + 1]]
     if i_grid is not None:
         r_star = ranks[i_grid]
         i_ref = stay_above(list(range(len(ranks))))
@@ -94,13 +82,9 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     if train_acc is not None:
         tr = np.median(np.asarray(train_acc, dtype=np.float64), axis=1)
         out["train_median"] = tr.tolist()
-        out["train_r_star"] = curve_rule(ranks, train_acc, None, threshold, low)["r_star"]
         below = [i for i in grid if out["r_star"] is None or ranks[i] < out["r_star"]]
         if below:
-            i = below[-1]
-            out["r_minus"] = ranks[i]
-            out["train_at_r_minus"] = float(tr[i])
-            out["gap_at_r_minus"] = float(tr[i] - med[i])
+            out["r_minus"] = ranks[below[-1]]
             # what is missing from a perfect test score below the transition, split into
             # capacity (1 - train) and generalisation (train - test), summed over those ranks
             cap = float(sum(max(0.0, 1.0 - tr[j]) for j in below))
@@ -118,9 +102,8 @@ def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
 
 
 def verdict(sizes: list[dict]) -> dict:
-    """The rule's verdict from per-size lines in increasing size order, each with the
-    curve's "r_star" and "sharp" (:func:`curve_rule`) and its "dense_exact_seeds" of "seeds"
-    (:func:`dense_exact`)."""
+    """The rule's verdict from per-size lines (increasing size) with "r_star", "sharp"
+    (:func:`curve_rule`), "dense_exact_seeds" and "seeds" (:func:`dense_exact`)."""
     exact = [s for s in sizes if s["sharp"] and s["dense_exact_seeds"] == s["seeds"]]
     exact_stars = [s["r_star"] for s in exact]
     for i in range(len(exact) - 2):

@@ -1,7 +1,5 @@
-"""The pre-registered rule applied to E2's readings and stored protocols (chapter 7): per
-curve the transition, its sharpness, the capacity share below it and dense exactness; the
-verdict over sizes; the content of results/e2_summary.json; the chapter's HTML tables.
-"""
+"""The pre-registered rule applied to E2's readings and stored protocols (chapter 7): the
+content of results/e2_summary.json, the chapter's tables and figures."""
 
 from __future__ import annotations
 
@@ -15,6 +13,8 @@ from companion.experiments.e2.data import HARD_DISTRIBUTIONS
 from companion.experiments.e2.readings import HEADLINE, READINGS
 from companion.experiments.e2.rule import (
     PAPER_TRANSITIONS,
+    RULE_DENSE_EXACT,
+    RULE_LOW,
     RULE_THRESHOLD,
     curve_rule,
     dense_exact,
@@ -25,76 +25,60 @@ __all__ = ["e2_summary", "verdict_table", "decomposition_table",
            "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
 
 
-_CONFIG_KEYS = ("reading", "sizes", "readouts", "tests", "ranks", "seeds", "threshold")
-
-
 def _check_result(result, readout, test) -> dict:
     """A reading result (:func:`~.readings.load_reading`) holding `readout` and `test`."""
-    check_mapping(result, "result")
-    cfg, sizes = result.get("config"), result.get("sizes")
-    if not (isinstance(cfg, dict) and isinstance(sizes, dict) and all(
-            k in cfg for k in _CONFIG_KEYS) and cfg["reading"] in READINGS
-            and len(sizes) == len(cfg["sizes"])):
-        raise ValueError(f"result must be a reading result (load_reading): 'config' (with "
-                         f"{', '.join(_CONFIG_KEYS)}) and one entry of 'sizes' per size")
+    cfg = check_mapping(result, "result").get("config")
+    if not (isinstance(cfg, dict) and cfg.get("reading") in READINGS
+            and isinstance(result.get("sizes"), dict)):
+        raise ValueError("result must be a reading result (load_reading): 'config', 'sizes'")
     check_choice(readout, "readout", tuple(cfg["readouts"]))
     check_choice(test, "test", tuple(cfg["tests"]))
     return result
 
 
-def _check_summary(summary, test: str) -> dict:
-    check_mapping(summary, "summary")
-    check_choice(test, "test", HARD_DISTRIBUTIONS)
-    if not (isinstance(summary.get("readings"), dict)
-            and isinstance(summary.get("stored_protocols"), dict)):
-        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
-                         "'readings' and 'stored_protocols'")
-    return summary
-
-
-def _size(cfg: dict, m: int, p: int) -> int:
-    """A reading's problem size: the width m (X) or the pool size P (S-*)."""
-    return m if READINGS[cfg["reading"]][2] == "m" else p
+def _sizes(result: dict, readout: str):
+    """Per size of a reading: m, P, the problem size (m or P), its label, the readout's units."""
+    cfg = result["config"]
+    what = READINGS[cfg["reading"]][2]
+    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
+        size = m if what == "m" else p
+        yield m, p, size, f"{what} = {size}", e[readout]
 
 
 def _fit_curve(acc: dict, test: str) -> np.ndarray:
-    """The capacity curve for a test distribution: accuracy on the heads' own training
-    sequences of it, or on all of them if they trained on none of it."""
+    """Accuracy on the heads' own training sequences of `test` (all of them if none)."""
     return np.asarray(acc[f"fit/{test}" if f"fit/{test}" in acc else "fit/all"])
 
 
-def _line(m, p, size, ranks, test, fit, dense, threshold) -> dict:
-    """One size of one curve under the rule (test and fit curves, dense seeds), as
-    results/e2_summary.json holds it."""
-    r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
-    return {"m": m, "P": p, "size": size, "r_star": r["r_star"],
+def _judged(curves, ranks, threshold) -> dict:
+    """A curve under the rule from (m, P, size, test, fit, dense) per size: verdict, lines."""
+    lines = []
+    for m, p, size, test, fit, dense in curves:
+        r, d = curve_rule(ranks, test, fit, threshold=threshold), dense_exact(dense)
+        lines.append({
+            "m": m, "P": p, "size": size, "r_star": r["r_star"],
             "r_star_refined": r["r_star_refined"], "r_first": r["r_first"], "r50": r["r50"],
             "width_doublings": r["width"], "sharp": r["sharp"], "J": r["J"],
             "capacity_share": r.get("capacity_share"), "limit": r.get("limit"),
             "median": r["median"], "fit_median": r.get("train_median"),
             "dense_exact_seeds": d["exact"], "dense_perfect_seeds": d["perfect"],
-            "seeds": d["seeds"]}
-
-
-def _reading_lines(result: dict, readout: str, test: str) -> dict:
-    """A reading's curve for one readout and test under the rule: its verdict and per size
-    line."""
-    cfg, lines = result["config"], []
-    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
-        acc = e[readout]["heads"]["accuracy"]
-        lines.append(_line(m, p, _size(cfg, m, p), cfg["ranks"], acc[f"test/{test}"],
-                           _fit_curve(acc, test), e[readout]["dense"]["accuracy"][
-                               f"test/{test}"], cfg["threshold"]))
+            "seeds": d["seeds"]})
     return {**verdict(lines), "per_size": lines}
 
 
+def _reading_lines(result: dict, readout: str, test: str) -> dict:
+    return _judged([(m, p, size, e["heads"]["accuracy"][f"test/{test}"],
+                     _fit_curve(e["heads"]["accuracy"], test),
+                     e["dense"]["accuracy"][f"test/{test}"])
+                    for m, p, size, _, e in _sizes(result, readout)],
+                   result["config"]["ranks"], result["config"]["threshold"])
+
+
 def e2_summary(readings: dict, stored: dict | None = None) -> dict:
-    """The content of results/e2_summary.json: the rule's constants, the paper's reported
-    transitions, the headline, and per reading (and per stored protocol, judged by the same
-    rule on its uniform test and training curves) the sizes, r* per size (or None), the
-    threshold, the sharpness and dense exact seeds / seeds, with each verdict."""
+    """The content of results/e2_summary.json: the rule's constants and per reading (and per
+    stored protocol, on its uniform test and training curves) each curve judged by size."""
     check_mapping(readings, "readings")
-    out = {"threshold": 0.9, "low": 0.5, "dense_exact_level": 0.99,
+    out = {"threshold": RULE_THRESHOLD, "low": RULE_LOW, "dense_exact_level": RULE_DENSE_EXACT,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
     try:
@@ -110,13 +94,12 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
                                for ro in cfg["readouts"]}}
         for name, res in check_mapping(stored or {}, "stored").items():
             cfg = res["config"]
-            lines = [_line(int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
-                           cfg["ranks"], e["accuracy"]["uniform"], e["train_accuracy"],
-                           e["dense"]["uniform"], cfg["threshold"])
-                     for m, e in res["widths"].items()]
             out["stored_protocols"][name] = {
                 "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
-                "seeds": len(cfg["seeds"]), **verdict(lines), "per_size": lines}
+                "seeds": len(cfg["seeds"]), **_judged([
+                    (int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
+                     e["accuracy"]["uniform"], e["train_accuracy"], e["dense"]["uniform"])
+                    for m, e in res["widths"].items()], cfg["ranks"], cfg["threshold"])}
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
         raise ValueError(f"readings, stored: reading results (load_reading) and stored "
                          f"protocols (load_e2_protocols) by name; reading them failed: "
@@ -128,64 +111,68 @@ def _dash(value, form: str = "") -> str:
     return "—" if value is None else format(value, form)
 
 
-def _protocol_rows(summary: dict, test: str):
-    """(protocol, readout, problem size, judged curve) per judged curve of `test`."""
-    for name, r in summary["readings"].items():
-        for readout, tests in r["by_readout"].items():
-            if test in tests:
-                yield name, readout, r["problem_size"], tests[test]
-    for name, r in summary["stored_protocols"].items():
-        if test == "uniform":
-            yield name.split("_")[0] + " (stored)", r["readout"], r["problem_size"], r
+def _stars(per_size, none: str) -> str:
+    """r* per size (refined where run), `none` where there is no transition."""
+    return " → ".join(none if s["r_star"] is None else str(s["r_star_refined"] or s["r_star"])
+                      for s in per_size)
+
+
+def _dense(per_size) -> str:
+    return ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per_size)
+
+
+def _protocol_rows(summary, test: str) -> list:
+    """(protocol, readout, problem size, judged curve) per curve of `test` in an E2 summary."""
+    check_mapping(summary, "summary")
+    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    if not (isinstance(summary.get("readings"), dict)
+            and isinstance(summary.get("stored_protocols"), dict)):
+        raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
+                         "'readings' and 'stored_protocols'")
+    return [(name, readout, r["problem_size"], tests[test])
+            for name, r in summary["readings"].items()
+            for readout, tests in r["by_readout"].items() if test in tests] + [
+        (name.split("_")[0] + " (stored)", r["readout"], r["problem_size"], r)
+        for name, r in summary["stored_protocols"].items() if test == "uniform"]
 
 
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
     """One row per protocol and readout: sizes, r* per size, the width of each transition
     in doublings, dense exact seeds per size, and the rule's verdict."""
-    rows = []
-    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
-        sizes = v["per_size"]
-        rows.append({
-            "protocol": name, "readout": readout,
-            "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in sizes),
-            "r* per size": " → ".join(_dash(s["r_star_refined"] or s["r_star"]) for s in sizes),
-            "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in sizes),
-            "dense exact": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in sizes),
-            "verdict": v["verdict"],
-            "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]})
-    return Table(rows, caption=caption)
+    return Table([{
+        "protocol": name, "readout": readout,
+        "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
+        "r* per size": _stars(v["per_size"], "—"),
+        "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in v["per_size"]),
+        "dense exact": _dense(v["per_size"]), "verdict": v["verdict"],
+        "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]}
+        for name, readout, what, v in _protocol_rows(summary, test)], caption=caption)
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """Rank against generalisation below the transition, per protocol, readout and size:
-    the capacity share of the missing test accuracy and the call the rule makes."""
-    rows = []
-    for name, readout, what, v in _protocol_rows(_check_summary(summary, test), test):
-        for s in v["per_size"]:
-            rows.append({"protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
-                         "capacity share": _dash(s["capacity_share"], ".2f"),
-                         "limited by": _dash(s["limit"]),
-                         "test at r = 128": f"{s['median'][-1]:.2f}",
-                         "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1],
-                                                 ".2f")})
-    return Table(rows, caption=caption)
+    """Per protocol, readout and size: the capacity share of the missing test accuracy below
+    the transition and the rule's call."""
+    return Table([{
+        "protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
+        "capacity share": _dash(s["capacity_share"], ".2f"), "limited by": _dash(s["limit"]),
+        "test at r = 128": f"{s['median'][-1]:.2f}",
+        "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1], ".2f")}
+        for name, readout, what, v in _protocol_rows(summary, test) for s in v["per_size"]],
+        caption=caption)
 
 
 def gaps_by_rank_table(result: dict, readout: str, test: str = "uniform",
                        caption: str | None = None):
-    """The decomposition rank by rank, per size of one reading: 'capacity / generalisation'
-    with capacity 1 - a_fit and generalisation a_fit - a_test (medians over seeds, on the
-    doubling grid); a * marks the ranks where generalisation is at least capacity."""
-    cfg = _check_result(result, readout, test)["config"]
+    """Per grid rank and size of one reading, 'capacity / generalisation' = 1 - a_fit /
+    a_fit - a_test (medians over seeds); * where generalisation is at least capacity."""
     columns = {}
-    for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
-        acc = e[readout]["heads"]["accuracy"]
+    for *_, label, e in _sizes(_check_result(result, readout, test), readout):
+        acc = e["heads"]["accuracy"]
         fit = np.median(_fit_curve(acc, test), axis=1)
-        held = np.median(np.asarray(acc[f"test/{test}"]), axis=1)
-        columns[f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}"] = (1 - fit, fit - held)
+        columns[label] = (1 - fit, fit - np.median(np.asarray(acc[f"test/{test}"]), axis=1))
     rows = [[r] + [f"{cap[i]:.2f} / {gen[i]:.2f}" + (" *" if gen[i] >= cap[i] else "")
                    for cap, gen in columns.values()]
-            for i, r in enumerate(cfg["ranks"]) if r & (r - 1) == 0]
+            for i, r in enumerate(result["config"]["ranks"]) if r & (r - 1) == 0]
     return Table(rows, columns=["r", *columns], caption=caption)
 
 
@@ -195,9 +182,8 @@ def _cell(values, spread: bool = True) -> str:
 
 
 def rank_table(ranks, columns: dict, spread: bool = True, caption: str | None = None) -> Table:
-    """Accuracy by rank (rows, then the dense heads) and size, ``columns`` {label: (per rank
-    the seeds' accuracies, the dense seeds' accuracies)}: 'median [min, max]' over seeds, or
-    the median alone."""
+    """Accuracy by rank (rows, then dense) and size, ``columns`` {label: (per rank the seeds'
+    accuracies, the dense seeds')}: 'median [min, max]' over seeds, or the median alone."""
     rows = [[r] + [_cell(h[i], spread) for h, _ in columns.values()] for i, r in enumerate(ranks)]
     rows.append(["dense"] + [_cell(d, spread) for _, d in columns.values()])
     return Table(rows, columns=["r", *columns], caption=caption)
@@ -205,46 +191,39 @@ def rank_table(ranks, columns: dict, spread: bool = True, caption: str | None = 
 
 def curve_table(result: dict, readout: str, test: str = "uniform",
                 caption: str | None = None):
-    """Exact-sequence accuracy by rank and size of one reading, 'median [min, max]' over
-    seeds on the held-out sequences of distribution ``test``."""
-    cfg = _check_result(result, readout, test)["config"]
-    return rank_table(cfg["ranks"], {
-        f"{READINGS[cfg['reading']][2]} = {_size(cfg, m, p)}": (
-            e[readout]["heads"]["accuracy"][f"test/{test}"],
-            e[readout]["dense"]["accuracy"][f"test/{test}"])
-        for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True)},
-        caption=caption)
+    """Held-out accuracy on ``test`` by rank and size of one reading, 'median [min, max]'."""
+    _check_result(result, readout, test)
+    return rank_table(result["config"]["ranks"], {
+        label: (e["heads"]["accuracy"][f"test/{test}"], e["dense"]["accuracy"][f"test/{test}"])
+        for *_, label, e in _sizes(result, readout)}, caption=caption)
 
 
 def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
     """One judged curve of `e2_summary.json` in words (chapter 7's tables beside the reported
-    picture): problem sizes, r* per size (refined where run), sharpness, dense-exact seeds and
-    the verdict with its reason."""
+    picture)."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     per, size = entry["per_size"], summary["readings"][name]["problem_size"]
     return {
         "problem sizes": ", ".join(f"{size} = {s['size']}" for s in per),
-        "transition r*": " → ".join("none" if s["r_star"] is None
-                                    else str(s["r_star_refined"] or s["r_star"]) for s in per),
+        "transition r*": _stars(per, "none"),
         "sharp?": ", ".join("sharp" if s["sharp"] else "not sharp" for s in per),
-        "dense exact seeds": ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per),
+        "dense exact seeds": _dense(per),
         "verdict": entry["verdict"], "reason": entry["reason"], "per_size": per}
 
 
 def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str, test: str,
                  title: str | None = None) -> None:
-    """Median test accuracy against rank, one curve per size (band: seeds), dense dashed in
-    the curve's colour, r* starred, the rule's threshold dotted (chapter 7's figures)."""
+    """Median test accuracy against rank per size (band: seeds; dashed: dense; star: r*;
+    dotted: the threshold), chapter 7's figures."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     ranks = list(result["config"]["ranks"])
-    for i, (key, line) in enumerate(zip(result["sizes"], entry["per_size"], strict=True)):
+    for i, ((*_, label, e), line) in enumerate(zip(_sizes(result, readout), entry["per_size"],
+                                                   strict=True)):
         color = f"C{i}"
-        acc = np.asarray(result["sizes"][key][readout]["heads"]["accuracy"][f"test/{test}"])
-        label = f"${summary['readings'][name]['problem_size']} = {line['size']}$"
-        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=label)
+        acc = np.asarray(e["heads"]["accuracy"][f"test/{test}"])
+        ax.plot(ranks, np.median(acc, axis=1), "o-", ms=3, color=color, label=f"${label}$")
         ax.fill_between(ranks, acc.min(axis=1), acc.max(axis=1), color=color, alpha=0.15)
-        dense = result["sizes"][key][readout]["dense"]["accuracy"][f"test/{test}"]
-        ax.axhline(np.median(dense), color=color, ls="--", lw=1)
+        ax.axhline(np.median(e["dense"]["accuracy"][f"test/{test}"]), color=color, ls="--", lw=1)
         star = line["r_star_refined"] or line["r_star"]
         if star is not None:
             ax.plot([star], [np.median(acc, axis=1)[ranks.index(star)]], marker="*", ms=13,
@@ -257,9 +236,8 @@ def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str,
 
 
 def code_facts(run: Mapping, ranks: Sequence[int]) -> dict:
-    """The three facts chapter 7 checks on an S-code overlap run (committed or live): heads
-    of rank 4 do not fit the witness triples (median < 0.9), rank 64 fits them on every seed
-    (>= 0.95), and dense attention is exact on every seed."""
+    """Chapter 7's three facts of an S-code overlap run: rank 4 does not fit the witness
+    triples (median < 0.9), rank 64 fits them on every seed (>= 0.95), dense is exact."""
     ranks = list(ranks)
     fit = np.asarray(run["heads"]["accuracy"]["fit/witness"])
     dense = run["dense"]["accuracy"]["test/witness"]
