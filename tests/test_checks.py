@@ -20,7 +20,6 @@ from fuzz_harness import exception_kind
 
 from companion.checks import check_array, check_device, check_mapping, check_path
 from companion.core.task import token_pool
-from companion.experiments.e1 import find_trained_model
 from companion.experiments.e2.data import pool_inputs
 from companion.experiments.engine import lr_at, max_errors
 from companion.experiments.sweep import (
@@ -125,13 +124,6 @@ def test_pool_inputs_checks_indices():
         pool_inputs(None, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match="device"):
         pool_inputs(pool, np.array([[0, 1, 2]]), device="nonsense")
-
-
-def test_find_trained_model_says_what_is_missing():
-    with pytest.raises(ValueError, match="models holds no kept model of rank 1"):
-        find_trained_model({}, 1)
-    with pytest.raises(TypeError, match="models"):
-        find_trained_model(None, 1)
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "device", "nan", "infinity", "huge",

@@ -1,11 +1,6 @@
-"""E1 -- the witness suite: table heads of every rank trained on the witness family F(S)
-(chapter 6; Theorem E, ``thm-exponential-rank``, and Lemma B, ``lem-gap-domination``).
-
-One sweep (:mod:`companion.experiments.sweep`) = padded rank groups
-(:func:`companion.experiments.heads.group_ranks`) x seed blocks, plus the dense softmax
-baseline; every model is seeded by its own seed, so its result does not depend on its
-companions (up to float rounding). Chapter 8's probes reuse the training and records here.
-"""
+"""E1, the witness suite (chapter 6; ``thm-exponential-rank``, ``lem-gap-domination``): table
+heads of every rank trained on F(S), one sweep of padded rank groups x seed blocks plus the
+dense softmax baseline; each model has its own seed. Chapter 8's probes reuse the training."""
 
 from __future__ import annotations
 
@@ -30,10 +25,9 @@ from companion.checks import (
     check_instance,
     check_int,
     check_int_sequence,
-    check_mapping,
 )
 from companion.core.attention import kernel_attention
-from companion.experiments.engine import check_model_size, train_batched
+from companion.experiments.engine import train_batched
 from companion.experiments.heads import (
     FEATURES,
     group_ranks,
@@ -48,10 +42,9 @@ from companion.experiments.sweep import (
     sweep_records,
 )
 
-__all__ = ["experiment_code_24", "experiment_witness_24", "E1Config",
-           "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family", "family_digest", "build_unit",
-           "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
-           "consistency_violations", "find_trained_model", "dense_init_statistics",
+__all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family",
+           "build_unit", "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
+           "consistency_violations", "dense_init_statistics",
            "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
            "model_values"]
 
@@ -149,7 +142,6 @@ def e1_family(config: E1Config) -> WitnessFamily:
 
 def family_digest(family) -> str:
     """A short digest of a family's training problem (token ids, targets, query position)."""
-    check_instance(family, "family", WitnessFamily)
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(np.asarray(family.token_ids, dtype=np.int64)).tobytes())
     h.update(np.ascontiguousarray(np.asarray(family.targets, dtype=np.int64)).tobytes())
@@ -194,18 +186,15 @@ def _nka_heads(cfg: E1Config, family, ranks, seeds, pad: int):
 
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
-               seeds: Sequence[int] | None = None, only_rank: int | None = None):
+               seeds: Sequence[int] | None = None):
     """The stacked models of one unit (a rank group x seeds, default the configuration's, or
-    the dense heads for group None) and their labels; ``only_rank``: that rank of the group
-    alone, still padded to the group's largest rank."""
+    the dense heads for group None) and their labels."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
         group = check_int_sequence(group, "group", 1)
     if seeds is not None:
         seeds = check_int_sequence(seeds, "seeds", 0)
-        if group is not None:
-            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
         if not seeds:
@@ -216,19 +205,15 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                                     query_position=int(family.query_position), d=cfg.d,
                                     qk_std=cfg.qk_std)
         return model, [("dense", 0, s) for s in seeds]
-    if only_rank is not None and check_int(only_rank, "only_rank", 1) not in group:
-        raise ValueError(
-            f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
-    return _nka_heads(cfg, family, group if only_rank is None else [only_rank],
-                      list(cfg.seeds if seeds is None else seeds), max(group))
+    return _nka_heads(cfg, family, group, list(cfg.seeds if seeds is None else seeds),
+                      max(group))
 
 
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
-                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
-                  only_rank: int | None = None):
+                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False):
     """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
     check_device(device)
-    model, labels = build_unit(cfg, family, group, seeds, only_rank)
+    model, labels = build_unit(cfg, family, group, seeds)
     res = train_on_family(cfg, family, model, device, progress)
     return model_records(res, labels), res
 
@@ -296,19 +281,6 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
 
 
-def find_trained_model(models: dict, rank, seed: int = 0):
-    """(stacked module, row j) of the model of `rank` (an int, or "dense") and `seed` among
-    the units that :func:`run_e1_sweep` kept (``keep_models=True``); ValueError if none."""
-    for key, model in check_mapping(models, "models").items():
-        if key.startswith("dense") != (rank == "dense"):
-            continue
-        ranks = model.ranks if rank != "dense" else [rank] * model.num_models
-        for j, (r, s) in enumerate(zip(ranks, model.seeds, strict=True)):
-            if r == rank and s == seed:
-                return model, j
-    raise ValueError(f"models holds no kept model of rank {rank!r:.40} and seed {seed!r:.40}")
-
-
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
     """At initialisation (no training), the dense heads' attention on the family: standard
@@ -352,10 +324,9 @@ def load_e1_results(path) -> dict:
 
 # --------------------------------------------------------------------------- the live subset
 
-#: What chapter 6 re-trains live (seconds): one failing and one solving rank of the quick
-#: mode's large rank group (padded to its largest rank, 32, as inside the sweep), seed 0. Its
-#: numbers are checked against the committed quick sweep, results/e1_quick.json
-#: (:mod:`companion.experiments.reference`), never printed.
+#: What chapter 6 re-trains live (seconds): a failing and a solving rank of the quick mode's
+#: large rank group (padded to 32 as in the sweep), seed 0; checked against
+#: results/e1_quick.json (:mod:`companion.experiments.reference`), never printed.
 E1_LIVE_RANKS = (16, 32)
 E1_LIVE_SEEDS = (0,)
 

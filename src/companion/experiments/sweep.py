@@ -1,13 +1,7 @@
-"""One sweep protocol: configurations -> units -> a function training one unit -> flat
-per-model records, stored as they finish and resumable (chapters 6, 7 and 8).
-
-:func:`run_sweep` runs the :class:`Unit` s its :class:`ResultStore` does not hold yet, here or
-on a Dask cluster (``scheduler``: None, ``"local:N"`` or ``"tcp://HOST:PORT"``), and writes
-each result into one JSON file ``{"config", "config_hash", "units"}`` atomically; the file is
-locked (``<out>.lock``) for the whole run, and a file of another configuration is refused. A
-unit's result is a pure function of its arguments (same seeding and thread count);
-:func:`environment` is stored beside it.
-"""
+"""One resumable sweep protocol (chapters 6-8): :func:`run_sweep` runs the :class:`Unit` s its
+:class:`ResultStore` lacks, here or on Dask (``scheduler`` None, ``"local:N"`` or
+``"tcp://HOST:PORT"``), each result written atomically into one locked JSON file
+``{"config", "config_hash", "units"}`` with its :func:`environment`."""
 
 from __future__ import annotations
 
@@ -28,7 +22,6 @@ from companion.checks import (
     check_bool,
     check_float,
     check_int,
-    check_mapping,
     read_json_file,
 )
 
@@ -103,15 +96,13 @@ def _json_text(obj, **options) -> str:
 
 
 class FrozenConfig:
-    """Base of the experiments' frozen configuration dataclasses: their ``__post_init__``
-    validates every field and stores it in canonical form with `_put`."""
+    """Base of the frozen configurations: ``__post_init__`` stores checked fields with `_put`."""
 
     def _put(self, name: str, value) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
 
     def _check_training(self, ints=(), stds=()) -> None:
-        """The training fields E1 and the probes share: ``ints`` >= 1, ``stds`` in (0, 100],
-        steps, surrogate_steps, surrogate_power, seed_block and the schedule."""
+        """E1's and the probes' shared fields: ``ints`` >= 1, ``stds`` in (0, 100], the schedule."""
         for name in ints:
             self._put(name, check_int(getattr(self, name), name, 1))
         for name in stds:
@@ -125,7 +116,6 @@ class FrozenConfig:
         self._check_schedule()
 
     def _check_schedule(self) -> None:
-        """The Adam schedule: lr in (0, 10], final fraction in (0, 1]."""
         self._put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
         self._put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction",
                                                    0, 1, low_open=True))
@@ -150,12 +140,7 @@ def config_dict(config) -> dict:
 
 def config_hash(config) -> str:
     """First 16 hex digits of SHA-256(canonical JSON of the configuration)."""
-    config = config_dict(config)
-    try:
-        text = canonical_json(config)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from exc
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(config_dict(config)).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- files
@@ -327,7 +312,7 @@ class ResultStore:
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = None if path is None else check_writable(path, "path")
-        self.fields = {} if fields is None else check_mapping(fields, "fields")
+        self.fields = fields or {}
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:
             self.units = self._read_units()
@@ -530,9 +515,6 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
     """Run every unit ``store`` does not hold yet, ``store.put`` each result as it arrives;
     returns {key: trained module} (``keep_models``, units run here). ``client``: a Dask
     Client instead of ``scheduler``. Ctrl-C raises :class:`SweepInterrupted`."""
-    keys = [u.key for u in units]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"units must have distinct keys, got {keys}")
     todo = [u for u in units if not store.done(u.key)]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
@@ -612,20 +594,17 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
     return {**store.as_dict(), "models": models}
 
 
-def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """``seeds`` cut into blocks of ``size`` (None: one), each with its unit key suffix: ''
-    for a single block, '_s0-1' for the block (0, 1) of several."""
-    size = size or len(seeds)
-    blocks = [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
-    return [("" if len(blocks) == 1 else "_s" + "-".join(map(str, b)), b) for b in blocks]
-
-
 def seed_units(plan, fn: Callable, config, family, device: str) -> list[Unit]:
     """The units of a plan [(key, what, seeds)], each x a block of ``config.seed_block``
-    seeds; a unit runs ``fn(config, family, what, block, device)``."""
-    return [Unit(key + suffix, fn, (config, family, what, block, device), device)
-            for key, what, seeds in plan
-            for suffix, block in seed_blocks(seeds, config.seed_block)]
+    seeds (key suffix '_s0-1' when there are several blocks); a unit runs
+    ``fn(config, family, what, block, device)``."""
+    units = []
+    for key, what, seeds in plan:
+        size = config.seed_block or len(seeds)
+        blocks = [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+        units += [Unit(key + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, b))), fn,
+                       (config, family, what, b, device), device) for b in blocks]
+    return units
 
 
 def sweep_records(results) -> list[dict]:
