@@ -283,8 +283,6 @@ OVERRIDES = {
     "companion.experiments.heads:StackedHeads": {"config": Lazy(
         "companion.experiments.heads:HeadConfig", ("pool", "kernel", (0,), (2,)),
         {"num_tokens": 5})},
-    "companion.experiments.engine:max_errors": {"predictions": Lazy("torch:zeros", (2, 4)),
-                                                "targets": Lazy("torch:zeros", (4,))},
     "companion.experiments.engine:train_batched": {
         "model": Lazy("companion.experiments.heads:table_kernel_heads", ((1,), (0,), 5)),
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),

@@ -20,7 +20,7 @@ import torch
 
 from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
-__all__ = ["train_batched", "lr_at", "max_errors"]
+__all__ = ["train_batched", "lr_at"]
 
 #: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
@@ -78,18 +78,6 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     progress = step / (total - 1)
     return lr * (final_lr_fraction
                  + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per-model max |prediction - target| for predictions (M, N): (M,)."""
-    for name, value in (("predictions", predictions), ("targets", targets)):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if predictions.ndim != 2 or targets.ndim not in (1, 2) or \
-            targets.shape[-1] != predictions.shape[-1]:
-        raise ValueError(f"predictions must have shape (M, N) and targets (N,) or (M, N), got "
-                         f"{tuple(predictions.shape)} and {tuple(targets.shape)}")
-    return (predictions - targets).abs().amax(dim=-1)
 
 
 def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
@@ -335,8 +323,8 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     with torch.no_grad():
         final = model(inputs)
     record(final, total)
-    final_err = max_errors(final, tgt_full).detach()
-    final_frac = ((final - tgt_full).abs() < 0.5).float().mean(-1)
+    final_abs = (final - tgt_full).abs()
+    final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
     with torch.no_grad():
         for p, bp in zip(params, best_params):
             p.copy_(bp)

@@ -1,13 +1,7 @@
-"""One stacked-head family: M independent attention heads as one torch module (chapters 6-8).
-
-Every parameter has a leading model dimension, so :func:`companion.experiments.engine.
-train_batched` trains the M models as one program. A :class:`HeadConfig` chooses the maps
-(``table``: lookup tables over T tokens, per position; ``pool``: tables over a shared pool;
-``mlp``: an MLP of the bits), the attention (``kernel``: NKA, ranks padded by masked columns,
-optionally several heads per model; ``softmax``; ``signed``: features of any sign) and the
-readout (``learned``: <a(x), v(z)> + b(x); ``overlap``: <x, z>). Output (M, N):
-y = sum_p alpha_p f_p / sum_p alpha_p + b(x). Every model is initialised from its own seed.
-"""
+"""M independent attention heads as one torch module, y = sum_p alpha_p f_p / sum_p alpha_p +
+b(x) per model (chapters 6-8). :class:`HeadConfig` picks the maps (``table``, ``pool``, ``mlp``),
+the attention (``kernel``: NKA, padded ranks, optionally several heads; ``softmax``; ``signed``)
+and the readout (``learned`` <a(x), v(z)>, ``overlap`` <x, z>); each model has its own seed."""
 
 from __future__ import annotations
 
@@ -43,13 +37,10 @@ READOUTS = ("learned", "overlap")
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """M stacked heads, one per seed (built by the factories below, which the sweeps call).
-
-    ``ranks``: one feature rank per model; ``heads``: NKA heads per model (table kernel only);
-    ``num_tokens``: T or the pool size; ``m``: token width (mlp); ``pad_to`` / ``pad_heads``:
-    pad beyond the largest. Init: tables N(0, phi_std^2) or N(0, qk_std^2), values
-    N(0, value_std^2), readout N(0, 1/(d H)), bias 0; MLP layers He-initialised.
-    """
+    """M stacked heads, one per seed (built by the factories below): ``ranks`` one per model,
+    ``heads`` NKA heads per model, ``num_tokens`` T or the pool size, ``m`` the token width.
+    Init: tables N(0, phi_std^2) or N(0, qk_std^2), values N(0, value_std^2), readout
+    N(0, 1/(d H)), bias 0; MLP layers He-initialised."""
 
     maps: str
     attention: str
@@ -80,7 +71,7 @@ class HeadConfig:
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        # the factories' callers (E2's units and its tests) rely on these few checks
+        # E2's tests rely on these few checks
         put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
         if self.attention == "softmax":
             put("ranks", ())
