@@ -50,9 +50,8 @@ __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE
 
 # --------------------------------------------------------------------------- the E1 family
 
-#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the first
-#: b of them; the subset with the largest certified bound among those with 1,000-2,500
-#: sequences (tests/experiments/test_e1.py re-runs the search).
+#: (a, b): the first a Paley rows and the complements of the first b; the largest certified
+#: bound among subsets with 1,000-2,500 sequences (tests/experiments/test_e1.py re-searches).
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
@@ -68,8 +67,8 @@ def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
 
 # --------------------------------------------------------------------------- configuration
 
-#: The issue's grid r in {1, 2, 4, ..., 64}, plus ranks between 16 and 32 where the certified
-#: bound (20), the exact rank-|S| construction (28) and the trained threshold meet.
+#: r in {1, 2, 4, ..., 64} plus where the bound (20), the rank-|S| construction (28) and the
+#: trained threshold meet.
 E1_RANKS = (1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64)
 
 FAMILIES = ("experiment_witness_24",)
@@ -77,9 +76,8 @@ FAMILIES = ("experiment_witness_24",)
 
 @dataclass(frozen=True)
 class E1Config(FrozenConfig):
-    """One E1 sweep; the defaults are the full size (CLI ``python -m companion e1 --full``):
-    11 ranks x 5 seeds, dense x 5 seeds. Validated and normalised on construction: ranks
-    sorted and distinct, rank_groups None -> :func:`group_ranks`, floats as floats."""
+    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
+    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
 
     family: str = "experiment_witness_24"
     ranks: tuple[int, ...] = E1_RANKS
@@ -126,8 +124,7 @@ E1_FULL = E1Config()
 E1_QUICK = dataclasses.replace(E1_FULL, seeds=(0, 1, 2), dense_seeds=(0, 1, 2), steps=1200,
                                surrogate_steps=800)
 
-#: Installation / cluster check (CLI ``--smoke``, the tests): two rank groups and the dense
-#: heads, one seed per unit (6 units), short schedules; seconds on one core.
+#: Installation / cluster check (``--smoke``, the tests): 6 units, seconds on one core.
 E1_SMOKE = dataclasses.replace(E1_FULL, ranks=(1, 4, 16, 28), rank_groups=((1, 4), (16, 28)),
                                seeds=(0, 1), dense_seeds=(0, 1), steps=60, surrogate_steps=40,
                                seed_block=1)
@@ -226,9 +223,8 @@ def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep (:func:`companion.experiments.sweep.run_sweep`): units
-    'nka_r1-2-4' per rank group, then 'dense', each with '_s0-1' per seed block when the seeds
-    are cut. A ``family`` other than the configuration's is named by its digest."""
+    """Run (or resume) an E1 sweep: units 'nka_r1-2-4' per rank group, then 'dense' (x seed
+    blocks); a ``family`` other than the configuration's is named by its digest."""
     cfg = check_instance(config, "config", E1Config)
     device = str(check_device(device))
     if family is None:
@@ -303,10 +299,9 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 
 
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
-    """Lemma B, live, on every chain link of the family: the head's errors on the link's two
-    pure sequences and every arrangement of its mixed one (eps_link = the largest), and its
-    ratio D(x;z)/D(x;z') from the one D of :func:`companion.bounds.gap_domination.total_weights`.
-    Evaluated on the whole family at once (float64)."""
+    """Lemma B, live, on every chain link: the head's errors on the link's pure sequences and
+    mixed arrangements and its ratio D(x;z)/D(x;z') (:func:`companion.bounds.gap_domination.
+    total_weights`), on the whole family at once (float64)."""
     check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)

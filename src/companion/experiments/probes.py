@@ -1,15 +1,8 @@
-"""Chapter 8's witness sweep: signed heads and several heads against the certified bound
-(``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
-
-On E1's witness family F(S) with E1's training (:func:`companion.experiments.e1.
-train_on_family`), one unit per model kind x seed block: ``signed_pos`` (signed heads started
-at the NKA head of the same seed), ``signed_shared`` (keys shared by the positions),
-``signed_columns`` (started with half the columns negated), ``multi_H<H>`` (H NKA heads of
-rank r, total rank H r). Solving models below ``verify_below`` are re-verified exactly
-(:func:`companion.core.exact.exact_table_max_error`); signed models store the signs of their
-denominators (:func:`denominator_structure`), which decide which part of the signed
-certificate applies (:func:`signed_bound_violations`).
-"""
+"""Chapter 8's sweep on E1's F(S) and training: signed heads (``signed_pos`` NKA start,
+``signed_shared`` shared keys, ``signed_columns`` half the columns negated) and ``multi_H<H>``
+(H NKA heads) against the certified bound (``prf:prop-signed-certificate``,
+``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly; signed
+ones store their denominators' signs, which pick the part of the certificate that applies."""
 
 from __future__ import annotations
 

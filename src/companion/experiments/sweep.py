@@ -140,7 +140,11 @@ def config_dict(config) -> dict:
 
 def config_hash(config) -> str:
     """First 16 hex digits of SHA-256(canonical JSON of the configuration)."""
-    return hashlib.sha256(canonical_json(config_dict(config)).encode()).hexdigest()[:16]
+    try:
+        text = canonical_json(config_dict(config))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from exc
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- files
@@ -304,9 +308,8 @@ RECORD_FIELDS = {"kind": str, "rank": int, "seed": int, "best_max_error": (int, 
 
 
 class ResultStore:
-    """Per-unit results of one configuration, persisted atomically (or in memory if path None).
-    ``restart=True`` discards an existing file; ``fields``: the unit schema a resumed file is
-    checked against (None: units are dicts; :data:`UNIT_FIELDS`: also the model records)."""
+    """Per-unit results of one configuration, written atomically (path None: in memory);
+    ``fields``: the unit schema a resumed file must hold (:data:`UNIT_FIELDS`: with records)."""
 
     def __init__(self, path, config, restart: bool = False, fields: dict | None = None):
         self.config = config_dict(config)
@@ -350,8 +353,7 @@ class ResultStore:
 
 
 def _check_units(where: str, data, fields: dict, fix: str = "") -> dict:
-    """`data` if it is a results file whose every unit (and, with a "models" field, every
-    model record) holds `fields` with their types; else a one-line ResultFileError."""
+    """`data` if every unit (and model record) holds `fields`; else a ResultFileError."""
     if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
         raise ResultFileError(f"{where} is JSON but not a results file (no 'units' mapping){fix}")
     for key, unit in data["units"].items():
@@ -390,8 +392,7 @@ class Unit:
 
 
 def environment(device="cpu") -> dict:
-    """What a unit's floats depend on beyond its configuration (training is chaotic in
-    rounding): torch version, CPU vector capability, thread count and device."""
+    """What a unit's floats depend on beyond its configuration: torch, CPU, threads, device."""
     try:
         import torch
     except ImportError:
@@ -442,8 +443,8 @@ def parse_scheduler(scheduler: str | None):
 
 
 def _identity(address: str, timeout: float) -> dict:
-    """What the server at a tcp:// `address` says it is, within `timeout` seconds (a Client
-    waits forever on a silent server); its own event loop in a thread (notebooks run one)."""
+    """What the server at tcp:// `address` says it is within `timeout` s (a Client waits
+    forever on a silent one); own event loop in a thread, as notebooks run one."""
     import asyncio
     import threading
 
@@ -512,9 +513,8 @@ def _client(parsed):
 def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None = None,
               threads: int = 1, progress: bool = False, client=None,
               keep_models: bool = False) -> dict:
-    """Run every unit ``store`` does not hold yet, ``store.put`` each result as it arrives;
-    returns {key: trained module} (``keep_models``, units run here). ``client``: a Dask
-    Client instead of ``scheduler``. Ctrl-C raises :class:`SweepInterrupted`."""
+    """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
+    ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
     todo = [u for u in units if not store.done(u.key)]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
@@ -578,10 +578,8 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
 def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
               scheduler: str | None = None, threads: int = 1, progress: bool = False,
               keep_models: bool = False, client=None) -> dict:
-    """Run (or resume) the sweep of `config` made of `units`: ``{"config", "config_hash",
-    "units": {key: {"models": [records], "wall_time", "environment"}}, "models"}``, models
-    (``keep_models``) {key: trained module}. ``out``: the JSON file written after every unit
-    and locked meanwhile (None: in memory); ``threads``: torch threads per unit."""
+    """Run (or resume) `units`: ``{"config", "config_hash", "units": {key: {"models",
+    "wall_time", "environment"}}, "models"}``; ``out``: the locked JSON file (None: memory)."""
     out = None if out is None else check_writable(out, "out")
     restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
     threads = check_int(threads, "threads", 1, MAX_THREADS)
