@@ -230,6 +230,7 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
     if family is None:
         family = e1_family(cfg)
     elif cfg.family in FAMILIES:
+        family = check_instance(family, "family", WitnessFamily)
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
     plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
     plan += [("dense", None, cfg.dense_seeds)] if cfg.dense_seeds else []
