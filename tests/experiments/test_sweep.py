@@ -117,9 +117,9 @@ def test_in_process_run_skips_stored_units():
     store = ResultStore(None, {"c": 1})
     store.put("u0", {"i": 0})
     models = run_units([Unit(f"u{i}", unit, (i,)) for i in range(3)], store, keep_models=True)
-    assert calls == [1, 2] and store.get("u2")["i"] == 2
+    assert calls == [1, 2] and store.units["u2"]["i"] == 2
     assert models == {"u1": "model 1", "u2": "model 2"}  # what the unit trained, kept
-    assert {"wall_time", "environment"} <= set(store.get("u1"))
+    assert {"wall_time", "environment"} <= set(store.units["u1"])
 
 
 def test_run_sweep_returns_the_store_and_refuses_models_from_elsewhere(tmp_path):

@@ -121,18 +121,10 @@ class FrozenConfig:
                                                    0, 1, low_open=True))
 
 
-def _as_lists(value):
-    if isinstance(value, (list, tuple)):
-        return [_as_lists(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_lists(v) for k, v in value.items()}
-    return value
-
-
 def config_dict(config) -> dict:
     """A configuration (a dataclass or a dict) as the plain dict JSON stores."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return _as_lists(dataclasses.asdict(config))
+        return json.loads(canonical_json(dataclasses.asdict(config)))
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dataclass or a dict, got {type(config).__name__}")
     return config
@@ -140,8 +132,9 @@ def config_dict(config) -> dict:
 
 def config_hash(config) -> str:
     """First 16 hex digits of SHA-256(canonical JSON of the configuration)."""
+    config = config_dict(config)
     try:
-        text = canonical_json(config_dict(config))
+        text = canonical_json(config)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from exc
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -332,12 +325,6 @@ class ResultStore:
                                   f"{data.get('config_hash')}, not {self.hash}; {fix}")
         return dict(_check_units(str(self.path), data, self.fields, "; " + fix)["units"])
 
-    def done(self, key: str) -> bool:
-        return key in self.units
-
-    def get(self, key: str) -> dict:
-        return self.units[key]
-
     def put(self, key: str, result: dict) -> None:
         """Store one unit: in the file first, so that `units` never holds more than it."""
         units = {**self.units, key: result}
@@ -515,7 +502,7 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
               keep_models: bool = False) -> dict:
     """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
     ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
-    todo = [u for u in units if not store.done(u.key)]
+    todo = [u for u in units if u.key not in store.units]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
     bar = None
