@@ -1,12 +1,7 @@
-"""A batched training engine: many independent models as one tensor program (chapters 6-8).
-
-A stacked model holds M models (every parameter has a leading model dimension, or it is a
-:class:`ModelStack` of such) and returns predictions (M, N). :func:`train_batched` minimises
-the sum of the models' mean squared errors: each model gets exactly its own gradient and Adam
-acts element-wise, so the stack trains every model as alone (to rounding). Schedule: Adam with
-cosine decay over ``steps`` MSE steps, then optionally ``surrogate_steps`` on a smooth L_p
-surrogate of the max error; the best checkpoint (smallest max error) is kept per model.
-"""
+"""Many independent models as one tensor program (chapters 6-8): a stacked model (parameters
+with a leading model dimension, or a :class:`ModelStack`) returns (M, N); :func:`train_batched`
+minimises the sum of the models' MSEs, so each trains as alone (to rounding): Adam, cosine
+decay, then optionally a smooth L_p surrogate of the max error; best checkpoint per model."""
 
 from __future__ import annotations
 
@@ -52,10 +47,9 @@ class ModelStack(torch.nn.Module):
 
 @dataclass
 class TrainResult:
-    """What :func:`train_batched` returns (tensors on the CPU): per model (M,) the best max
-    error and share of inputs within 1/2 at the best checkpoint, the same for the last
-    iterate, the best step; the loss history (K, M) at ``history_steps``; ``model`` holds the
-    best parameters."""
+    """What :func:`train_batched` returns (CPU tensors): per model (M,) the best checkpoint's and
+    the last iterate's max error and share within 1/2, the best step; the loss history (K, M)
+    at ``history_steps``; ``model`` holds the best parameters."""
 
     model: torch.nn.Module
     best_max_error: torch.Tensor
@@ -93,17 +87,12 @@ def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
 
 
 def _num_inputs(inputs) -> int:
-    if isinstance(inputs, torch.Tensor):
-        return int(inputs.shape[0])
-    if isinstance(inputs, (tuple, list, Mapping)) and not inputs:
-        raise ValueError("inputs must hold at least one tensor, got an empty "
-                         f"{type(inputs).__name__}")
-    if isinstance(inputs, Mapping):
-        return _num_inputs(next(iter(inputs.values())))
-    if isinstance(inputs, (tuple, list)):
-        return _num_inputs(inputs[0])
-    raise TypeError(f"inputs must be a tensor, or a tuple/list/dict of tensors with the input "
-                    f"index first, got {type(inputs).__name__}")
+    while isinstance(inputs, (tuple, list, Mapping)) and inputs:
+        inputs = next(iter(inputs.values())) if isinstance(inputs, Mapping) else inputs[0]
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(f"inputs must be a tensor, or a non-empty tuple/list/dict of tensors "
+                        f"with the input index first, got {type(inputs).__name__}")
+    return int(inputs.shape[0])
 
 
 def _map_inputs(inputs, fn):
