@@ -155,8 +155,7 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     check_bool(progress, "progress")
     device = torch.device(check_device(device))
-    if not isinstance(targets, torch.Tensor):
-        raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
+    check_instance(targets, "targets", torch.Tensor)
     n_inputs = _num_inputs(inputs)
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")

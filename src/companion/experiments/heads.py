@@ -482,9 +482,8 @@ class StackedHeads(torch.nn.Module):
                               positional=self.positional, query_position=self.query_position)
 
     def to_kernel_head(self, j: int, tokens) -> KernelAttentionHead:
-        """Model j of single-head table kernel heads as a
-        :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens (T, m) its
-        tables index (float64 maps), for the reference evaluators and certificate tools."""
+        """Model j of single-head table kernel heads as a float64 :class:`companion.core.
+        attention.KernelAttentionHead` on the 0/1 tokens (T, m) its tables index."""
         j = check_int(j, "j", 0, self.num_models - 1)
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 2 or len(tokens) != self.num_tokens:
