@@ -222,10 +222,8 @@ class StackedHeads(torch.nn.Module):
             weight = torch.randn(dims[-1], 2 * w + 2 * d + 1, generator=gen) * out_std / \
                 math.sqrt(dims[-1])
             # the output blocks (phi_Q, phi_K, v, a, b), each padded to the stack's width
-            parts, start = [], 0
-            for width, to in zip((w, w, d, d, 1), (pad, pad, d, d, 1)):
-                parts.append(nn.functional.pad(weight[:, start:start + width], (0, to - width)))
-                start += width
+            parts = [nn.functional.pad(part, (0, to - part.shape[1]))
+                     for part, to in zip(weight.split([w, w, d, d, 1], 1), (pad, pad, d, d, 1))]
             layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
             per_model.append(layers)
         self.weights = nn.ParameterList([nn.Parameter(torch.stack([pm[i][0] for pm in per_model]))
