@@ -20,9 +20,8 @@ from fuzz_harness import exception_kind
 
 from companion.checks import check_array, check_device, check_mapping, check_path
 from companion.core.task import token_pool
-from companion.experiments.e1 import find_trained_model
 from companion.experiments.e2.data import pool_inputs
-from companion.experiments.engine import lr_at, max_errors
+from companion.experiments.engine import lr_at
 from companion.experiments.sweep import (
     ResultFileError,
     UnwritablePathError,
@@ -108,11 +107,6 @@ def test_engine_checks_keep_the_schedule():
     assert lr_at(9, 10, 0.1, 0.5) == pytest.approx(0.05)
     with pytest.raises(TypeError, match="step"):
         lr_at(math.inf, 10, 0.1, 0.5)
-    with pytest.raises(TypeError, match="predictions"):
-        max_errors(np.zeros((2, 4)), torch.zeros(4))
-    with pytest.raises(ValueError, match="targets"):
-        max_errors(torch.zeros(2, 4), torch.zeros(3))
-    assert max_errors(torch.ones(2, 4), torch.zeros(4)).tolist() == [1.0, 1.0]
 
 
 def test_pool_inputs_checks_indices():
@@ -125,13 +119,6 @@ def test_pool_inputs_checks_indices():
         pool_inputs(None, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match="device"):
         pool_inputs(pool, np.array([[0, 1, 2]]), device="nonsense")
-
-
-def test_find_trained_model_says_what_is_missing():
-    with pytest.raises(ValueError, match="models holds no kept model of rank 1"):
-        find_trained_model({}, 1)
-    with pytest.raises(TypeError, match="models"):
-        find_trained_model(None, 1)
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "device", "nan", "infinity", "huge",

@@ -73,10 +73,10 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
 def test_store_refuses_results_of_another_configuration(tmp_path):
     path = tmp_path / "r.json"
     ResultStore(path, {"a": 1}).put("u", {"x": 1})
-    assert ResultStore(path, {"a": 1}).get("u") == {"x": 1}
+    assert ResultStore(path, {"a": 1}).units["u"] == {"x": 1}
     with pytest.raises(ValueError, match="restart"):
         ResultStore(path, {"a": 2})
-    assert not ResultStore(path, {"a": 2}, restart=True).done("u")
+    assert "u" not in ResultStore(path, {"a": 2}, restart=True).units
 
 
 # ---------------------------------------------------------------- resume

@@ -209,8 +209,6 @@ RANK_BOUND = Lazy("builtins:getattr", (CERT, "bound"))
 _TABLE_HEAD = (np.ones((2, 1)), np.ones((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((2, 1)))
 TABLES = Lazy("companion.core.exact:HeadTables", ((_TABLE_HEAD,), np.zeros(2), True, 0))
 _CH8 = {
-    "companion.experiments.probes:probe_unit_keys": {
-        "config": _ref("companion.experiments.probes:PROBES_SMOKE")},
     "companion.experiments.probes:signed_bound_violations": {"bound": RANK_BOUND},
     "companion.experiments.probes:e1_probe_rows": {"e1_results": E1_RESULTS},
     "companion.experiments.probes:probe_figure": {"bound": RANK_BOUND},
@@ -276,7 +274,6 @@ OVERRIDES = {
     "companion.experiments.e1:train_e1_unit": {"group": (1,)},
     "companion.experiments.e1:run_e1_sweep": {"family": FAMILY},
     "companion.experiments.e1:summarise_e1": {"results": E1_RESULTS},
-    "companion.experiments.e1:find_trained_model": {"models": {}, "rank": 1},
     "companion.experiments.e1:load_e1_results": {"path": "/nonexistent.json"},
     "companion.experiments.e1:dense_init_statistics": {"seeds": (0,)},
     "companion.experiments.e1:link_checks": {},
@@ -286,8 +283,6 @@ OVERRIDES = {
     "companion.experiments.heads:StackedHeads": {"config": Lazy(
         "companion.experiments.heads:HeadConfig", ("pool", "kernel", (0,), (2,)),
         {"num_tokens": 5})},
-    "companion.experiments.engine:max_errors": {"predictions": Lazy("torch:zeros", (2, 4)),
-                                                "targets": Lazy("torch:zeros", (4,))},
     "companion.experiments.engine:train_batched": {
         "model": Lazy("companion.experiments.heads:table_kernel_heads", ((1,), (0,), 5)),
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),

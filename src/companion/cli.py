@@ -6,12 +6,9 @@
     python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
-Every finished unit is stored as it finishes (``--restart`` starts over), so rerunning the
-command resumes; ``--scheduler`` sends the units to a Dask cluster. ``e2 --full`` runs chapter
-7's three readings and judges them into ``results/e2_summary.json``; ``probes --exact`` writes
-the exact LP tables. ``verify-head`` re-verifies head files and lower-bound certificates
-(``results/heads/*.json``) in exact arithmetic. While a run writes ``--out`` it holds
-``<out>.lock``. Exit status 2 with one line on a usage error, 130 on Ctrl-C (chapters 3, 6-8).
+Units are stored as they finish, so a rerun resumes (``--restart``: start over); ``e2 --full``
+judges chapter 7's readings into ``results/e2_summary.json``; ``verify-head`` re-checks head
+files and certificates exactly. Exit 2 with one line on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -88,8 +85,7 @@ def _device(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    """Exit status 0 on success, 2 on a usage error (one line on stderr, files untouched),
-    130 on Ctrl-C (one line: how many units are stored)."""
+    """Exit status 0, 2 on a usage error (one line on stderr), 130 on Ctrl-C."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     args.command = "python -m companion " + shlex.join(argv)
@@ -141,8 +137,7 @@ def _main(args) -> int:
 
 @contextlib.contextmanager
 def _writing(path, command: str):
-    """Run the block with `path` checked writable and locked; every failure a user can fix
-    becomes a _UsageError (one line, exit 2)."""
+    """Run the block with `path` writable and locked; failures a user can fix: _UsageError."""
     from companion.experiments.sweep import (
         DaskMissingError,
         OutputInUseError,

@@ -66,12 +66,8 @@ OLD_CODE = {
         "1e4bb30d942c34f5 b48d7b425e40fec3 99ecd2af57edd853"),
     "signed_gexp": ("edd0c8ce86ef9b93 a85bef61ef501e5b 7391c947de32f8e7 "
         "ece6319fb64dcf9d 727e2d91664ff61c 682705757941ebf4"),
-    "signed_raw": ("8d72837e2529bb4e a53f21eb6771a177 37106f00c4e0dae4 "
-        "95df9dfa6b6f35ba 57b4c3deaae3be02 a1db22e250c86f2f"),
     "signed_columns": ("4d5eeef0fafe7928 4d87dafaa505b77a 689bab17542ab563 "
         "bbdb28338001025e 9c7f0f134683bd7a f534549f038ba8b9"),
-    "signed_sym": ("577c16cb43cd902a aa42916e1677ccf1 82071865a97b86b6 "
-        "05c2b2deadfd5ed9 1360be640f4489ce 6358c57795256865"),
     "multi": ("7bf12e124a970d98 0ed057ab3321af2c a90b23fe9e6eaa1e "
         "3cb06e59b0f0c597 109e213e1feb822c a06a6090db59aa0f"),
     "multi_pad": ("a40afa9969284406 f39e927d5ec4b8a0 942bdfa0620450e6 "
@@ -115,11 +111,8 @@ CASES = {
     "table_softmax_pos": (lambda: table_softmax_heads([1], 12, 3, score_dim=7, positional=True,
                                                       qk_std=0.5), "ids"),
     "signed_gexp": (lambda: signed_heads([2, 4], [0, 1], 12, d=6), "ids"),
-    "signed_raw": (lambda: signed_heads([3], [2], 12, parametrisation="raw"), "ids"),
     "signed_columns": (lambda: signed_heads([4, 3], [0, 1], 12, sign_init="columns",
                                             positional=False), "ids"),
-    "signed_sym": (lambda: signed_heads([4], [5], 12, parametrisation="raw",
-                                        sign_init="symmetric"), "ids"),
     "multi": (lambda: multi_heads([1, 3], [2, 4], [0, 1], 12, d=6), "ids"),
     "multi_pad": (lambda: multi_heads([2], [3], [4], 12, pad_to=5, pad_heads=3), "ids"),
     "pool_kernel_learned": (lambda: pool_kernel_heads(30, [1, 3, 3], [0, 0, 1], "learned", 5),
@@ -257,7 +250,7 @@ def test_probe_padding_changes_nothing_but_rounding(kind):
 def test_padded_columns_and_heads_get_no_gradient(kind):
     ids, y = problem(12, 200, 6)
     if kind == "signed":
-        model = signed_heads([2, 5], [0, 1], 12, pad_to=6, parametrisation="raw")
+        model = signed_heads([2, 5], [0, 1], 12, pad_to=6)
     else:
         model = multi_heads([1, 3], [2, 5], [0, 1], 12, pad_to=6)
     ((model(ids) - y) ** 2).sum().backward()
@@ -311,11 +304,10 @@ def test_table_heads_match_the_reference_kernel_attention_forward():
         assert torch.allclose(heads(ids)[j], ref, atol=1e-5)
 
 
-@pytest.mark.parametrize("parametrisation", ["gexp", "raw"])
-def test_signed_heads_start_as_the_nka_heads_of_the_same_seed(parametrisation):
+def test_signed_heads_start_as_the_nka_heads_of_the_same_seed():
     ids, _ = problem(12, 200, 6)
     nka = table_kernel_heads([3, 5], [0, 7], 12)
-    signed = signed_heads([3, 5], [0, 7], 12, parametrisation=parametrisation)
+    signed = signed_heads([3, 5], [0, 7], 12)
     with torch.no_grad():
         assert signed(ids).shape == (2, len(ids))
         assert torch.allclose(nka(ids), signed(ids), atol=1e-5)
@@ -386,8 +378,6 @@ def test_sign_inits_start_with_negative_weights():
     fq, fk = cols.features()
     assert torch.all(fq[0, :, :2] > 0) and torch.all(fq[0, :, 2:4] < 0)  # K_plus - K_minus
     assert torch.all(fq[1, :, :2] > 0) and torch.all(fq[1, :, 2] < 0) and torch.all(fk > 0 - 1e-9)
-    fq, _ = signed_heads([4], [0], 12, parametrisation="raw", sign_init="symmetric").features()
-    assert (fq < 0).any() and (fq > 0).any()
 
 
 def test_group_ranks_partitions_and_trades_padding_for_groups():
@@ -482,7 +472,6 @@ def test_exact_verifier_rejects_a_doctored_head():
 
 @pytest.mark.parametrize("make", [lambda: multi_heads([2], [3], [5], 12),
                                   lambda: signed_heads([4], [3], 12),
-                                  lambda: signed_heads([3], [1], 12, parametrisation="raw"),
                                   lambda: table_kernel_heads([3], [2], 12, feature="softplus")])
 def test_export_agrees_with_the_float_forward_pass(make):
     ids, y = problem(12, 200, 6)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from companion.experiments.sweep import (
     parse_scheduler,
     run_sweep,
     run_units,
-    seed_blocks,
+    seed_units,
     sweep_records,
 )
 
@@ -102,11 +103,6 @@ def test_a_missing_dask_gives_a_one_line_error(monkeypatch, capsys, tmp_path):
 # --------------------------------------------------------------------------- units and store
 
 
-def test_units_with_equal_keys_are_refused():
-    with pytest.raises(ValueError, match="distinct"):
-        run_units([Unit("a", dict), Unit("a", dict)], ResultStore(None, {}))
-
-
 def _record(i):
     return {"i": i}
 
@@ -121,9 +117,9 @@ def test_in_process_run_skips_stored_units():
     store = ResultStore(None, {"c": 1})
     store.put("u0", {"i": 0})
     models = run_units([Unit(f"u{i}", unit, (i,)) for i in range(3)], store, keep_models=True)
-    assert calls == [1, 2] and store.get("u2")["i"] == 2
+    assert calls == [1, 2] and store.units["u2"]["i"] == 2
     assert models == {"u1": "model 1", "u2": "model 2"}  # what the unit trained, kept
-    assert {"wall_time", "environment"} <= set(store.get("u1"))
+    assert {"wall_time", "environment"} <= set(store.units["u1"])
 
 
 def test_run_sweep_returns_the_store_and_refuses_models_from_elsewhere(tmp_path):
@@ -162,8 +158,11 @@ def test_a_damaged_unit_gives_one_line_naming_file_unit_and_field(tmp_path, caps
 
 
 def test_seed_blocks_and_records():
-    assert seed_blocks((0, 1, 2), None) == [("", (0, 1, 2))]
-    assert seed_blocks((0, 1, 2), 2) == [("_s0-1", (0, 1)), ("_s2", (2,))]
+    cfg = types.SimpleNamespace(seed_block=None)
+    assert [u.key for u in seed_units([("k", 0, (0, 1, 2))], dict, cfg, None, "cpu")] == ["k"]
+    cfg.seed_block = 2
+    units = seed_units([("k", 0, (0, 1, 2))], dict, cfg, None, "cpu")
+    assert [(u.key, u.args[3]) for u in units] == [("k_s0-1", (0, 1)), ("k_s2", (2,))]
     assert sweep_records({"units": {"a": {"models": [{"x": 1}]}, "b": {"models": []}}}) == [
         {"x": 1}]
     with pytest.raises(ValueError, match="results"):

@@ -1,11 +1,6 @@
-"""E1 -- the witness suite: table heads of every rank trained on the witness family F(S)
-(chapter 6; Theorem E, ``thm-exponential-rank``, and Lemma B, ``lem-gap-domination``).
-
-One sweep (:mod:`companion.experiments.sweep`) = padded rank groups
-(:func:`companion.experiments.heads.group_ranks`) x seed blocks, plus the dense softmax
-baseline; every model is seeded by its own seed, so its result does not depend on its
-companions (up to float rounding). Chapter 8's probes reuse the training and records here.
-"""
+"""E1, the witness suite (chapter 6; ``thm-exponential-rank``, ``lem-gap-domination``): table
+heads of every rank trained on F(S), one sweep of padded rank groups x seed blocks plus the
+dense softmax baseline; each model has its own seed. Chapter 8's probes reuse the training."""
 
 from __future__ import annotations
 
@@ -30,10 +25,9 @@ from companion.checks import (
     check_instance,
     check_int,
     check_int_sequence,
-    check_mapping,
 )
 from companion.core.attention import kernel_attention
-from companion.experiments.engine import check_model_size, train_batched
+from companion.experiments.engine import train_batched
 from companion.experiments.heads import (
     FEATURES,
     group_ranks,
@@ -48,18 +42,16 @@ from companion.experiments.sweep import (
     sweep_records,
 )
 
-__all__ = ["experiment_code_24", "experiment_witness_24", "E1Config",
-           "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family", "family_digest", "build_unit",
-           "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
-           "consistency_violations", "find_trained_model", "dense_init_statistics",
+__all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family",
+           "build_unit", "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
+           "consistency_violations", "dense_init_statistics",
            "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
            "model_values"]
 
 # --------------------------------------------------------------------------- the E1 family
 
-#: (a, b) of the experiments' witness: the first a Paley rows and the complements of the first
-#: b of them; the subset with the largest certified bound among those with 1,000-2,500
-#: sequences (tests/experiments/test_e1.py re-runs the search).
+#: (a, b): the first a Paley rows and the complements of the first b; the largest certified
+#: bound among subsets with 1,000-2,500 sequences (tests/experiments/test_e1.py re-searches).
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
@@ -75,8 +67,8 @@ def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
 
 # --------------------------------------------------------------------------- configuration
 
-#: The issue's grid r in {1, 2, 4, ..., 64}, plus ranks between 16 and 32 where the certified
-#: bound (20), the exact rank-|S| construction (28) and the trained threshold meet.
+#: r in {1, 2, 4, ..., 64} plus where the bound (20), the rank-|S| construction (28) and the
+#: trained threshold meet.
 E1_RANKS = (1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64)
 
 FAMILIES = ("experiment_witness_24",)
@@ -84,9 +76,8 @@ FAMILIES = ("experiment_witness_24",)
 
 @dataclass(frozen=True)
 class E1Config(FrozenConfig):
-    """One E1 sweep; the defaults are the full size (CLI ``python -m companion e1 --full``):
-    11 ranks x 5 seeds, dense x 5 seeds. Validated and normalised on construction: ranks
-    sorted and distinct, rank_groups None -> :func:`group_ranks`, floats as floats."""
+    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
+    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
 
     family: str = "experiment_witness_24"
     ranks: tuple[int, ...] = E1_RANKS
@@ -133,8 +124,7 @@ E1_FULL = E1Config()
 E1_QUICK = dataclasses.replace(E1_FULL, seeds=(0, 1, 2), dense_seeds=(0, 1, 2), steps=1200,
                                surrogate_steps=800)
 
-#: Installation / cluster check (CLI ``--smoke``, the tests): two rank groups and the dense
-#: heads, one seed per unit (6 units), short schedules; seconds on one core.
+#: Installation / cluster check (``--smoke``, the tests): 6 units, seconds on one core.
 E1_SMOKE = dataclasses.replace(E1_FULL, ranks=(1, 4, 16, 28), rank_groups=((1, 4), (16, 28)),
                                seeds=(0, 1), dense_seeds=(0, 1), steps=60, surrogate_steps=40,
                                seed_block=1)
@@ -149,7 +139,6 @@ def e1_family(config: E1Config) -> WitnessFamily:
 
 def family_digest(family) -> str:
     """A short digest of a family's training problem (token ids, targets, query position)."""
-    check_instance(family, "family", WitnessFamily)
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(np.asarray(family.token_ids, dtype=np.int64)).tobytes())
     h.update(np.ascontiguousarray(np.asarray(family.targets, dtype=np.int64)).tobytes())
@@ -194,18 +183,15 @@ def _nka_heads(cfg: E1Config, family, ranks, seeds, pad: int):
 
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
-               seeds: Sequence[int] | None = None, only_rank: int | None = None):
+               seeds: Sequence[int] | None = None):
     """The stacked models of one unit (a rank group x seeds, default the configuration's, or
-    the dense heads for group None) and their labels; ``only_rank``: that rank of the group
-    alone, still padded to the group's largest rank."""
+    the dense heads for group None) and their labels."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
         group = check_int_sequence(group, "group", 1)
     if seeds is not None:
         seeds = check_int_sequence(seeds, "seeds", 0)
-        if group is not None:
-            check_model_size(len(group) * len(seeds), "group x seeds (number of models)")
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
         if not seeds:
@@ -216,19 +202,15 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                                     query_position=int(family.query_position), d=cfg.d,
                                     qk_std=cfg.qk_std)
         return model, [("dense", 0, s) for s in seeds]
-    if only_rank is not None and check_int(only_rank, "only_rank", 1) not in group:
-        raise ValueError(
-            f"only_rank must be one of the group's ranks {list(group)}, got {only_rank}")
-    return _nka_heads(cfg, family, group if only_rank is None else [only_rank],
-                      list(cfg.seeds if seeds is None else seeds), max(group))
+    return _nka_heads(cfg, family, group, list(cfg.seeds if seeds is None else seeds),
+                      max(group))
 
 
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
-                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False,
-                  only_rank: int | None = None):
+                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False):
     """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
     check_device(device)
-    model, labels = build_unit(cfg, family, group, seeds, only_rank)
+    model, labels = build_unit(cfg, family, group, seeds)
     res = train_on_family(cfg, family, model, device, progress)
     return model_records(res, labels), res
 
@@ -241,14 +223,14 @@ def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep (:func:`companion.experiments.sweep.run_sweep`): units
-    'nka_r1-2-4' per rank group, then 'dense', each with '_s0-1' per seed block when the seeds
-    are cut. A ``family`` other than the configuration's is named by its digest."""
+    """Run (or resume) an E1 sweep: units 'nka_r1-2-4' per rank group, then 'dense' (x seed
+    blocks); a ``family`` other than the configuration's is named by its digest."""
     cfg = check_instance(config, "config", E1Config)
     device = str(check_device(device))
     if family is None:
         family = e1_family(cfg)
     elif cfg.family in FAMILIES:
+        family = check_instance(family, "family", WitnessFamily)
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
     plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
     plan += [("dense", None, cfg.dense_seeds)] if cfg.dense_seeds else []
@@ -296,19 +278,6 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
 
 
-def find_trained_model(models: dict, rank, seed: int = 0):
-    """(stacked module, row j) of the model of `rank` (an int, or "dense") and `seed` among
-    the units that :func:`run_e1_sweep` kept (``keep_models=True``); ValueError if none."""
-    for key, model in check_mapping(models, "models").items():
-        if key.startswith("dense") != (rank == "dense"):
-            continue
-        ranks = model.ranks if rank != "dense" else [rank] * model.num_models
-        for j, (r, s) in enumerate(zip(ranks, model.seeds, strict=True)):
-            if r == rank and s == seed:
-                return model, j
-    raise ValueError(f"models holds no kept model of rank {rank!r:.40} and seed {seed!r:.40}")
-
-
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
     """At initialisation (no training), the dense heads' attention on the family: standard
@@ -331,10 +300,9 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 
 
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
-    """Lemma B, live, on every chain link of the family: the head's errors on the link's two
-    pure sequences and every arrangement of its mixed one (eps_link = the largest), and its
-    ratio D(x;z)/D(x;z') from the one D of :func:`companion.bounds.gap_domination.total_weights`.
-    Evaluated on the whole family at once (float64)."""
+    """Lemma B, live, on every chain link: the head's errors on the link's pure sequences and
+    mixed arrangements and its ratio D(x;z)/D(x;z') (:func:`companion.bounds.gap_domination.
+    total_weights`), on the whole family at once (float64)."""
     check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
@@ -352,10 +320,9 @@ def load_e1_results(path) -> dict:
 
 # --------------------------------------------------------------------------- the live subset
 
-#: What chapter 6 re-trains live (seconds): one failing and one solving rank of the quick
-#: mode's large rank group (padded to its largest rank, 32, as inside the sweep), seed 0. Its
-#: numbers are checked against the committed quick sweep, results/e1_quick.json
-#: (:mod:`companion.experiments.reference`), never printed.
+#: What chapter 6 re-trains live (seconds): a failing and a solving rank of the quick mode's
+#: large rank group (padded to 32 as in the sweep), seed 0; checked against
+#: results/e1_quick.json (:mod:`companion.experiments.reference`), never printed.
 E1_LIVE_RANKS = (16, 32)
 E1_LIVE_SEEDS = (0,)
 

@@ -1,12 +1,7 @@
-"""A batched training engine: many independent models as one tensor program (chapters 6-8).
-
-A stacked model holds M models (every parameter has a leading model dimension, or it is a
-:class:`ModelStack` of such) and returns predictions (M, N). :func:`train_batched` minimises
-the sum of the models' mean squared errors: each model gets exactly its own gradient and Adam
-acts element-wise, so the stack trains every model as alone (to rounding). Schedule: Adam with
-cosine decay over ``steps`` MSE steps, then optionally ``surrogate_steps`` on a smooth L_p
-surrogate of the max error; the best checkpoint (smallest max error) is kept per model.
-"""
+"""Many independent models as one tensor program (chapters 6-8): a stacked model (parameters
+with a leading model dimension, or a :class:`ModelStack`) returns (M, N); :func:`train_batched`
+minimises the sum of the models' MSEs, so each trains as alone (to rounding): Adam, cosine
+decay, then optionally a smooth L_p surrogate of the max error; best checkpoint per model."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ import torch
 
 from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
-__all__ = ["train_batched", "lr_at", "max_errors"]
+__all__ = ["train_batched", "lr_at"]
 
 #: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
@@ -52,10 +47,9 @@ class ModelStack(torch.nn.Module):
 
 @dataclass
 class TrainResult:
-    """What :func:`train_batched` returns (tensors on the CPU): per model (M,) the best max
-    error and share of inputs within 1/2 at the best checkpoint, the same for the last
-    iterate, the best step; the loss history (K, M) at ``history_steps``; ``model`` holds the
-    best parameters."""
+    """What :func:`train_batched` returns (CPU tensors): per model (M,) the best checkpoint's and
+    the last iterate's max error and share within 1/2, the best step; the loss history (K, M)
+    at ``history_steps``; ``model`` holds the best parameters."""
 
     model: torch.nn.Module
     best_max_error: torch.Tensor
@@ -80,18 +74,6 @@ def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
                  + (1 - final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def max_errors(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per-model max |prediction - target| for predictions (M, N): (M,)."""
-    for name, value in (("predictions", predictions), ("targets", targets)):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if predictions.ndim != 2 or targets.ndim not in (1, 2) or \
-            targets.shape[-1] != predictions.shape[-1]:
-        raise ValueError(f"predictions must have shape (M, N) and targets (N,) or (M, N), got "
-                         f"{tuple(predictions.shape)} and {tuple(targets.shape)}")
-    return (predictions - targets).abs().amax(dim=-1)
-
-
 def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
     """x ** power by repeated squaring (~8x faster than torch's general pow)."""
     result = None
@@ -105,17 +87,12 @@ def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
 
 
 def _num_inputs(inputs) -> int:
-    if isinstance(inputs, torch.Tensor):
-        return int(inputs.shape[0])
-    if isinstance(inputs, (tuple, list, Mapping)) and not inputs:
-        raise ValueError("inputs must hold at least one tensor, got an empty "
-                         f"{type(inputs).__name__}")
-    if isinstance(inputs, Mapping):
-        return _num_inputs(next(iter(inputs.values())))
-    if isinstance(inputs, (tuple, list)):
-        return _num_inputs(inputs[0])
-    raise TypeError(f"inputs must be a tensor, or a tuple/list/dict of tensors with the input "
-                    f"index first, got {type(inputs).__name__}")
+    while isinstance(inputs, (tuple, list, Mapping)) and inputs:
+        inputs = next(iter(inputs.values())) if isinstance(inputs, Mapping) else inputs[0]
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(f"inputs must be a tensor, or a non-empty tuple/list/dict of tensors "
+                        f"with the input index first, got {type(inputs).__name__}")
+    return int(inputs.shape[0])
 
 
 def _map_inputs(inputs, fn):
@@ -178,8 +155,7 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     check_bool(progress, "progress")
     device = torch.device(check_device(device))
-    if not isinstance(targets, torch.Tensor):
-        raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
+    check_instance(targets, "targets", torch.Tensor)
     n_inputs = _num_inputs(inputs)
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")
@@ -335,8 +311,8 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     with torch.no_grad():
         final = model(inputs)
     record(final, total)
-    final_err = max_errors(final, tgt_full).detach()
-    final_frac = ((final - tgt_full).abs() < 0.5).float().mean(-1)
+    final_abs = (final - tgt_full).abs()
+    final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
     with torch.no_grad():
         for p, bp in zip(params, best_params):
             p.copy_(bp)

@@ -1,13 +1,7 @@
-"""One stacked-head family: M independent attention heads as one torch module (chapters 6-8).
-
-Every parameter has a leading model dimension, so :func:`companion.experiments.engine.
-train_batched` trains the M models as one program. A :class:`HeadConfig` chooses the maps
-(``table``: lookup tables over T tokens, per position; ``pool``: tables over a shared pool;
-``mlp``: an MLP of the bits), the attention (``kernel``: NKA, ranks padded by masked columns,
-optionally several heads per model; ``softmax``; ``signed``: features of any sign) and the
-readout (``learned``: <a(x), v(z)> + b(x); ``overlap``: <x, z>). Output (M, N):
-y = sum_p alpha_p f_p / sum_p alpha_p + b(x). Every model is initialised from its own seed.
-"""
+"""M independent attention heads as one torch module, y = sum_p alpha_p f_p / sum_p alpha_p +
+b(x) per model (chapters 6-8). :class:`HeadConfig` picks the maps (``table``, ``pool``, ``mlp``),
+the attention (``kernel``: NKA, padded ranks, optionally several heads; ``softmax``; ``signed``)
+and the readout (``learned`` <a(x), v(z)>, ``overlap`` <x, z>); each model has its own seed."""
 
 from __future__ import annotations
 
@@ -36,20 +30,16 @@ __all__ = ["StackedHeads"]
 FEATURES = ("exp", "softplus")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
-#: Signed features: parametrisation 'gexp' phi = (1 + gain_scale g) exp(u), 'raw' phi = table;
-#: sign_init 'positive' (the NKA head of the same seed), 'columns' (half the columns negated),
-#: 'symmetric' (raw: N(0, std^2)).
+#: Signed features phi = (1 + gain_scale g) exp(u); sign_init 'positive' (the NKA head of the
+#: same seed) or 'columns' (half the columns negated).
 
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """M stacked heads, one per seed (built by the factories below, which the sweeps call).
-
-    ``ranks``: one feature rank per model; ``heads``: NKA heads per model (table kernel only);
-    ``num_tokens``: T or the pool size; ``m``: token width (mlp); ``pad_to`` / ``pad_heads``:
-    pad beyond the largest. Init: tables N(0, phi_std^2) or N(0, qk_std^2), values
-    N(0, value_std^2), readout N(0, 1/(d H)), bias 0; MLP layers He-initialised.
-    """
+    """M stacked heads, one per seed (built by the factories below): ``ranks`` one per model,
+    ``heads`` NKA heads per model, ``num_tokens`` T or the pool size, ``m`` the token width.
+    Init: tables N(0, phi_std^2) or N(0, qk_std^2), values N(0, value_std^2), readout
+    N(0, 1/(d H)), bias 0; MLP layers He-initialised."""
 
     maps: str
     attention: str
@@ -70,7 +60,6 @@ class HeadConfig:
     value_std: float = 1.0
     qk_std: float = 0.2
     readout: str = "learned"
-    parametrisation: str = "gexp"
     gain_scale: float = 0.1
     sign_init: str = "positive"
     hidden: tuple[int, ...] = (64,)
@@ -80,7 +69,7 @@ class HeadConfig:
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        # the factories' callers (E2's units and its tests) rely on these few checks
+        # E2's tests rely on these few checks
         put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0)))
         if self.attention == "softmax":
             put("ranks", ())
@@ -103,7 +92,7 @@ class HeadConfig:
             count = len(self.seeds) * sum((a + 1) * b for a, b in zip(dims, dims[1:]))
         else:
             positions = self.length if self.maps == "table" and self.positional else 1
-            gains = 2 if self.attention == "signed" else 1  # signed 'gexp' heads train gains
+            gains = 2 if self.attention == "signed" else 1  # signed heads train gains
             count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
         check_model_size(count, "seeds, ranks, heads, tokens and widths")
@@ -194,16 +183,12 @@ class StackedHeads(torch.nn.Module):
         own = torch.arange(r)[None, :] < torch.tensor(widths)[:, None]  # (M, R)
         if c.attention == "signed":
             mask = own.to(dtype)
-            if c.parametrisation == "raw":
-                if c.sign_init == "positive":  # started at exp(draw), the NKA head's features
-                    q, k = torch.exp(q) * mask[:, None, :], torch.exp(k) * mask[:, None, None, :]
-            else:  # phi = gain * exp(u), gain = 1 + gain_scale * g with g starting at 0
-                q_gain = torch.zeros(m, t, r, dtype=dtype)
-                if c.sign_init == "columns":  # the upper half of a model's columns starts
-                    for j, rj in enumerate(widths):  # at gain -1: alpha = K_plus - K_minus
-                        q_gain[j, :, (rj + 1) // 2:rj] = -2.0 / c.gain_scale
-                self.q_gain = torch.nn.Parameter(q_gain)
-                self.k_gain = torch.nn.Parameter(torch.zeros(m, p, t, r, dtype=dtype))
+            q_gain = torch.zeros(m, t, r, dtype=dtype)  # gain = 1 + gain_scale * g, g = 0
+            if c.sign_init == "columns":  # the upper half of a model's columns starts
+                for j, rj in enumerate(widths):  # at gain -1: alpha = K_plus - K_minus
+                    q_gain[j, :, (rj + 1) // 2:rj] = -2.0 / c.gain_scale
+            self.q_gain = torch.nn.Parameter(q_gain)
+            self.k_gain = torch.nn.Parameter(torch.zeros(m, p, t, r, dtype=dtype))
         self.q, self.k = torch.nn.Parameter(q), torch.nn.Parameter(k)
         if c.readout == "learned":
             self.v, self.a = torch.nn.Parameter(v), torch.nn.Parameter(a)
@@ -237,10 +222,8 @@ class StackedHeads(torch.nn.Module):
             weight = torch.randn(dims[-1], 2 * w + 2 * d + 1, generator=gen) * out_std / \
                 math.sqrt(dims[-1])
             # the output blocks (phi_Q, phi_K, v, a, b), each padded to the stack's width
-            parts, start = [], 0
-            for width, to in zip((w, w, d, d, 1), (pad, pad, d, d, 1)):
-                parts.append(nn.functional.pad(weight[:, start:start + width], (0, to - width)))
-                start += width
+            parts = [nn.functional.pad(part, (0, to - part.shape[1]))
+                     for part, to in zip(weight.split([w, w, d, d, 1], 1), (pad, pad, d, d, 1))]
             layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
             per_model.append(layers)
         self.weights = nn.ParameterList([nn.Parameter(torch.stack([pm[i][0] for pm in per_model]))
@@ -357,20 +340,17 @@ class StackedHeads(torch.nn.Module):
         kern, scale = self._signed_kernel()
         m, n, rows = kern.shape[0], self.length, len(x)
         alpha = kern.reshape(m, -1).index_select(1, flat).view(m, rows, n)
-        if scale is not None:  # rescaled per input (the shifts depend on position and key)
-            sc = scale.reshape(m, -1).index_select(1, flat % scale[0].numel()).view(m, rows, n)
-            alpha = alpha * torch.exp(sc - sc.amax(-1, keepdim=True))
+        # rescaled per input (the shifts depend on position and key)
+        sc = scale.reshape(m, -1).index_select(1, flat % scale[0].numel()).view(m, rows, n)
+        alpha = alpha * torch.exp(sc - sc.amax(-1, keepdim=True))
         sc = _pair_matmul(self.a, self.v).reshape(m, -1).index_select(1, flat).view(m, -1, n)
         den = alpha.sum(-1)
         den = torch.where(den == 0, torch.full_like(den, self.tiny), den)
         return (alpha * sc).sum(-1) / den + self.b.index_select(1, x)
 
     def _signed_kernel(self):
-        """kern (M, T, P, T) query-major and a log-scale (M, P, T) (None for raw):
-        alpha = kern * exp(scale) up to a factor per query; exponents max-shifted."""
-        if self.config.parametrisation == "raw":
-            phi_q, phi_k = self.features()
-            return _pair_matmul(phi_q, phi_k), None
+        """kern (M, T, P, T) query-major and a log-scale (M, P, T): alpha = kern * exp(scale)
+        up to a factor per query; exponents max-shifted."""
         mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
         q_shift = self.q.detach().amax(-1, keepdim=True)
         k_shift = self.k.detach().amax(-1, keepdim=True)
@@ -390,8 +370,6 @@ class StackedHeads(torch.nn.Module):
         signed table heads; padded columns 0."""
         mq, mk = self.mask[:, None, :], self.mask[:, None, None, :]
         if self.config.attention == "signed":
-            if self.config.parametrisation == "raw":
-                return self.q * mq, self.k * mk
             gq, gk = self._gains()
             return gq * torch.exp(self.q) * mq, gk * torch.exp(self.k) * mk
         if self.feature == "exp":
@@ -488,9 +466,7 @@ class StackedHeads(torch.nn.Module):
                 q, k = (self.q[j, h], self.k[j, h]) if c.heads else (self.q[j], self.k[j])
                 v, a = (self.v[j, h], self.a[j, h]) if c.heads else (self.v[j], self.a[j])
                 qr, kr = q[..., :r].double(), k[..., :r].double()
-                if c.attention == "signed" and c.parametrisation == "raw":
-                    phi_q, phi_k = qr, kr
-                elif c.attention == "kernel" and self.feature == "softplus":
+                if c.attention == "kernel" and self.feature == "softplus":
                     phi_q, phi_k = (torch.nn.functional.softplus(qr),
                                     torch.nn.functional.softplus(kr))
                 else:
@@ -504,9 +480,8 @@ class StackedHeads(torch.nn.Module):
                               positional=self.positional, query_position=self.query_position)
 
     def to_kernel_head(self, j: int, tokens) -> KernelAttentionHead:
-        """Model j of single-head table kernel heads as a
-        :class:`companion.core.attention.KernelAttentionHead` on the 0/1 tokens (T, m) its
-        tables index (float64 maps), for the reference evaluators and certificate tools."""
+        """Model j of single-head table kernel heads as a float64 :class:`companion.core.
+        attention.KernelAttentionHead` on the 0/1 tokens (T, m) its tables index."""
         j = check_int(j, "j", 0, self.num_models - 1)
         tokens = np.asarray(tokens, dtype=np.int64)
         if tokens.ndim != 2 or len(tokens) != self.num_tokens:

@@ -1,15 +1,8 @@
-"""Chapter 8's witness sweep: signed heads and several heads against the certified bound
-(``prf:prop-signed-certificate``, ``prf:prop-two-heads``).
-
-On E1's witness family F(S) with E1's training (:func:`companion.experiments.e1.
-train_on_family`), one unit per model kind x seed block: ``signed_pos`` (signed heads started
-at the NKA head of the same seed), ``signed_shared`` (keys shared by the positions),
-``signed_columns`` (started with half the columns negated), ``multi_H<H>`` (H NKA heads of
-rank r, total rank H r). Solving models below ``verify_below`` are re-verified exactly
-(:func:`companion.core.exact.exact_table_max_error`); signed models store the signs of their
-denominators (:func:`denominator_structure`), which decide which part of the signed
-certificate applies (:func:`signed_bound_violations`).
-"""
+"""Chapter 8's sweep on E1's F(S) and training: signed heads (``signed_pos`` NKA start,
+``signed_shared`` shared keys, ``signed_columns`` half the columns negated) and ``multi_H<H>``
+(H NKA heads) against the certified bound (``prf:prop-signed-certificate``,
+``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly; signed
+ones store their denominators' signs, which pick the part of the certificate that applies."""
 
 from __future__ import annotations
 
@@ -30,18 +23,13 @@ from companion.experiments.e1 import (
     model_records,
     train_on_family,
 )
-from companion.experiments.engine import check_model_size
 from companion.experiments.heads import multi_heads, signed_heads
 from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
 from companion.open.signed import signed_rank_lower_bound
 
-__all__ = ["ProbeConfig", "probe_unit_keys", "run_probe_sweep", "summarise_probes", "probe_table",
+__all__ = ["ProbeConfig", "run_probe_sweep", "summarise_probes", "probe_table",
            "signed_bound_violations", "e1_probe_rows", "probe_figure", "PROBES_FULL",
            "PROBES_QUICK", "PROBES_SMOKE"]
-
-#: Most models one unit may stack (ranks x seeds of its block); a guard against typos, not a
-#: memory limit (table heads are small): the committed sweeps stack <= 15.
-MAX_UNIT_MODELS = 256
 #: family_digest(experiment_witness_24()): a family passed to run_probe_sweep must match it.
 EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 
@@ -82,11 +70,6 @@ class ProbeConfig(FrozenConfig):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and not empty, got {self.seeds}")
         self._check_training(("d",), ("phi_std", "gain_scale"))
-        block = min(len(self.seeds), self.seed_block or len(self.seeds))
-        for name in ("signed_ranks", "shared_ranks", "columns_ranks", "multi_totals"):
-            if len(getattr(self, name)) * block > MAX_UNIT_MODELS:
-                raise ValueError(f"{name} x seeds per unit (seed_block) give more than "
-                                 f"{MAX_UNIT_MODELS} models")
         put("verify_below", check_int(self.verify_below, "verify_below", 0, 4096))
 
 
@@ -116,14 +99,6 @@ def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
     return [(kind, kind, cfg.seeds) for kind in kinds]
 
 
-def probe_unit_keys(config: ProbeConfig) -> list[str]:
-    """The sweep's unit keys, in run order: signed_pos, signed_shared, signed_columns,
-    multi_H<H> (where their grid is not empty), each x a seed block ('_s0-1-2' appended
-    when there are several blocks, as in E1)."""
-    cfg = check_instance(config, "config", ProbeConfig)
-    return [u.key for u in seed_units(_plan(cfg), _unit, cfg, None, "cpu")]
-
-
 def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
     """The stacked models of one unit (a model kind x a seed block) and their labels (kind,
     heads, rank, seed)."""
@@ -143,7 +118,6 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
     pairs = [(t // h, t) for t in cfg.multi_totals if t % h == 0]
     ranks = [r for r, _ in pairs for _ in seeds]
     ss = [s for _ in pairs for s in seeds]
-    check_model_size(len(ranks) * h, "multi_totals x seeds x heads (number of heads)")
     model = multi_heads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
                             d=cfg.d, phi_std=cfg.phi_std)
     return model, [("multi", h, r, h * r, s) for r, s in zip(ranks, ss)]
@@ -197,9 +171,8 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
                     out=None, restart: bool = False, keep_models: bool = False,
                     family: WitnessFamily | None = None, scheduler: str | None = None,
                     threads: int = 1) -> dict:
-    """Run (or resume) the sweep (:func:`companion.experiments.sweep.run_sweep`, units
-    :func:`probe_unit_keys`). ``family``: E1's witness family if the caller has built it
-    (checked by digest)."""
+    """Run (or resume) the sweep (:func:`companion.experiments.sweep.run_sweep`; units: each
+    kind of :func:`_plan` x a seed block). ``family``: E1's witness family, checked by digest."""
     cfg = check_instance(config, "config", ProbeConfig)
     device = str(check_device(device))
     if family is None:

@@ -1,13 +1,7 @@
-"""Live re-runs checked against committed results: how the book reproduces trained numbers.
-
-Training is chaotic in float rounding: the same seeded run on two processors (or CPU code
-paths) ends with visibly different models (``results/cross_path_spread.json``). So a compared
-notebook cell prints numbers read from committed results and checks a live re-run against
-them with :func:`check_against_reference`: every model within a tolerance of its committed
-value, and every verdict (value < threshold) the same wherever the committed value lies
-farther than the tolerance from the threshold. Its summary line reads the same on every
-machine unless the check fails (chapters 6-8).
-"""
+"""Live re-runs checked against committed results (chapters 6-8). Training is chaotic in float
+rounding (``results/cross_path_spread.json``), so a chapter prints committed numbers and checks
+a live re-run: every model within a tolerance, and every verdict (value < threshold) the same
+where the committed value is farther than the tolerance from the threshold."""
 
 from __future__ import annotations
 
@@ -67,8 +61,7 @@ def check_against_reference(
     tolerance: float,
     threshold: float | None = None,
 ) -> ReferenceCheck:
-    """Compare live values with committed ones, model by model (same keys in both); see the
-    module docstring."""
+    """Compare live values with committed ones, model by model (same keys in both)."""
     if not isinstance(live, Mapping) or not isinstance(stored, Mapping):
         raise TypeError("live and stored must be mappings from model keys to numbers")
     if not isinstance(quantity, str) or not quantity:

@@ -1,13 +1,7 @@
-"""One sweep protocol: configurations -> units -> a function training one unit -> flat
-per-model records, stored as they finish and resumable (chapters 6, 7 and 8).
-
-:func:`run_sweep` runs the :class:`Unit` s its :class:`ResultStore` does not hold yet, here or
-on a Dask cluster (``scheduler``: None, ``"local:N"`` or ``"tcp://HOST:PORT"``), and writes
-each result into one JSON file ``{"config", "config_hash", "units"}`` atomically; the file is
-locked (``<out>.lock``) for the whole run, and a file of another configuration is refused. A
-unit's result is a pure function of its arguments (same seeding and thread count);
-:func:`environment` is stored beside it.
-"""
+"""One resumable sweep protocol (chapters 6-8): :func:`run_sweep` runs the :class:`Unit` s its
+:class:`ResultStore` lacks, here or on Dask (``scheduler`` None, ``"local:N"`` or
+``"tcp://HOST:PORT"``), each result written atomically into one locked JSON file
+``{"config", "config_hash", "units"}`` with its :func:`environment`."""
 
 from __future__ import annotations
 
@@ -28,7 +22,6 @@ from companion.checks import (
     check_bool,
     check_float,
     check_int,
-    check_mapping,
     read_json_file,
 )
 
@@ -103,15 +96,13 @@ def _json_text(obj, **options) -> str:
 
 
 class FrozenConfig:
-    """Base of the experiments' frozen configuration dataclasses: their ``__post_init__``
-    validates every field and stores it in canonical form with `_put`."""
+    """Base of the frozen configurations: ``__post_init__`` stores checked fields with `_put`."""
 
     def _put(self, name: str, value) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
 
     def _check_training(self, ints=(), stds=()) -> None:
-        """The training fields E1 and the probes share: ``ints`` >= 1, ``stds`` in (0, 100],
-        steps, surrogate_steps, surrogate_power, seed_block and the schedule."""
+        """E1's and the probes' shared fields: ``ints`` >= 1, ``stds`` in (0, 100], the schedule."""
         for name in ints:
             self._put(name, check_int(getattr(self, name), name, 1))
         for name in stds:
@@ -125,24 +116,15 @@ class FrozenConfig:
         self._check_schedule()
 
     def _check_schedule(self) -> None:
-        """The Adam schedule: lr in (0, 10], final fraction in (0, 1]."""
         self._put("lr", check_float(self.lr, "lr", 0, 10, low_open=True))
         self._put("final_lr_fraction", check_float(self.final_lr_fraction, "final_lr_fraction",
                                                    0, 1, low_open=True))
 
 
-def _as_lists(value):
-    if isinstance(value, (list, tuple)):
-        return [_as_lists(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_lists(v) for k, v in value.items()}
-    return value
-
-
 def config_dict(config) -> dict:
     """A configuration (a dataclass or a dict) as the plain dict JSON stores."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return _as_lists(dataclasses.asdict(config))
+        return json.loads(canonical_json(dataclasses.asdict(config)))
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dataclass or a dict, got {type(config).__name__}")
     return config
@@ -319,15 +301,14 @@ RECORD_FIELDS = {"kind": str, "rank": int, "seed": int, "best_max_error": (int, 
 
 
 class ResultStore:
-    """Per-unit results of one configuration, persisted atomically (or in memory if path None).
-    ``restart=True`` discards an existing file; ``fields``: the unit schema a resumed file is
-    checked against (None: units are dicts; :data:`UNIT_FIELDS`: also the model records)."""
+    """Per-unit results of one configuration, written atomically (path None: in memory);
+    ``fields``: the unit schema a resumed file must hold (:data:`UNIT_FIELDS`: with records)."""
 
     def __init__(self, path, config, restart: bool = False, fields: dict | None = None):
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = None if path is None else check_writable(path, "path")
-        self.fields = {} if fields is None else check_mapping(fields, "fields")
+        self.fields = fields or {}
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:
             self.units = self._read_units()
@@ -344,12 +325,6 @@ class ResultStore:
                                   f"{data.get('config_hash')}, not {self.hash}; {fix}")
         return dict(_check_units(str(self.path), data, self.fields, "; " + fix)["units"])
 
-    def done(self, key: str) -> bool:
-        return key in self.units
-
-    def get(self, key: str) -> dict:
-        return self.units[key]
-
     def put(self, key: str, result: dict) -> None:
         """Store one unit: in the file first, so that `units` never holds more than it."""
         units = {**self.units, key: result}
@@ -365,8 +340,7 @@ class ResultStore:
 
 
 def _check_units(where: str, data, fields: dict, fix: str = "") -> dict:
-    """`data` if it is a results file whose every unit (and, with a "models" field, every
-    model record) holds `fields` with their types; else a one-line ResultFileError."""
+    """`data` if every unit (and model record) holds `fields`; else a ResultFileError."""
     if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
         raise ResultFileError(f"{where} is JSON but not a results file (no 'units' mapping){fix}")
     for key, unit in data["units"].items():
@@ -405,8 +379,7 @@ class Unit:
 
 
 def environment(device="cpu") -> dict:
-    """What a unit's floats depend on beyond its configuration (training is chaotic in
-    rounding): torch version, CPU vector capability, thread count and device."""
+    """What a unit's floats depend on beyond its configuration: torch, CPU, threads, device."""
     try:
         import torch
     except ImportError:
@@ -457,8 +430,8 @@ def parse_scheduler(scheduler: str | None):
 
 
 def _identity(address: str, timeout: float) -> dict:
-    """What the server at a tcp:// `address` says it is, within `timeout` seconds (a Client
-    waits forever on a silent server); its own event loop in a thread (notebooks run one)."""
+    """What the server at tcp:// `address` says it is within `timeout` s (a Client waits
+    forever on a silent one); own event loop in a thread, as notebooks run one."""
     import asyncio
     import threading
 
@@ -527,13 +500,9 @@ def _client(parsed):
 def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None = None,
               threads: int = 1, progress: bool = False, client=None,
               keep_models: bool = False) -> dict:
-    """Run every unit ``store`` does not hold yet, ``store.put`` each result as it arrives;
-    returns {key: trained module} (``keep_models``, units run here). ``client``: a Dask
-    Client instead of ``scheduler``. Ctrl-C raises :class:`SweepInterrupted`."""
-    keys = [u.key for u in units]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"units must have distinct keys, got {keys}")
-    todo = [u for u in units if not store.done(u.key)]
+    """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
+    ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
+    todo = [u for u in units if u.key not in store.units]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
     bar = None
@@ -596,11 +565,9 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
 def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
               scheduler: str | None = None, threads: int = 1, progress: bool = False,
               keep_models: bool = False, client=None, fields: dict = UNIT_FIELDS) -> dict:
-    """Run (or resume) the sweep of `config` made of `units`: ``{"config", "config_hash",
-    "units": {key: {"models": [records], "wall_time", "environment"}}, "models"}``, models
-    (``keep_models``) {key: trained module}. ``out``: the JSON file written after every unit
-    and locked meanwhile (None: in memory); ``threads``: torch threads per unit; ``fields``:
-    the unit schema a resumed file is checked against."""
+    """Run (or resume) `units`: ``{"config", "config_hash", "units": {key: {"models",
+    "wall_time", "environment"}}, "models"}``; ``out``: the locked JSON file (None: memory);
+    ``fields``: the unit schema a resumed file is checked against."""
     out = None if out is None else check_writable(out, "out")
     restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
     threads = check_int(threads, "threads", 1, MAX_THREADS)
@@ -613,20 +580,17 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
     return {**store.as_dict(), "models": models}
 
 
-def seed_blocks(seeds: Sequence[int], size: int | None) -> list[tuple[str, tuple[int, ...]]]:
-    """``seeds`` cut into blocks of ``size`` (None: one), each with its unit key suffix: ''
-    for a single block, '_s0-1' for the block (0, 1) of several."""
-    size = size or len(seeds)
-    blocks = [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
-    return [("" if len(blocks) == 1 else "_s" + "-".join(map(str, b)), b) for b in blocks]
-
-
 def seed_units(plan, fn: Callable, config, family, device: str) -> list[Unit]:
     """The units of a plan [(key, what, seeds)], each x a block of ``config.seed_block``
-    seeds; a unit runs ``fn(config, family, what, block, device)``."""
-    return [Unit(key + suffix, fn, (config, family, what, block, device), device)
-            for key, what, seeds in plan
-            for suffix, block in seed_blocks(seeds, config.seed_block)]
+    seeds (key suffix '_s0-1' when there are several blocks); a unit runs
+    ``fn(config, family, what, block, device)``."""
+    units = []
+    for key, what, seeds in plan:
+        size = config.seed_block or len(seeds)
+        blocks = [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+        units += [Unit(key + ("" if len(blocks) == 1 else "_s" + "-".join(map(str, b))), fn,
+                       (config, family, what, b, device), device) for b in blocks]
+    return units
 
 
 def sweep_records(results) -> list[dict]:
