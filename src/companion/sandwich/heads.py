@@ -56,6 +56,17 @@ def all_nonnegative(*tables) -> bool:
                for v in np.ravel(list(t.values()) if isinstance(t, dict) else t))
 
 
+def token_lookup(tokens, table, width: int) -> np.ndarray:
+    """table(token bytes) for every token of `tokens` (..., m): shape (..., width), or (...)
+    when width is 0 (object arrays)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    out = np.empty(tokens.shape[:-1] + ((width,) if width else ()), dtype=object)
+    view = out.reshape((-1, width) if width else (-1,))
+    for k, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        view[k] = table(tok.tobytes())
+    return out
+
+
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """The KernelAttentionHead of :class:`ExactHead`'s tables (tokens outside: zero)."""
@@ -64,15 +75,7 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
-
-    def lookup(tokens, table, width):
-        tokens = np.asarray(tokens, dtype=np.int64)
-        out = np.empty(tokens.shape[:-1] + ((width,) if width else ()), dtype=object)
-        flat = tokens.reshape(-1, tokens.shape[-1])
-        view = out.reshape((-1, width) if width else (-1,))
-        for k, tok in enumerate(flat):
-            view[k] = table(tok.tobytes())
-        return out
+    lookup = token_lookup
 
     def query(b):
         i = qrow.get(b)
