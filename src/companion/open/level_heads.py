@@ -139,8 +139,7 @@ def level_feature_rank(m: int, k: int) -> int:
 
 
 def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
-    """Per kind and w = 1..max_w: the least degree k (error <= 0.499), the degrees proved
-    impossible, the exact max error and the feature rank B(w, k) + 1."""
+    """Per kind and w = 1..max_w: least degree k, degrees proved impossible, error, rank."""
     rows = []
     for kind in kinds:
         for w in range(1, max_w + 1):

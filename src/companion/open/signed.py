@@ -128,9 +128,8 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
 
 
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
-    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, error <= eps on a
-    link's four sequences, D(z) / D(z') = 1 < c_{3,eps}(g); arrangement denominators
-    K = 1 + g/(2 eps) and 2 - K (opposite signs), errors 0, 0, +eps, -eps."""
+    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, errors 0, 0, +eps,
+    -eps on a link's four sequences, yet D(z) / D(z') = 1 < c_{3,eps}(g) (``ex-signed-link``)."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
     x = np.array([1] * g + [0], dtype=np.int64)     # |x| = g
@@ -184,9 +183,8 @@ def newton_coefficients(values) -> list[Fraction]:
 
 
 def overlap_kernel_rank(values, m: int) -> int:
-    """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P given on 0..m: sum of C(m, j) over the
-    j with Delta^j P(0) != 0 — because C(<x,z>, j) = sum_{|J|=j} x_J z_J and the monomials
-    x_J are a basis of the functions on {0,1}^m."""
+    """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P on 0..m: sum of C(m, j) over the j with
+    Delta^j P(0) != 0, as C(<x,z>, j) = sum_{|J|=j} x_J z_J (a monomial basis)."""
     m = check_int(m, "m", 1, 4095)
     vals = _values(values)
     if len(vals) != m + 1:
