@@ -1,10 +1,6 @@
-"""Level heads: single heads for *all* length-3 inputs at small m (chapter 8,
-``prf:prop-level-heads``: the least kernel degree, NKA and signed with positive denominators).
-
-A level head sees (x, z, z') only through w = |x|, a = <x, z>, b = <x, z'>: kernel P_w of
-degree <= k (feature rank B(m, k) = sum_{j<=k} C(m, j), +1 for the self-weight s_w), scores any
-functions of (w, overlap). Per w, "degree <= k, error <= E" is an exact LP
-(:mod:`companion.core.lp`). Classes: 'nka' (P, s >= 0) and 'positive' (den > 0).
+"""Level heads for all length-3 inputs at small m (chapter 8, ``prf:prop-level-heads``): a
+head seeing (x, z, z') only through w = |x|, <x, z>, <x, z'>, kernel of degree <= k (feature
+rank B(m, k) + 1); per w an exact LP, for 'nka' (P, s >= 0) and 'positive' (den > 0).
 """
 
 from __future__ import annotations
@@ -43,11 +39,9 @@ class LevelSolution:
 
 
 def _level_lp(w: int, k: int, kind: str = "nka", error=Fraction(1, 2), repair: bool = True):
-    """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``: a
-    LevelSolution, or None (infeasible, with a checked Farkas certificate). The keys are shared
-    between the positions (no loss: averaging a solution with its swap gives a shared one);
-    'positive' asks den >= 1 instead of 'nka''s P, s >= 0. With ``repair`` (error < 1/2) a
-    zero kernel weight carrying a numerator is lifted (:func:`_repair`)."""
+    """Exact LP: a level head for weight w, kernel degree <= k, max error <= ``error``, or None
+    (a checked Farkas certificate). Keys shared by the positions lose nothing (average a
+    solution with its swap); ``repair`` lifts zero weights carrying a numerator."""
     k = min(k, w)
     # variable layout: [c_0..c_k] [s] [S0] [N_0..N_w]
     i_s, i_S0, i_N = k + 1, k + 2, k + 3
@@ -115,28 +109,14 @@ def _repair(sol: LevelSolution, error: Fraction) -> LevelSolution:
 
 
 def _level_max_error(sol: LevelSolution) -> Fraction:
-    """Exact max |y - min(a, b)| over a, b in 0..w; ValueError where the solution is no head
-    (a weight 0 with a numerator, a zero denominator, a negative weight for 'nka')."""
-    for p in range(2):
-        for a in range(sol.w + 1):
-            if sol.P[p][a] == 0 and sol.N[p][a] != 0:
-                raise ValueError(f"kernel 0 but numerator {sol.N[p][a]} at position {p + 1}, "
-                                 f"level {a}")
-            if sol.kind == "nka" and sol.P[p][a] < 0:
-                raise ValueError(f"negative kernel value at level {a}: not an NKA head")
-    if sol.kind == "nka" and sol.s < 0:
-        raise ValueError("negative self-weight: not an NKA head")
-    if sol.s == 0 and sol.S0 != 0:
-        raise ValueError("self-weight 0 but self-numerator nonzero")
+    """Exact max |y - min(a, b)| over a, b in 0..w (ValueError at a zero denominator)."""
     return max(abs(sol.output(a, b) - min(a, b))
                for a in range(sol.w + 1) for b in range(sol.w + 1))
 
 
 def min_level_degree(w: int, kind: str = "nka"):
-    """Smallest k such that the level LP (w, k, kind) is feasible at max error 1/2 - 1/1000,
-    with the LP at error exactly 1/2 infeasible for every smaller k (a proof that no level
-    head of smaller degree has error < 1/2). Returns (k, solution, infeasible_at_half), the
-    last listing the k proved impossible; kind 'nka' or 'positive'."""
+    """(k, solution, proved): the least k whose level LP is feasible at error 1/2 - 1/1000, and
+    the smaller k whose LP at error exactly 1/2 is infeasible (no such head has error < 1/2)."""
     w = check_int(w, "w", 0, 8)
     check_choice(kind, "kind", KINDS)
     error = Fraction(1, 2) - Fraction(1, 1000)
@@ -159,8 +139,7 @@ def level_feature_rank(m: int, k: int) -> int:
 
 
 def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
-    """Per kind and w = 1..max_w: the least degree k (error <= 0.499), the degrees proved
-    impossible, the exact max error and the feature rank B(w, k) + 1."""
+    """Per kind and w = 1..max_w: least degree k, degrees proved impossible, error, rank."""
     rows = []
     for kind in kinds:
         for w in range(1, max_w + 1):
@@ -172,9 +151,8 @@ def _level_degree_table(max_w: int, kinds=("nka", "positive")) -> list[dict]:
 
 
 def exact_probe_tables(max_w: int = 8) -> dict:
-    """Chapter 8's exact tables (``python -m companion probes --exact``): ``level`` (least
-    level-head degrees) and ``overlap_heads`` (per w, the least number of heads with kernels
-    <x,z> + h + 1/2 feasible at error 0.499, the smaller ones infeasible at 1/2)."""
+    """Chapter 8's exact tables (``probes --exact``): ``level``, the least level-head degrees,
+    and ``overlap_heads``, per w the least number of heads with kernels <x,z> + h + 1/2."""
     max_w = check_int(max_w, "max_w", 1, 8)
     overlap = []
     for w in range(1, max_w + 1):

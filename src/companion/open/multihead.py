@@ -1,8 +1,6 @@
-"""Several NKA heads, y(X) = sum_h [<a_h(x), o_h> + b_h(x)], and two exact constructions
-(chapter 8: ``prf:prop-two-heads``, ``prf:prop-cauchy-heads``): a sum of convex combinations
-is not one. :func:`two_head_witness_heads` (two rank-1 heads on a witness family) and the
-2m+1 Cauchy heads of :func:`cauchy_level_max_error` (all length-3 inputs) pay in the value
-dimension, which the single-head theorem leaves free.
+"""Several NKA heads, y(X) = sum_h [<a_h(x), o_h> + b_h(x)] (chapter 8: ``prf:prop-two-heads``,
+``prf:prop-cauchy-heads``): a sum of convex combinations is not one; the exact constructions pay
+in the value dimension, which the single-head theorem leaves free.
 """
 
 from __future__ import annotations
@@ -38,10 +36,8 @@ def _check_heads(heads) -> tuple[KernelAttentionHead, ...]:
         raise TypeError("heads must be a non-empty sequence of KernelAttentionHead")
     if len(heads) > 1024:
         raise ValueError(f"heads must hold at most 1024 heads, got {len(heads)}")
-    for i, h in enumerate(heads):
-        if not isinstance(h, KernelAttentionHead):
-            raise TypeError(f"heads[{i}] must be a KernelAttentionHead, got {type(h).__name__}")
-    return tuple(heads)
+    return tuple(check_instance(h, f"heads[{i}]", KernelAttentionHead)
+                 for i, h in enumerate(heads))
 
 
 def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> Fraction:
@@ -64,11 +60,9 @@ def _token_lookup(tokens: np.ndarray) -> dict[bytes, int]:
 
 
 def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
-    """Two rank-1 NKA heads exact (error 0) on the witness family F(S): head 1 attends
-    uniformly to the keys, head 2 with weight psi(z) = 1 + token id; a link mixes
-    head h's pure scores with weight mu_h on z', so F_2 grows by mu_1 g / (mu_1 - mu_2) along
-    each query's link forest and F_1 = <x, z> - F_2 (values one-hot over S). ValueError if
-    some query's links are not a forest."""
+    """Two rank-1 NKA heads exact on F(S): weights 1 and psi(z) = 1 + token id; along each
+    query's link forest F_2 grows by mu_1 g / (mu_1 - mu_2), F_1 = <x, z> - F_2 (values one-hot
+    over S). ValueError if some query's links are not a forest."""
     check_instance(family, "family", WitnessFamily)
     n, q = family.n, family.query_position
     T, S = len(family.tokens), np.asarray(family.S, dtype=np.int64)

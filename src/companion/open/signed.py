@@ -1,9 +1,6 @@
 """Signed kernel heads (chapter 8, ``prf:prop-signed-certificate``): y = sum_p alpha_p f_p /
-sum_p alpha_p + b(x) where D = sum_p alpha_p != 0 ("nonzero"), or with one sign of D per query
-("positive"). Positive: r >= (NKA bound) - 1; nonzero with keys shared by the positions:
-r >= ceil(Theorem E) - 1; position-dependent keys: Lemma B fails
-(:func:`signed_link_counterexample`). Also the rank of an overlap kernel
-(``prf:prop-overlap-rank``).
+sum_p alpha_p + b(x) with D = sum_p alpha_p != 0 ("nonzero") or one sign of D per query
+("positive"); the rank of an overlap kernel (``prf:prop-overlap-rank``).
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from companion.checks import (
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index
+from companion.sandwich.heads import token_lookup
 
 __all__ = [
     "signed_denominators",
@@ -130,12 +128,10 @@ def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:
 
 
 def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
-    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, error <= eps on a
-    link's four sequences, D(z) / D(z') = 1 < c_{3,eps}(g); arrangement denominators
-    K = 1 + g/(2 eps) and 2 - K (opposite signs), errors 0, 0, +eps, -eps."""
+    """(head, x, z, z'): a rank-1 signed head with position-dependent keys, errors 0, 0, +eps,
+    -eps on a link's four sequences, yet D(z) / D(z') = 1 < c_{3,eps}(g) (``ex-signed-link``)."""
     g = check_int(g, "g", 1, 64)
     eps = check_fraction(eps, "eps", 0, Fraction(1, 2), low_open=True, high_open=True)
-    m = g + 1
     x = np.array([1] * g + [0], dtype=np.int64)     # |x| = g
     z = np.array([0] * g + [1], dtype=np.int64)     # <x, z> = 0
     zp = np.array([1] * g + [1], dtype=np.int64)    # <x, z'> = g
@@ -148,14 +144,8 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
          (2, 1): Fraction(g)}           # pure z' exact: F_2(z') = g
     keys = {z.tobytes(): 0, zp.tobytes(): 1}
 
-    def per_token(table, p, zz):
-        zz = np.asarray(zz, dtype=np.int64)
-        out = np.empty(zz.shape[:-1] + (1,), dtype=object)
-        flat = out.reshape(-1)
-        for i, tok in enumerate(zz.reshape(-1, m)):
-            kid = keys.get(tok.tobytes())
-            flat[i] = Fraction(0) if p == 0 or kid is None else table[(p, kid)]
-        return out
+    def per_token(table, p, zz):  # position 0 (the query's) and unknown tokens: 0
+        return token_lookup(zz, lambda b: (table.get((p, keys.get(b)), Fraction(0)),), 1)
 
     head = KernelAttentionHead(
         rank=1,
@@ -193,9 +183,8 @@ def newton_coefficients(values) -> list[Fraction]:
 
 
 def overlap_kernel_rank(values, m: int) -> int:
-    """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P given on 0..m: sum of C(m, j) over the
-    j with Delta^j P(0) != 0 — because C(<x,z>, j) = sum_{|J|=j} x_J z_J and the monomials
-    x_J are a basis of the functions on {0,1}^m."""
+    """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P on 0..m: sum of C(m, j) over the j with
+    Delta^j P(0) != 0, as C(<x,z>, j) = sum_{|J|=j} x_J z_J (a monomial basis)."""
     m = check_int(m, "m", 1, 4095)
     vals = _values(values)
     if len(vals) != m + 1:
@@ -223,26 +212,14 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
     r = U.shape[1]
     q_index = {x.tobytes(): i for i, x in enumerate(S)}
     t_index = {t.tobytes(): j for j, t in enumerate(tokens)}
-    qpos = family.query_position
-
-    def lookup(arr, index, table_, zero_width):
-        arr = np.asarray(arr, dtype=np.int64)
-        out = np.empty(arr.shape[:-1] + (zero_width,), dtype=object)
-        view = out.reshape(-1, zero_width)
-        for row, tok in enumerate(arr.reshape(-1, arr.shape[-1])):
-            view[row] = table_[index[tok.tobytes()]]
-        return out
+    qpos, zero = family.query_position, (Fraction(0),) * r
 
     def key_features(z, p):
-        if p == qpos:
-            out = np.empty(np.shape(z)[:-1] + (r,), dtype=object)
-            out[...] = Fraction(0)
-            return out
-        return lookup(z, t_index, V, r)
+        return token_lookup(z, lambda b: zero if p == qpos else V[t_index[b]], r)
 
     head = KernelAttentionHead(
         rank=r,
-        query_features=lambda x: lookup(x, q_index, U, r),
+        query_features=lambda x: token_lookup(x, lambda b: U[q_index[b]], r),
         key_features=key_features,
         values=lambda z, p: np.asarray(z, dtype=np.int64),
         readout_weights=lambda x: np.asarray(x, dtype=np.int64),

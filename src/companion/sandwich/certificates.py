@@ -73,8 +73,7 @@ def write_certificate_file(path, spec: dict) -> Path:
 
 @dataclass
 class CertificateReport:
-    """What :func:`verify_certificate_file` found; passed: every check held. optimal: the
-    file's c reaches the exact maximum of the sharper lemma over c."""
+    """What :func:`verify_certificate_file` found; optimal: c reaches the lemma's maximum."""
 
     path: str
     size: int

@@ -241,9 +241,8 @@ def _load_head_file(path):
 
 
 def verify_head_file(path) -> HeadReport:
-    """Rebuild the family and re-verify the head exactly: weights >= 0, denominators > 0,
-    max error < 1/2 and the claims; wrong claims give passed False, malformed files raise
-    ValueError."""
+    """Re-verify the head on the rebuilt family exactly: weights >= 0, denominators > 0, max
+    error < 1/2, the claims (passed False); malformed files raise ValueError."""
     path = check_path(path, "path")
     data, family, (Q, key_features, self_f, scale, bias) = _load_head_file(path)
     r = data["rank"]

@@ -29,9 +29,8 @@ __all__ = ["build_exact_head"]
 
 @dataclass(frozen=True, eq=False)
 class ExactHead:
-    """An NKA head on F(S) as tables of Fractions: query_features (N, r); key_features
-    {token id: (r,)}; self_features (N, r) and self_value_scale (N,), the key map and value
-    scale at the query's own position; bias (N,); max_error, the exact max error."""
+    """An NKA head on F(S) as Fraction tables: query_features (N, r), key_features {token id:
+    (r,)}, at the query's own position self_features (N, r) and self_value_scale (N,)."""
 
     family: WitnessFamily
     query_features: np.ndarray
@@ -56,6 +55,17 @@ def all_nonnegative(*tables) -> bool:
                for v in np.ravel(list(t.values()) if isinstance(t, dict) else t))
 
 
+def token_lookup(tokens, table, width: int) -> np.ndarray:
+    """table(token bytes) for every token of `tokens` (..., m): shape (..., width), or (...)
+    when width is 0 (object arrays)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    out = np.empty(tokens.shape[:-1] + ((width,) if width else ()), dtype=object)
+    view = out.reshape((-1, width) if width else (-1,))
+    for k, tok in enumerate(tokens.reshape(-1, tokens.shape[-1])):
+        view[k] = table(tok.tobytes())
+    return out
+
+
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """The KernelAttentionHead of :class:`ExactHead`'s tables (tokens outside: zero)."""
@@ -64,15 +74,7 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
     qrow = {x.tobytes(): i for i, x in enumerate(S)}
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
-
-    def lookup(tokens, table, width):
-        tokens = np.asarray(tokens, dtype=np.int64)
-        out = np.empty(tokens.shape[:-1] + ((width,) if width else ()), dtype=object)
-        flat = tokens.reshape(-1, tokens.shape[-1])
-        view = out.reshape((-1, width) if width else (-1,))
-        for k, tok in enumerate(flat):
-            view[k] = table(tok.tobytes())
-        return out
+    lookup = token_lookup
 
     def query(b):
         i = qrow.get(b)
@@ -127,9 +129,8 @@ SHARED_TARGETS = (Fraction(1, 2), Fraction(3, 4), Fraction(7, 8), Fraction(15, 1
 
 
 def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dict:
-    """For a key z shared by queries X: lambda with phi_K(z) = sum_x lambda_x K_x, so t_x(z) =
-    (M_XX lambda)_x hits tau_x = m + f (1 - m) (m: largest leaf tau below z), f from
-    SHARED_TARGETS until lambda >= 0 where needed."""
+    """For a key z shared by queries X: lambda with phi_K(z) = sum_x lambda_x K_x, (M_XX
+    lambda)_x hitting m + f (1 - m) (m: largest leaf tau below z, f from SHARED_TARGETS)."""
     out = {}
     for z, users in bounds.sharers.items():
         if len(users) == 1:
@@ -176,9 +177,8 @@ def _max_leaf_below(nodes, leaves, z) -> Fraction:
 
 
 def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
-    """t(z) = K(x,z)/K(x,xbar) of every private ladder key: tau(z_i) = t(z_i) prod_{j<=i} c_j
-    falls strictly from 1 to M[x,y] rho_xy < 1; parents first, each takes the simplest
-    rational in the middle third of (lo, tau(parent)), lo the largest tau below it."""
+    """t(z) = K(x,z)/K(x,xbar) of every private ladder key: tau(z) = t(z) prod c_j falls from 1
+    to M[x,y] rho_xy, each the simplest rational in the middle third of (lo, tau(parent))."""
     out = {}
     for x in range(bounds.size):
         nodes, leaves = trees[x]
@@ -209,9 +209,8 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
 def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bool = True,
                      self_weight=Fraction(1, 1000)) -> ExactHead:
     """The head of the reduction from factors of M = diag(<Q_x,K_x>)^-1 Q K^T (exact):
-    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys t(z) K_x (shared: sums over
-    the sharers), v(z) = z, biases centring the errors; rows of M with zeros get a small
-    self-weight (from self_weight in (0, 1]). strict: ValueError unless M is admissible."""
+    phi_Q(S[x]) = Q_x, phi_K(complement S[y]) = K_y, ladder keys t(z) K_x, v(z) = z, centred
+    biases, a small self-weight in rows with zeros. strict: ValueError unless M is admissible."""
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size

@@ -1,9 +1,6 @@
-"""The sandwich as a matrix problem (Chapter 3, {prf:ref}`prop-sandwich-matrix-problem`).
-
-M (|S| x |S|, column y: the key complement(y)) is admissible for F(S) if M[x,x] = 1,
-0 <= M[x,y] < 1/rho_xy (rho_xy over the certificate's ladder) and each row's zeros sit at one
-gap G_xy; the least feature rank of an exact head is the least rank of an admissible M. Also
-the explicit factors (query indicators; the one-query spread, {prf:ref}`prop-one-query-spread`).
+"""The sandwich as a matrix problem (Chapter 3, {prf:ref}`prop-sandwich-matrix-problem`): M is
+admissible for F(S) if M[x,x] = 1, 0 <= M[x,y] < 1/rho_xy and each row's zeros sit at one gap
+G_xy; explicit factors (query indicators, the spread of {prf:ref}`prop-one-query-spread`).
 """
 
 from __future__ import annotations
@@ -26,10 +23,9 @@ MAX_FACTOR_ENTRIES = 2**16
 
 @dataclass(frozen=True, eq=False)
 class RatioBounds:
-    """What F(S) asks of a ratio matrix: upper[x,y] = 1/rho_xy (diagonal 1, Fractions),
-    gaps[x,y] = G_xy, column_tokens[y] = token id of complement(S[y]), ladders[(x,y)] =
-    (token ids z_0 .. z_k, link gaps) of the certificate's ladder, sharers[z] = the queries
-    whose ladders pass through the intermediate key z (one query: a private key)."""
+    """What F(S) asks of a ratio matrix: upper[x,y] = 1/rho_xy (diagonal 1), gaps[x,y] = G_xy,
+    column_tokens[y] = token id of complement(S[y]), ladders[(x,y)] = (token ids, link gaps),
+    sharers[z] = the queries whose ladders pass through the intermediate key z."""
 
     family: WitnessFamily
     upper: np.ndarray
@@ -164,8 +160,7 @@ def ratio_matrix_of_factors(Q, K) -> np.ndarray:
 
 
 def indicator_factors(bounds: RatioBounds, fill=Fraction(1, 2)):
-    """Rank |S|, nonnegative: Q = I, K_y[x] = M[x,y] with M = I + fill * (1/rho) off the
-    diagonal (the query-indicator head's kernel table, any fill in (0, 1))."""
+    """Rank |S|, nonnegative: Q = I, K_y[x] = M[x,y], M = I + fill * (1/rho) off the diagonal."""
     fill = check_fraction(fill, "fill", 0, 1, low_open=True, high_open=True)
     N = check_instance(bounds, "bounds", RatioBounds).size
     Q = np.array([[Fraction(int(i == j)) for j in range(N)] for i in range(N)], dtype=object)
@@ -183,10 +178,9 @@ def spread_products(bounds: RatioBounds) -> list[Fraction]:
 
 
 def spread_factors(bounds: RatioBounds, s: int | None = None):
-    """(Q, K) of rank |S| - 1, nonnegative: every query k != s one-hot, query s (default:
-    the largest P_s) spread over them: M[k,s] = theta u_ks, M[k,y] = tau u_ky, row s
-    proportional to sum_k u_sk M[k,:] with theta P_s = (1 + P_s)/2. It exists iff P_s > 1
-    (row s of an admissible M that combines the others has 1 = M[s,s] < P_s)."""
+    """(Q, K) of rank |S| - 1, nonnegative: queries k != s one-hot, query s (default: largest
+    P_s) spread over them, M[k,s] = theta u_ks, M[k,y] = tau u_ky, theta P_s = (1 + P_s)/2;
+    it exists iff P_s > 1."""
     N = check_instance(bounds, "bounds", RatioBounds).size
     P = spread_products(bounds)
     if s is None:

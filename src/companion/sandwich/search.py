@@ -30,9 +30,8 @@ __all__ = ["search_ratio_factors", "exact_head_from_search"]
 
 #: Denominators tried, in order, when rounding float factors to rationals.
 ROUNDING_DENOMINATORS = (2**10, 2**14, 2**20, 2**30)
-#: Most restarts x rounds of one search (a round: one L-BFGS run or 100 HALS sweeps; the
-#: searches behind results/heads use 4 x 30) and most denominators tried (an exact check
-#: each).
+#: Most restarts x rounds of one search (a round: one L-BFGS run or 100 HALS sweeps;
+#: results/heads used 4 x 30) and most denominators tried (an exact check each).
 MAX_SEARCH_ROUNDS = 10_000
 MAX_DENOMINATORS = 16
 
@@ -126,10 +125,9 @@ def _warm_start(start, rank: int):
 def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegative=False,
                          restarts: int = 4, rounds: int = 30, margin: float = 2e-3,
                          floor: float = 1e-4, start=None) -> SearchResult:
-    """Float factors Q, K (|S| x rank) with Q K^T admissible, entries off the diagonal in
-    [floor u, (1 - margin) u] so that rounding keeps them inside: L-BFGS on (diag - 1)^2 +
-    hinge^2 (signed; torch, float64) or alternating projections with HALS sweeps
-    (nonnegative). Seeded; `start` (an N x N matrix) seeds the first signed restart."""
+    """Float factors Q, K (|S| x rank) with Q K^T admissible, off-diagonal entries in [floor u,
+    (1 - margin) u]: L-BFGS on (diag - 1)^2 + hinge^2 (signed, torch) or HALS projections
+    (nonnegative). Seeded; `start` (N x N) seeds the first signed restart."""
     N = check_instance(bounds, "bounds", RatioBounds).size
     rank = check_int(rank, "rank", 1, N)
     seed = check_int(seed, "seed", 0)
