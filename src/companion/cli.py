@@ -68,20 +68,14 @@ class _UsageError(Exception):
 
 
 def _device(name: str) -> str:
-    if name not in ("cpu", "cuda") and not (name.startswith("cuda:") and name[5:].isdigit()):
-        raise _UsageError(f"--device must be cpu or cuda[:i] (i a number), got {name!r}")
+    from companion.checks import check_device  # imports torch
+
     try:
-        import torch
+        return check_device(name, "--device")
     except ImportError as exc:  # a broken install
-        raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
-                          "install it: pip install 'torch>=2.11,<3'") from exc
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
-                          "use --device cpu")
-    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise _UsageError(f"--device {name}: this machine has "
-                          f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
-    return name
+        raise _UsageError(f"the sweeps need torch, which cannot be imported ({exc})") from exc
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from exc
 
 
 def main(argv=None) -> int:
