@@ -75,27 +75,33 @@ FAMILIES = ("experiment_witness_24",)
 
 
 @dataclass(frozen=True)
-class E1Config(FrozenConfig):
-    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
-    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
+class TrainingConfig(FrozenConfig):
+    """The fields E1 and chapter 8's probes share (defaults: their full runs)."""
 
     family: str = "experiment_witness_24"
-    ranks: tuple[int, ...] = E1_RANKS
-    rank_groups: tuple[tuple[int, ...], ...] | None = None
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    feature: str = "exp"
-    positional: bool = True
     d: int = 16
-    score_dim: int = 24
     phi_std: float = 1.0
-    qk_std: float = 0.2
     lr: float = 0.03
     final_lr_fraction: float = 0.02
     steps: int = 3000
     surrogate_steps: int = 2000
     surrogate_power: int = 16
     seed_block: int | None = None  # seeds per unit (None: all seeds in one unit)
+
+
+@dataclass(frozen=True)
+class E1Config(TrainingConfig):
+    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
+    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
+
+    ranks: tuple[int, ...] = E1_RANKS
+    rank_groups: tuple[tuple[int, ...], ...] | None = None
+    dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    feature: str = "exp"
+    positional: bool = True
+    score_dim: int = 24
+    qk_std: float = 0.2
 
     def __post_init__(self):
         put = self._put

@@ -18,13 +18,14 @@ from companion.bounds.witness import WitnessFamily
 from companion.checks import check_device, check_instance, check_int, check_int_sequence
 from companion.core.exact import HeadTables, exact_table_max_error
 from companion.experiments.e1 import (
+    TrainingConfig,
     experiment_witness_24,
     family_digest,
     model_records,
     train_on_family,
 )
 from companion.experiments.heads import multi_heads, signed_heads
-from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
+from companion.experiments.sweep import run_sweep, seed_units, sweep_records
 from companion.open.signed import signed_rank_lower_bound
 
 __all__ = ["ProbeConfig", "run_probe_sweep", "summarise_probes", "probe_table",
@@ -35,27 +36,18 @@ EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 
 
 @dataclass(frozen=True)
-class ProbeConfig(FrozenConfig):
+class ProbeConfig(TrainingConfig):
     """One chapter-8 sweep; every grid may be empty (that unit is skipped). Defaults: the
     committed full run (see :data:`PROBES_FULL`)."""
 
-    family: str = "experiment_witness_24"
     signed_ranks: tuple[int, ...] = (16, 20, 24, 28, 32)
     shared_ranks: tuple[int, ...] = (12, 20)
     columns_ranks: tuple[int, ...] = (16, 32)
     multi_heads: tuple[int, ...] = (2, 4, 8)
     multi_totals: tuple[int, ...] = (2, 4, 8, 16)
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    d: int = 16
-    phi_std: float = 1.0
     gain_scale: float = 0.1
-    lr: float = 0.03
-    final_lr_fraction: float = 0.02
-    steps: int = 3000
-    surrogate_steps: int = 2000
-    surrogate_power: int = 16
     verify_below: int = 20
-    seed_block: int | None = 3  # seeds per unit (None: all seeds in one unit)
+    seed_block: int | None = 3
 
     def __post_init__(self):
         put = self._put
