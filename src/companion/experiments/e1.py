@@ -48,8 +48,6 @@ __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE
            "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
            "model_values"]
 
-# --------------------------------------------------------------------------- the E1 family
-
 #: (a, b): the first a Paley rows and the complements of the first b; the largest certified
 #: bound among subsets with 1,000-2,500 sequences (tests/experiments/test_e1.py re-searches).
 EXPERIMENT_PALEY_SUBSET = (23, 5)
@@ -64,8 +62,6 @@ def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
     """The witness family the experiments train on (n = 3, eps = 1/2)."""
     return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
 
-
-# --------------------------------------------------------------------------- configuration
 
 #: r in {1, 2, 4, ..., 64} plus where the bound (20), the rank-|S| construction (28) and the
 #: trained threshold meet.
@@ -307,8 +303,7 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
     """Lemma B, live, on every chain link: the head's errors on the link's pure sequences and
-    mixed arrangements and its ratio D(x;z)/D(x;z') (:func:`companion.bounds.gap_domination.
-    total_weights`), on the whole family at once (float64)."""
+    mixed arrangements and its ratio D(x;z)/D(x;z') (float64)."""
     check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
@@ -323,8 +318,6 @@ def load_e1_results(path) -> dict:
     """A stored E1 sweep (the JSON :func:`run_e1_sweep` writes)."""
     return load_sweep(path, "E1 results file")
 
-
-# --------------------------------------------------------------------------- the live subset
 
 #: What chapter 6 re-trains live (seconds): a failing and a solving rank of the quick mode's
 #: large rank group (padded to 32 as in the sweep), seed 0; checked against
@@ -352,10 +345,7 @@ def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] 
 def model_values(records, quantity: str = "best_max_error") -> dict:
     """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
     if isinstance(records, dict):
-        try:
-            records = sweep_records(records)
-        except ValueError as exc:
-            raise ValueError(f"records: {exc}") from exc
+        records = sweep_records(records)
     try:
         return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
     except (KeyError, TypeError, IndexError, ValueError) as exc:

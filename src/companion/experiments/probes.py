@@ -117,9 +117,8 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
 
 def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
     """Signs of a single head's denominators on the family (float64): sign_consistent (each
-    query's denominators share one sign: part (a) of the signed certificate applies),
-    arrangement_flips (mixed links whose two arrangements have opposite signs),
-    negative_rows, negative_weights (share of alpha_p(x, x_p) < 0), negative_features."""
+    query's share one sign: part (a) of the signed certificate applies), arrangement_flips
+    (mixed links whose arrangements' signs differ) and the shares of negative values."""
     (fq, fk, _, _), = tables.heads
     ids = np.asarray(family.token_ids)
     n = ids.shape[1]

@@ -44,13 +44,10 @@ class ReferenceCheck:
         return line
 
     def failure_message(self) -> str:
-        return (
-            f"live re-run differs from the committed results beyond the stated tolerance "
-            f"(largest deviation {self.largest_deviation:.4f} > {self.tolerance:g}: "
-            f"{list(self.beyond_tolerance)}; verdicts changed: {list(self.verdicts_changed)}). "
-            "Either the code changed what it computes (regenerate the committed results with "
-            "the CLI) or this platform drifts more than measured (see the book's reading page)."
-        )
+        return (f"live re-run differs from the committed results (largest deviation "
+                f"{self.largest_deviation:.4f} > {self.tolerance:g}: {list(self.beyond_tolerance)}"
+                f"; verdicts changed: {list(self.verdicts_changed)}): the code changed (rerun "
+                "the CLI) or this platform drifts more than measured (book/reading.md)")
 
 
 def check_against_reference(
