@@ -73,7 +73,8 @@ def _device(name: str) -> str:
     try:
         return check_device(name, "--device")
     except ImportError as exc:  # a broken install
-        raise _UsageError(f"the sweeps need torch, which cannot be imported ({exc})") from exc
+        raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
+                          "install it: pip install 'torch>=2.11,<3'") from exc
     except ValueError as exc:
         raise _UsageError(str(exc)) from exc
 
