@@ -44,9 +44,8 @@ from companion.experiments.sweep import (
 
 __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family",
            "build_unit", "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
-           "consistency_violations", "dense_init_statistics",
-           "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
-           "model_values"]
+           "consistency_violations", "dense_init_statistics", "link_checks", "load_e1_results",
+           "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live", "model_values"]
 
 #: (a, b): the first a Paley rows and the complements of the first b; the largest certified
 #: bound among subsets with 1,000-2,500 sequences (tests/experiments/test_e1.py re-searches).
@@ -320,8 +319,7 @@ def load_e1_results(path) -> dict:
 
 
 #: What chapter 6 re-trains live (seconds): a failing and a solving rank of the quick mode's
-#: large rank group (padded to 32 as in the sweep), seed 0; checked against
-#: results/e1_quick.json (:mod:`companion.experiments.reference`), never printed.
+#: large rank group (padded to 32), seed 0; checked against results/e1_quick.json.
 E1_LIVE_RANKS = (16, 32)
 E1_LIVE_SEEDS = (0,)
 

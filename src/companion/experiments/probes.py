@@ -222,9 +222,8 @@ def probe_table(rows: list[dict], caption: str | None = None) -> Table:
 
 
 def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
-    """Signed records that would contradict the signed certificate: exactly solved with rank
-    below its part (a) bound (denominators of one sign per query) or part (b) bound (shared
-    keys). Position-dependent keys with sign changes: no bound known, never listed."""
+    """Signed records exactly solved below the signed certificate's part (a) bound (one sign
+    per query) or part (b) bound (shared keys); other signed heads have no known bound."""
     check_instance(bound, "bound", RankLowerBound)
     bad = []
     for rec in sweep_records(results):

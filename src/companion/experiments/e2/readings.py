@@ -1,7 +1,6 @@
 """The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader, for
-the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the protocols
-stored before them (:class:`E2Config`). Heads are scored by exact-sequence accuracy (all three
-rounded outputs equal their targets) on every evaluation set of :func:`reading_data`.
+the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the stored
+protocols (:class:`E2Config`); heads scored by exact-sequence accuracy (:func:`reading_data`).
 """
 
 from __future__ import annotations
@@ -357,9 +356,8 @@ _RUN_INFO = ("wall_time", "environment", "cpu_seconds")  # where and how long a 
 
 
 def _result(config: dict, units: dict) -> dict | None:
-    """What the stored units make, or None while one is missing: a protocol's ``{"config",
-    "widths": {"<m>": record}}`` (older files: one "sweep" unit), a reading's ``{"config",
-    "sizes": {"m<m>-P<P>": {readout: {"heads", "dense"}}}}``."""
+    """What the stored units make (None while one is missing): ``{"config", "widths"}`` (a
+    protocol; older files: one "sweep" unit) or ``{"config", "sizes"}`` (a reading)."""
     def unit(key):
         return {k: v for k, v in units[key].items() if k not in _RUN_INFO}
 
