@@ -147,7 +147,7 @@ def family_digest(family) -> str:
     return h.hexdigest()[:16]
 
 
-def train_on_family(cfg, family, model, device="cpu", progress: bool = False):
+def train_on_family(cfg, family, model, device="cpu"):
     """train_batched on the whole family with the configuration's schedule (E1, probes)."""
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
@@ -155,8 +155,7 @@ def train_on_family(cfg, family, model, device="cpu", progress: bool = False):
     return train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
                          final_lr_fraction=cfg.final_lr_fraction,
                          surrogate_steps=cfg.surrogate_steps,
-                         surrogate_power=cfg.surrogate_power, seed=0, device=device,
-                         progress=progress)
+                         surrogate_power=cfg.surrogate_power, seed=0, device=device)
 
 
 def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:
@@ -208,11 +207,11 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
 
 
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
-                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False):
+                  seeds: Sequence[int] | None = None, device="cpu"):
     """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
     check_device(device)
     model, labels = build_unit(cfg, family, group, seeds)
-    res = train_on_family(cfg, family, model, device, progress)
+    res = train_on_family(cfg, family, model, device)
     return model_records(res, labels), res
 
 

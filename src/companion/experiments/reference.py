@@ -67,11 +67,9 @@ def check_against_reference(
     if threshold is not None:
         threshold = check_float(threshold, "threshold", -math.inf, math.inf)
     if set(live) != set(stored):
-        missing, extra = set(stored) - set(live), set(live) - set(stored)
-        raise ValueError(
-            f"live and stored must hold the same model keys; missing from live: "
-            f"{sorted(map(str, missing))}, not in stored: {sorted(map(str, extra))}"
-        )
+        raise ValueError(f"live and stored must hold the same model keys; missing from live: "
+                         f"{sorted(map(str, set(stored) - set(live)))}, not in stored: "
+                         f"{sorted(map(str, set(live) - set(stored)))}")
     if not live:
         raise ValueError("live and stored must hold at least one model")
     keys = sorted(stored, key=str)

@@ -75,8 +75,7 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
         cand = cand[cand != x]
         if x != z and len(cand):
             out.append(np.array([x, z, cand[rng.integers(0, len(cand))]])[rng.permutation(3)])
-    raise ValueError(f"a pool of {len(gram)} tokens has too few pairs at overlap gap 1 for "
-                     "near-ties")
+    raise ValueError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
 
 
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
