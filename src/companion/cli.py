@@ -257,8 +257,7 @@ def _run_readings(args, device: str) -> int:
             path = reading_path(folder, name, "full")
             if path.exists() and (res := load_reading(path)) is not None:
                 readings[name] = res
-        stored = load_e2_protocols(os.path.join(folder, "e2_protocols")) if os.path.isdir(
-            os.path.join(folder, "e2_protocols")) else {}
+        stored = load_e2_protocols(os.path.join(folder, "e2_protocols"))  # {} if none
         summary = e2_summary(readings, stored)
         atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
         for name, r in summary["readings"].items():

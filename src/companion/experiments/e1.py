@@ -159,8 +159,7 @@ def train_on_family(cfg, family, model, device="cpu"):
 
 
 def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:
-    """One flat record per trained model: its label fields, best max error and share within
-    1/2 (``full``: also the final max error and the best step)."""
+    """Per model: its label, best max error, share within 1/2 (``full``: final error, best step)."""
     records = []
     for i, label in enumerate(labels):
         rec = {**dict(zip(keys, label)), "best_max_error": round(float(res.best_max_error[i]), 6),
@@ -184,8 +183,7 @@ def _nka_heads(cfg: E1Config, family, ranks, seeds, pad: int):
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                seeds: Sequence[int] | None = None):
-    """The stacked models of one unit (a rank group x seeds, default the configuration's, or
-    the dense heads for group None) and their labels."""
+    """One unit's stacked models and labels: a rank group x seeds, or (group None) dense heads."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
@@ -239,8 +237,7 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
 
 
 def summarise_e1(results: dict) -> list[dict]:
-    """Per rank (then 'dense'): max error median / min / max over seeds, median fraction of
-    inputs within 1/2, and solved seeds (max error < 1/2)."""
+    """Per rank (then 'dense'): max error median / min / max, median share within 1/2, solved."""
     recs = sweep_records(results)
     keys = sorted({r["rank"] for r in recs if r["kind"] == "nka"}) + (
         ["dense"] if any(r["kind"] == "dense" for r in recs) else [])
@@ -258,8 +255,7 @@ def summarise_e1(results: dict) -> list[dict]:
 
 
 def summary_table(rows: list[dict], caption: str | None = None) -> Table:
-    """The rows of :func:`summarise_e1` as a table: max error median [min, max], median share
-    within 1/2, solved seeds."""
+    """The rows of :func:`summarise_e1` as a table (max error median [min, max], solved)."""
     try:
         cells = [{"r": row["r"], "max error: median": row["median_max_error"],
                   "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
@@ -271,8 +267,7 @@ def summary_table(rows: list[dict], caption: str | None = None) -> Table:
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
-    """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
-    says cannot exist. An empty list means the check passed."""
+    """NKA records with rank < r_star and max error < 1/2, which the certified bound forbids."""
     r_star = check_int(r_star, "r_star", 0)
     return [r for r in sweep_records(results)
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]

@@ -37,8 +37,7 @@ EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 
 @dataclass(frozen=True)
 class ProbeConfig(TrainingConfig):
-    """One chapter-8 sweep; every grid may be empty (that unit is skipped). Defaults: the
-    committed full run (see :data:`PROBES_FULL`)."""
+    """One chapter-8 sweep; an empty grid skips its unit. Defaults: :data:`PROBES_FULL`."""
 
     signed_ranks: tuple[int, ...] = (16, 20, 24, 28, 32)
     shared_ranks: tuple[int, ...] = (12, 20)
@@ -92,8 +91,7 @@ def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
-    """The stacked models of one unit (a model kind x a seed block) and their labels (kind,
-    heads, rank, seed)."""
+    """One unit's stacked models and their labels (kind, heads, rank, total rank, seed)."""
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
     qpos, seeds = int(family.query_position), list(seeds)
     if kind.startswith("signed"):
@@ -162,8 +160,7 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
                     out=None, restart: bool = False, keep_models: bool = False,
                     family: WitnessFamily | None = None, scheduler: str | None = None,
                     threads: int = 1) -> dict:
-    """Run (or resume) the sweep (:func:`companion.experiments.sweep.run_sweep`; units: each
-    kind of :func:`_plan` x a seed block). ``family``: E1's witness family, checked by digest."""
+    """Run (or resume) the sweep: each kind of :func:`_plan` x a seed block, on E1's family."""
     cfg = check_instance(config, "config", ProbeConfig)
     device = str(check_device(device))
     if family is None:

@@ -49,8 +49,7 @@ run_e2_sweep = run_reading
 
 
 def load_e2_result(path) -> dict | None:
-    """A stored protocol's file (e.g. results/e2_quick.json) as :func:`run_e2_sweep` returns
-    it, or None while a width is missing."""
+    """A stored protocol's file as :func:`run_e2_sweep` returns it (None while incomplete)."""
     res = load_reading(path)
     if res is not None and "widths" not in res:
         raise ValueError(f"path {str(path)!r} holds a reading, not a stored protocol")
@@ -75,8 +74,7 @@ def _summary_row(m: str, e: dict) -> dict:
 
 
 def summarise_e2(result: dict) -> list[dict]:
-    """One row per width and test distribution: median accuracy per rank, the rule's r*, the
-    dense heads' least accuracy over seeds."""
+    """Per width: median accuracy per rank, the rule's r* and the dense heads' least accuracy."""
     check_mapping(result, "result")
     try:
         return [_summary_row(m, e)
@@ -164,8 +162,7 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
 
 def e2_model_values(width_result: dict, distribution: str = "uniform",
                     seeds: Sequence[int] | None = None, width=None) -> dict:
-    """{(width, rank or "dense", seed): test accuracy} of one width's record
-    (:func:`e2_live_result`, or a sweep's ``widths[m]``)."""
+    """{(width, rank or "dense", seed): test accuracy} of one width's record."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
     check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
     try:

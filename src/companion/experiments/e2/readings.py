@@ -117,8 +117,7 @@ class _Checked(FrozenConfig):
 
 @dataclass(frozen=True)
 class ReadingConfig(_Checked):
-    """One reading's sweep; ``dense_learned_lr``: the dense heads' rate with the learned readout
-    (None: ``lr``)."""
+    """One reading's sweep; ``dense_learned_lr`` (None: ``lr``): the dense learned-readout rate."""
 
     reading: str = "S-code"
     sizes: tuple[tuple[int, int], ...] = ((12, 22), (24, 46), (32, 62))
@@ -389,8 +388,7 @@ def reading_path(out_dir, reading: str, mode: str = "full"):
 
 def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes
-    (None: in memory); what :func:`load_reading` reads of the file."""
+    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes."""
     cfg = check_instance(config, "config", (ReadingConfig, E2Config))
     check_device(device)
     if out is not None:
@@ -401,8 +399,7 @@ def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progre
 
 
 def load_reading(path) -> dict | None:
-    """A stored E2 results file (a reading's, or a protocol's such as results/e2_quick.json)
-    as :func:`run_reading` returns it, or None while a unit is missing."""
+    """A stored E2 results file as :func:`run_reading` returns it (None while incomplete)."""
     data = read_json_file(path, "E2 results file")
     units = data.get("units") if isinstance(data, dict) else None
     if not (isinstance(units, dict) and isinstance(data.get("config"), dict)

@@ -150,8 +150,7 @@ def verdict_table(summary: dict, test: str = "uniform", caption: str | None = No
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """Per protocol, readout and size: the capacity share of the missing test accuracy below
-    the transition and the rule's call."""
+    """Per protocol, readout and size: the capacity share below the transition, the call."""
     return Table([{
         "protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
         "capacity share": _dash(s["capacity_share"], ".2f"), "limited by": _dash(s["limit"]),
@@ -199,8 +198,7 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
 
 
 def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
-    """One judged curve of `e2_summary.json` in words (chapter 7's tables beside the reported
-    picture)."""
+    """One judged curve of `e2_summary.json` in words (chapter 7's tables)."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     per, size = entry["per_size"], summary["readings"][name]["problem_size"]
     return {
