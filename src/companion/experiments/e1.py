@@ -275,8 +275,7 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
 
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
-    """At initialisation (no training), the dense heads' attention on the family: standard
-    deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
+    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99."""
     family = check_instance(family, "family", WitnessFamily)
     seeds = check_int_sequence(seeds, "seeds", 0)
     qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)

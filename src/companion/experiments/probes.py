@@ -184,8 +184,7 @@ def _check_rows(rows) -> list[dict]:
 
 
 def summarise_probes(results: dict) -> list[dict]:
-    """Per (kind, heads, total rank): best max error median / min / max over seeds, solved
-    seeds (max error < 1/2) and, of those exactly re-verified, how many solve exactly."""
+    """Per (kind, heads, total rank): best max error median / min / max, solved, exactly solved."""
     groups: dict = {}
     for rec in sweep_records(results):
         try:
@@ -258,8 +257,7 @@ _STYLES = {"nka": ("NKA, one head (E1)", "k", "o"),
 
 
 def probe_figure(rows: list[dict], bound: RankLowerBound, ax=None):
-    """Best max error (log) against total feature rank H r (log2), one curve per model class
-    (median over seeds, bars min..max), the line 1/2 and the certified bounds."""
+    """Best max error against total feature rank H r per model class, with 1/2 and the bounds."""
     import matplotlib.pyplot as plt
 
     check_instance(bound, "bound", RankLowerBound)

@@ -231,8 +231,7 @@ def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
                       seed: int = 0, test_fraction: float = 0.3) -> dict:
-    """One pool, each multiset on the test side with probability `test_fraction`: `n_train`
-    training sequences, up to `n_test` distinct test sequences per test (:func:`_data`)."""
+    """One pool, each multiset held out with probability `test_fraction` (:func:`_data`)."""
     size, m = pool.shape
     _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
     gram = pool @ pool.T

@@ -1,6 +1,5 @@
 """The protocols stored before the readings (chapter 7): MLP maps on disjoint random token
-pools, configurations (:class:`~.readings.E2Config`) of the one E2 pipeline, their files
-(results/e2_quick.json, results/e2_protocols/<name>.json), tables and live subset.
+pools (:class:`~.readings.E2Config`), their files under results/, tables and live subset.
 """
 
 from __future__ import annotations
@@ -85,8 +84,7 @@ def summarise_e2(result: dict) -> list[dict]:
 
 
 def accuracy_table(result: dict, distribution: str, caption: str | None = None) -> Table:
-    """Exact-sequence accuracy by rank (rows, then the dense heads) and width (columns):
-    'median [min, max]' over seeds on a test distribution, or the median on "train"."""
+    """Accuracy by rank and width, 'median [min, max]' over seeds (the median alone on "train")."""
     check_choice(distribution, "distribution", (*TEST_DISTRIBUTIONS, "train"))
     train = distribution == "train"
     return rank_table(result["config"]["ranks"], {
@@ -115,8 +113,7 @@ E2_PROTOCOLS: dict = {
 def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
                     base: E2Config | None = None, device="cpu", progress=False,
                     restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run one protocol (`changes` to `base`, default `E2_QUICK`) stored at
-    `out_dir/<name>.json`, reusing the finished widths of a file for the same configuration."""
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) into `out_dir/<name>.json`."""
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
     check_instance(changes, "changes", dict)

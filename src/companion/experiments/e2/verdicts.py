@@ -137,8 +137,7 @@ def _protocol_rows(summary, test: str) -> list:
 
 
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """One row per protocol and readout: sizes, r* per size, the width of each transition
-    in doublings, dense exact seeds per size, and the rule's verdict."""
+    """Per protocol and readout: sizes, r* and transition width per size, dense exact, verdict."""
     return Table([{
         "protocol": name, "readout": readout,
         "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
@@ -211,8 +210,7 @@ def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
 
 def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str, test: str,
                  title: str | None = None) -> None:
-    """Median test accuracy against rank per size (band: seeds; dashed: dense; star: r*;
-    dotted: the threshold), chapter 7's figures."""
+    """Chapter 7's figures: median test accuracy by rank per size, seed bands, dense, r*, tau."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     ranks = list(result["config"]["ranks"])
     for i, ((*_, label, e), line) in enumerate(zip(_sizes(result, readout), entry["per_size"],
