@@ -336,7 +336,10 @@ def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] 
 def model_values(records, quantity: str = "best_max_error") -> dict:
     """{(kind, rank, seed): value} of E1 records (a list, or a sweep result's units)."""
     if isinstance(records, dict):
-        records = sweep_records(records)
+        try:
+            records = sweep_records(records)
+        except ValueError as exc:  # name the argument
+            raise ValueError(f"records: {exc}") from exc
     try:
         return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}
     except (KeyError, TypeError, IndexError, ValueError) as exc:
