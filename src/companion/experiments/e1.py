@@ -62,8 +62,7 @@ def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
     return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
 
 
-#: r in {1, 2, 4, ..., 64} plus where the bound (20), the rank-|S| construction (28) and the
-#: trained threshold meet.
+#: Powers of two to 64, the bound (20), the rank-|S| construction (28), the trained threshold.
 E1_RANKS = (1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64)
 
 FAMILIES = ("experiment_witness_24",)
@@ -87,8 +86,7 @@ class TrainingConfig(FrozenConfig):
 
 @dataclass(frozen=True)
 class E1Config(TrainingConfig):
-    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
-    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
+    """One E1 sweep (defaults: full size); ranks sorted, rank_groups None: :func:`group_ranks`."""
 
     ranks: tuple[int, ...] = E1_RANKS
     rank_groups: tuple[tuple[int, ...], ...] | None = None
@@ -221,8 +219,7 @@ def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep: units 'nka_r1-2-4' per rank group, then 'dense' (x seed
-    blocks); a ``family`` other than the configuration's is named by its digest."""
+    """Run (or resume) an E1 sweep: 'nka_r<group>' units, then 'dense' (x seed blocks)."""
     cfg = check_instance(config, "config", E1Config)
     device = str(check_device(device))
     if family is None:
@@ -294,8 +291,7 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 
 
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
-    """Lemma B, live, on every chain link: the head's errors on the link's pure sequences and
-    mixed arrangements and its ratio D(x;z)/D(x;z') (float64)."""
+    """Lemma B, live, per chain link: errors on its pure and mixed rows, D(x;z)/D(x;z'), float64."""
     check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
@@ -319,8 +315,7 @@ E1_LIVE_SEEDS = (0,)
 
 def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] = E1_LIVE_RANKS,
                   seeds: Sequence[int] = E1_LIVE_SEEDS, device="cpu"):
-    """Train ``ranks`` x ``seeds`` as one program padded to the largest rank of the rank group
-    that holds them (as in the sweep); returns (records, trained stacked module)."""
+    """Train ``ranks`` x ``seeds`` padded to their rank group's largest rank, as in the sweep."""
     cfg = check_instance(config, "config", E1Config)
     ranks = tuple(sorted(set(check_int_sequence(ranks, "ranks", 1))))
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]

@@ -1,8 +1,7 @@
 """Chapter 8's sweep on E1's F(S) and training: signed heads (``signed_pos`` NKA start,
 ``signed_shared`` shared keys, ``signed_columns`` half the columns negated) and ``multi_H<H>``
-(H NKA heads) against the certified bound (``prf:prop-signed-certificate``,
-``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly; signed
-ones store their denominators' signs, which pick the part of the certificate that applies."""
+(H NKA heads) against the certified bounds (``prf:prop-signed-certificate``,
+``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Live re-runs checked against committed results (chapters 6-8). Training is chaotic in float
-rounding (``results/cross_path_spread.json``), so a chapter prints committed numbers and checks
-a live re-run: every model within a tolerance, and every verdict (value < threshold) the same
+"""Live re-runs checked against committed results (chapters 6-8; training is chaotic in float
+rounding): every model within a tolerance, and every verdict (value < threshold) the same
 where the committed value is farther than the tolerance from the threshold."""
 
 from __future__ import annotations
