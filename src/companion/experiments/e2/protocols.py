@@ -64,16 +64,17 @@ def stored_config_hash(path) -> str | None:
 
 
 def _summary_row(m: str, e: dict) -> dict:
-    row = {"m": int(m)}
+    row = {"m": int(m), "ranks": e["ranks"]}
     for name in TEST_DISTRIBUTIONS:
         row[f"median_{name}"] = [float(np.median(a)) for a in np.asarray(e["accuracy"][name])]
         row[f"transition_{name}"] = e["transition_r"][name]
         row[f"dense_min_{name}"] = float(min(e["dense"][name]))
+    row["median_train"] = [float(np.median(a)) for a in np.asarray(e["train_accuracy"])]
     return row
 
 
 def summarise_e2(result: dict) -> list[dict]:
-    """Per width: median accuracy per rank, the rule's r* and the dense heads' least accuracy."""
+    """Per width: median accuracy per rank (tests, train), the rule's r*, the dense worst seed."""
     check_mapping(result, "result")
     try:
         return [_summary_row(m, e)
