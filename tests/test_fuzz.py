@@ -299,6 +299,7 @@ OVERRIDES = {
     "companion.book:Table": {},
     "companion.book:seed_everything": {},
     "companion.checks:read_json_file": {"path": "results/e2_quick.json"},
+    "companion.checks:check_device": {},
     "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
     "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
     "companion.sandwich.head_files:write_head_file": {"head": EXACT,

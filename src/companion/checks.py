@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["read_json_file"]
+__all__ = ["check_device", "read_json_file"]
 
 
 def _is_int(value) -> bool:

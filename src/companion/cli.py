@@ -6,9 +6,8 @@
     python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
-Units are stored as they finish, so a rerun resumes (``--restart``: start over); ``e2 --full``
-judges chapter 7's readings into ``results/e2_summary.json``; ``verify-head`` re-checks head
-files and certificates exactly. Exit 2 with one line on a usage error, 130 on Ctrl-C.
+Units are stored as they finish, so a rerun resumes; ``e2 --full`` also judges chapter 7's
+readings into ``results/e2_summary.json``. Exit 2 (one line) on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
         modes = [("full", "full-size sweep (default)"), ("quick", "the book's quick mode"),
-                 ("smoke", "a tiny configuration (seconds): checks an installation or a "
-                  "cluster")]
+                 ("smoke", "a tiny configuration (seconds) checking an installation or a cluster")]
         if name == "probes":
             modes.append(("exact", "the exact LP tables (level heads, overlap heads; no "
                           "training, always in this process)"))
@@ -44,15 +42,14 @@ def _parser() -> argparse.ArgumentParser:
                 help="chapter 7's readings in which rank can bind (default with --full: "
                 "all; --out is then a folder, default results)")
         s.add_argument("--scheduler", default=None, metavar="local:N|ADDRESS",
-                       help="run the units as Dask tasks: local:N starts N worker processes "
-                       "here, tcp://HOST:PORT connects to a running dask scheduler (default: "
-                       "here)")
+                       help="run the units as Dask tasks: local:N worker processes here, or "
+                       "tcp://HOST:PORT, a running dask scheduler (default: in this process)")
         s.add_argument("--out", default=None,
                        help=f"output JSON (default results/{name}_<mode>.json)")
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
         s.add_argument("--threads", type=int, default=1,
                        help="torch CPU threads (default 1: results then do not depend on the "
-                       "core count, so committed results can be re-checked bit for bit)")
+                       "core count)")
         s.add_argument("--restart", action="store_true",
                        help="discard an existing output file instead of resuming it")
         s.add_argument("--no-progress", dest="progress", action="store_false",
@@ -68,20 +65,15 @@ class _UsageError(Exception):
 
 
 def _device(name: str) -> str:
-    if name not in ("cpu", "cuda") and not (name.startswith("cuda:") and name[5:].isdigit()):
-        raise _UsageError(f"--device must be cpu or cuda[:i] (i a number), got {name!r}")
+    from companion.checks import check_device  # imports torch
+
     try:
-        import torch
+        return check_device(name, "--device")
     except ImportError as exc:  # a broken install
         raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
                           "install it: pip install 'torch>=2.11,<3'") from exc
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise _UsageError(f"--device {name}: CUDA is not available on this machine; "
-                          "use --device cpu")
-    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise _UsageError(f"--device {name}: this machine has "
-                          f"{torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)")
-    return name
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from exc
 
 
 def main(argv=None) -> int:
@@ -165,8 +157,7 @@ def _writing(path, command: str):
     except ResultFileError as exc:
         raise _UsageError(f"--out: {exc}") from exc
     except OSError as exc:
-        # a write that failed mid-sweep (disk full, folder removed): finished units are in
-        # the file (each written atomically); rerunning resumes from them
+        # a write failed mid-sweep (disk full, folder removed): finished units are stored
         raise _UsageError(f"writing {path} failed ({exc.strerror or exc}); free space or fix "
                           "the folder, then rerun the same command to resume") from exc
 
@@ -266,8 +257,7 @@ def _run_readings(args, device: str) -> int:
             path = reading_path(folder, name, "full")
             if path.exists() and (res := load_reading(path)) is not None:
                 readings[name] = res
-        stored = load_e2_protocols(os.path.join(folder, "e2_protocols")) if os.path.isdir(
-            os.path.join(folder, "e2_protocols")) else {}
+        stored = load_e2_protocols(os.path.join(folder, "e2_protocols"))  # {} if none
         summary = e2_summary(readings, stored)
         atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
         for name, r in summary["readings"].items():

@@ -44,11 +44,8 @@ from companion.experiments.sweep import (
 
 __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE", "e1_family",
            "build_unit", "train_e1_unit", "run_e1_sweep", "summarise_e1", "summary_table",
-           "consistency_violations", "dense_init_statistics",
-           "link_checks", "load_e1_results", "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live",
-           "model_values"]
-
-# --------------------------------------------------------------------------- the E1 family
+           "consistency_violations", "dense_init_statistics", "link_checks", "load_e1_results",
+           "E1_LIVE_RANKS", "E1_LIVE_SEEDS", "train_e1_live", "model_values"]
 
 #: (a, b): the first a Paley rows and the complements of the first b; the largest certified
 #: bound among subsets with 1,000-2,500 sequences (tests/experiments/test_e1.py re-searches).
@@ -65,37 +62,39 @@ def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
     return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
 
 
-# --------------------------------------------------------------------------- configuration
-
-#: r in {1, 2, 4, ..., 64} plus where the bound (20), the rank-|S| construction (28) and the
-#: trained threshold meet.
+#: Powers of two to 64, the bound (20), the rank-|S| construction (28), the trained threshold.
 E1_RANKS = (1, 2, 4, 8, 16, 20, 24, 27, 28, 32, 64)
 
 FAMILIES = ("experiment_witness_24",)
 
 
 @dataclass(frozen=True)
-class E1Config(FrozenConfig):
-    """One E1 sweep; defaults: the full size (11 ranks x 5 seeds, dense x 5 seeds); ranks
-    sorted and distinct, rank_groups None -> :func:`group_ranks`."""
+class TrainingConfig(FrozenConfig):
+    """The fields E1 and chapter 8's probes share (defaults: their full runs)."""
 
     family: str = "experiment_witness_24"
-    ranks: tuple[int, ...] = E1_RANKS
-    rank_groups: tuple[tuple[int, ...], ...] | None = None
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    feature: str = "exp"
-    positional: bool = True
     d: int = 16
-    score_dim: int = 24
     phi_std: float = 1.0
-    qk_std: float = 0.2
     lr: float = 0.03
     final_lr_fraction: float = 0.02
     steps: int = 3000
     surrogate_steps: int = 2000
     surrogate_power: int = 16
     seed_block: int | None = None  # seeds per unit (None: all seeds in one unit)
+
+
+@dataclass(frozen=True)
+class E1Config(TrainingConfig):
+    """One E1 sweep (defaults: full size); ranks sorted, rank_groups None: :func:`group_ranks`."""
+
+    ranks: tuple[int, ...] = E1_RANKS
+    rank_groups: tuple[tuple[int, ...], ...] | None = None
+    dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    feature: str = "exp"
+    positional: bool = True
+    score_dim: int = 24
+    qk_std: float = 0.2
 
     def __post_init__(self):
         put = self._put
@@ -146,7 +145,7 @@ def family_digest(family) -> str:
     return h.hexdigest()[:16]
 
 
-def train_on_family(cfg, family, model, device="cpu", progress: bool = False):
+def train_on_family(cfg, family, model, device="cpu"):
     """train_batched on the whole family with the configuration's schedule (E1, probes)."""
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
@@ -154,13 +153,11 @@ def train_on_family(cfg, family, model, device="cpu", progress: bool = False):
     return train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
                          final_lr_fraction=cfg.final_lr_fraction,
                          surrogate_steps=cfg.surrogate_steps,
-                         surrogate_power=cfg.surrogate_power, seed=0, device=device,
-                         progress=progress)
+                         surrogate_power=cfg.surrogate_power, seed=0, device=device)
 
 
 def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:
-    """One flat record per trained model: its label fields, best max error and share within
-    1/2 (``full``: also the final max error and the best step)."""
+    """Per model: its label, best max error, share within 1/2 (``full``: final error, best step)."""
     records = []
     for i, label in enumerate(labels):
         rec = {**dict(zip(keys, label)), "best_max_error": round(float(res.best_max_error[i]), 6),
@@ -184,8 +181,7 @@ def _nka_heads(cfg: E1Config, family, ranks, seeds, pad: int):
 
 def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
                seeds: Sequence[int] | None = None):
-    """The stacked models of one unit (a rank group x seeds, default the configuration's, or
-    the dense heads for group None) and their labels."""
+    """One unit's stacked models and labels: a rank group x seeds, or (group None) dense heads."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
     if group is not None:
@@ -207,11 +203,11 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
 
 
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
-                  seeds: Sequence[int] | None = None, device="cpu", progress: bool = False):
+                  seeds: Sequence[int] | None = None, device="cpu"):
     """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
     check_device(device)
     model, labels = build_unit(cfg, family, group, seeds)
-    res = train_on_family(cfg, family, model, device, progress)
+    res = train_on_family(cfg, family, model, device)
     return model_records(res, labels), res
 
 
@@ -223,8 +219,7 @@ def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
                  restart: bool = False, family=None, keep_models: bool = False,
                  scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) an E1 sweep: units 'nka_r1-2-4' per rank group, then 'dense' (x seed
-    blocks); a ``family`` other than the configuration's is named by its digest."""
+    """Run (or resume) an E1 sweep: 'nka_r<group>' units, then 'dense' (x seed blocks)."""
     cfg = check_instance(config, "config", E1Config)
     device = str(check_device(device))
     if family is None:
@@ -239,8 +234,7 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
 
 
 def summarise_e1(results: dict) -> list[dict]:
-    """Per rank (then 'dense'): max error median / min / max over seeds, median fraction of
-    inputs within 1/2, and solved seeds (max error < 1/2)."""
+    """Per rank (then 'dense'): max error median / min / max, median share within 1/2, solved."""
     recs = sweep_records(results)
     keys = sorted({r["rank"] for r in recs if r["kind"] == "nka"}) + (
         ["dense"] if any(r["kind"] == "dense" for r in recs) else [])
@@ -258,8 +252,7 @@ def summarise_e1(results: dict) -> list[dict]:
 
 
 def summary_table(rows: list[dict], caption: str | None = None) -> Table:
-    """The rows of :func:`summarise_e1` as a table: max error median [min, max], median share
-    within 1/2, solved seeds."""
+    """The rows of :func:`summarise_e1` as a table (max error median [min, max], solved)."""
     try:
         cells = [{"r": row["r"], "max error: median": row["median_max_error"],
                   "[min, max]": f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}]",
@@ -271,8 +264,7 @@ def summary_table(rows: list[dict], caption: str | None = None) -> Table:
 
 
 def consistency_violations(results: dict, r_star: int) -> list[dict]:
-    """Records of NKA heads with rank < r_star and max error < 1/2 — which the certified bound
-    says cannot exist. An empty list means the check passed."""
+    """NKA records with rank < r_star and max error < 1/2, which the certified bound forbids."""
     r_star = check_int(r_star, "r_star", 0)
     return [r for r in sweep_records(results)
             if r["kind"] == "nka" and r["rank"] < r_star and r["best_max_error"] < 0.5]
@@ -280,8 +272,7 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
 
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
-    """At initialisation (no training), the dense heads' attention on the family: standard
-    deviation of the logits, mean largest weight and share of inputs with a weight > 0.99."""
+    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99."""
     family = check_instance(family, "family", WitnessFamily)
     seeds = check_int_sequence(seeds, "seeds", 0)
     qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)
@@ -300,9 +291,7 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 
 
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
-    """Lemma B, live, on every chain link: the head's errors on the link's pure sequences and
-    mixed arrangements and its ratio D(x;z)/D(x;z') (:func:`companion.bounds.gap_domination.
-    total_weights`), on the whole family at once (float64)."""
+    """Lemma B, live, per chain link: errors on its pure and mixed rows, D(x;z)/D(x;z'), float64."""
     check_instance(family, "family", WitnessFamily)
     D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
@@ -318,19 +307,15 @@ def load_e1_results(path) -> dict:
     return load_sweep(path, "E1 results file")
 
 
-# --------------------------------------------------------------------------- the live subset
-
 #: What chapter 6 re-trains live (seconds): a failing and a solving rank of the quick mode's
-#: large rank group (padded to 32 as in the sweep), seed 0; checked against
-#: results/e1_quick.json (:mod:`companion.experiments.reference`), never printed.
+#: large rank group (padded to 32), seed 0; checked against results/e1_quick.json.
 E1_LIVE_RANKS = (16, 32)
 E1_LIVE_SEEDS = (0,)
 
 
 def train_e1_live(config: E1Config, family: WitnessFamily, ranks: Sequence[int] = E1_LIVE_RANKS,
                   seeds: Sequence[int] = E1_LIVE_SEEDS, device="cpu"):
-    """Train ``ranks`` x ``seeds`` as one program padded to the largest rank of the rank group
-    that holds them (as in the sweep); returns (records, trained stacked module)."""
+    """Train ``ranks`` x ``seeds`` padded to their rank group's largest rank, as in the sweep."""
     cfg = check_instance(config, "config", E1Config)
     ranks = tuple(sorted(set(check_int_sequence(ranks, "ranks", 1))))
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
@@ -348,7 +333,7 @@ def model_values(records, quantity: str = "best_max_error") -> dict:
     if isinstance(records, dict):
         try:
             records = sweep_records(records)
-        except ValueError as exc:
+        except ValueError as exc:  # name the argument
             raise ValueError(f"records: {exc}") from exc
     try:
         return {(r["kind"], r["rank"], r["seed"]): float(r[quantity]) for r in records}

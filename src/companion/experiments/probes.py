@@ -1,8 +1,7 @@
 """Chapter 8's sweep on E1's F(S) and training: signed heads (``signed_pos`` NKA start,
 ``signed_shared`` shared keys, ``signed_columns`` half the columns negated) and ``multi_H<H>``
-(H NKA heads) against the certified bound (``prf:prop-signed-certificate``,
-``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly; signed
-ones store their denominators' signs, which pick the part of the certificate that applies."""
+(H NKA heads) against the certified bounds (``prf:prop-signed-certificate``,
+``prf:prop-two-heads``). Solving models below ``verify_below`` are re-verified exactly."""
 
 from __future__ import annotations
 
@@ -18,13 +17,14 @@ from companion.bounds.witness import WitnessFamily
 from companion.checks import check_device, check_instance, check_int, check_int_sequence
 from companion.core.exact import HeadTables, exact_table_max_error
 from companion.experiments.e1 import (
+    TrainingConfig,
     experiment_witness_24,
     family_digest,
     model_records,
     train_on_family,
 )
 from companion.experiments.heads import multi_heads, signed_heads
-from companion.experiments.sweep import FrozenConfig, run_sweep, seed_units, sweep_records
+from companion.experiments.sweep import run_sweep, seed_units, sweep_records
 from companion.open.signed import signed_rank_lower_bound
 
 __all__ = ["ProbeConfig", "run_probe_sweep", "summarise_probes", "probe_table",
@@ -35,27 +35,17 @@ EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 
 
 @dataclass(frozen=True)
-class ProbeConfig(FrozenConfig):
-    """One chapter-8 sweep; every grid may be empty (that unit is skipped). Defaults: the
-    committed full run (see :data:`PROBES_FULL`)."""
+class ProbeConfig(TrainingConfig):
+    """One chapter-8 sweep; an empty grid skips its unit. Defaults: :data:`PROBES_FULL`."""
 
-    family: str = "experiment_witness_24"
     signed_ranks: tuple[int, ...] = (16, 20, 24, 28, 32)
     shared_ranks: tuple[int, ...] = (12, 20)
     columns_ranks: tuple[int, ...] = (16, 32)
     multi_heads: tuple[int, ...] = (2, 4, 8)
     multi_totals: tuple[int, ...] = (2, 4, 8, 16)
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    d: int = 16
-    phi_std: float = 1.0
     gain_scale: float = 0.1
-    lr: float = 0.03
-    final_lr_fraction: float = 0.02
-    steps: int = 3000
-    surrogate_steps: int = 2000
-    surrogate_power: int = 16
     verify_below: int = 20
-    seed_block: int | None = 3  # seeds per unit (None: all seeds in one unit)
+    seed_block: int | None = 3
 
     def __post_init__(self):
         put = self._put
@@ -100,8 +90,7 @@ def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
-    """The stacked models of one unit (a model kind x a seed block) and their labels (kind,
-    heads, rank, seed)."""
+    """One unit's stacked models and their labels (kind, heads, rank, total rank, seed)."""
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
     qpos, seeds = int(family.query_position), list(seeds)
     if kind.startswith("signed"):
@@ -125,9 +114,8 @@ def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
 
 def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
     """Signs of a single head's denominators on the family (float64): sign_consistent (each
-    query's denominators share one sign: part (a) of the signed certificate applies),
-    arrangement_flips (mixed links whose two arrangements have opposite signs),
-    negative_rows, negative_weights (share of alpha_p(x, x_p) < 0), negative_features."""
+    query's share one sign: part (a) of the signed certificate applies), arrangement_flips
+    (mixed links whose arrangements' signs differ) and the shares of negative values."""
     (fq, fk, _, _), = tables.heads
     ids = np.asarray(family.token_ids)
     n = ids.shape[1]
@@ -171,8 +159,7 @@ def run_probe_sweep(config: ProbeConfig, device: str = "cpu", progress: bool = F
                     out=None, restart: bool = False, keep_models: bool = False,
                     family: WitnessFamily | None = None, scheduler: str | None = None,
                     threads: int = 1) -> dict:
-    """Run (or resume) the sweep (:func:`companion.experiments.sweep.run_sweep`; units: each
-    kind of :func:`_plan` x a seed block). ``family``: E1's witness family, checked by digest."""
+    """Run (or resume) the sweep: each kind of :func:`_plan` x a seed block, on E1's family."""
     cfg = check_instance(config, "config", ProbeConfig)
     device = str(check_device(device))
     if family is None:
@@ -196,8 +183,7 @@ def _check_rows(rows) -> list[dict]:
 
 
 def summarise_probes(results: dict) -> list[dict]:
-    """Per (kind, heads, total rank): best max error median / min / max over seeds, solved
-    seeds (max error < 1/2) and, of those exactly re-verified, how many solve exactly."""
+    """Per (kind, heads, total rank): best max error median / min / max, solved, exactly solved."""
     groups: dict = {}
     for rec in sweep_records(results):
         try:
@@ -231,9 +217,8 @@ def probe_table(rows: list[dict], caption: str | None = None) -> Table:
 
 
 def signed_bound_violations(results: dict, bound: RankLowerBound) -> list[dict]:
-    """Signed records that would contradict the signed certificate: exactly solved with rank
-    below its part (a) bound (denominators of one sign per query) or part (b) bound (shared
-    keys). Position-dependent keys with sign changes: no bound known, never listed."""
+    """Signed records exactly solved below the signed certificate's part (a) bound (one sign
+    per query) or part (b) bound (shared keys); other signed heads have no known bound."""
     check_instance(bound, "bound", RankLowerBound)
     bad = []
     for rec in sweep_records(results):
@@ -271,8 +256,7 @@ _STYLES = {"nka": ("NKA, one head (E1)", "k", "o"),
 
 
 def probe_figure(rows: list[dict], bound: RankLowerBound, ax=None):
-    """Best max error (log) against total feature rank H r (log2), one curve per model class
-    (median over seeds, bars min..max), the line 1/2 and the certified bounds."""
+    """Best max error against total feature rank H r per model class, with 1/2 and the bounds."""
     import matplotlib.pyplot as plt
 
     check_instance(bound, "bound", RankLowerBound)

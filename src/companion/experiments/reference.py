@@ -1,6 +1,5 @@
-"""Live re-runs checked against committed results (chapters 6-8). Training is chaotic in float
-rounding (``results/cross_path_spread.json``), so a chapter prints committed numbers and checks
-a live re-run: every model within a tolerance, and every verdict (value < threshold) the same
+"""Live re-runs checked against committed results (chapters 6-8; training is chaotic in float
+rounding): every model within a tolerance, and every verdict (value < threshold) the same
 where the committed value is farther than the tolerance from the threshold."""
 
 from __future__ import annotations
@@ -44,13 +43,10 @@ class ReferenceCheck:
         return line
 
     def failure_message(self) -> str:
-        return (
-            f"live re-run differs from the committed results beyond the stated tolerance "
-            f"(largest deviation {self.largest_deviation:.4f} > {self.tolerance:g}: "
-            f"{list(self.beyond_tolerance)}; verdicts changed: {list(self.verdicts_changed)}). "
-            "Either the code changed what it computes (regenerate the committed results with "
-            "the CLI) or this platform drifts more than measured (see the book's reading page)."
-        )
+        return (f"live re-run differs from the committed results (largest deviation "
+                f"{self.largest_deviation:.4f} > {self.tolerance:g}: {list(self.beyond_tolerance)}"
+                f"; verdicts changed: {list(self.verdicts_changed)}): the code changed (rerun "
+                "the CLI) or this platform drifts more than measured (book/reading.md)")
 
 
 def check_against_reference(
@@ -70,11 +66,9 @@ def check_against_reference(
     if threshold is not None:
         threshold = check_float(threshold, "threshold", -math.inf, math.inf)
     if set(live) != set(stored):
-        missing, extra = set(stored) - set(live), set(live) - set(stored)
-        raise ValueError(
-            f"live and stored must hold the same model keys; missing from live: "
-            f"{sorted(map(str, missing))}, not in stored: {sorted(map(str, extra))}"
-        )
+        raise ValueError(f"live and stored must hold the same model keys; missing from live: "
+                         f"{sorted(map(str, set(stored) - set(live)))}, not in stored: "
+                         f"{sorted(map(str, set(live) - set(stored)))}")
     if not live:
         raise ValueError("live and stored must hold at least one model")
     keys = sorted(stored, key=str)

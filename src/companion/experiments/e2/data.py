@@ -75,8 +75,7 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
         cand = cand[cand != x]
         if x != z and len(cand):
             out.append(np.array([x, z, cand[rng.integers(0, len(cand))]])[rng.permutation(3)])
-    raise ValueError(f"a pool of {len(gram)} tokens has too few pairs at overlap gap 1 for "
-                     "near-ties")
+    raise ValueError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
 
 
 def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
@@ -232,8 +231,7 @@ def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
                       seed: int = 0, test_fraction: float = 0.3) -> dict:
-    """One pool, each multiset on the test side with probability `test_fraction`: `n_train`
-    training sequences, up to `n_test` distinct test sequences per test (:func:`_data`)."""
+    """One pool, each multiset held out with probability `test_fraction` (:func:`_data`)."""
     size, m = pool.shape
     _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
     gram = pool @ pool.T

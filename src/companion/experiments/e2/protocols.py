@@ -1,6 +1,5 @@
 """The protocols stored before the readings (chapter 7): MLP maps on disjoint random token
-pools, configurations (:class:`~.readings.E2Config`) of the one E2 pipeline, their files
-(results/e2_quick.json, results/e2_protocols/<name>.json), tables and live subset.
+pools (:class:`~.readings.E2Config`), their files under results/, tables and live subset.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ run_e2_sweep = run_reading
 
 
 def load_e2_result(path) -> dict | None:
-    """A stored protocol's file (e.g. results/e2_quick.json) as :func:`run_e2_sweep` returns
-    it, or None while a width is missing."""
+    """A stored protocol's file as :func:`run_e2_sweep` returns it (None while incomplete)."""
     res = load_reading(path)
     if res is not None and "widths" not in res:
         raise ValueError(f"path {str(path)!r} holds a reading, not a stored protocol")
@@ -66,24 +64,17 @@ def stored_config_hash(path) -> str | None:
 
 
 def _summary_row(m: str, e: dict) -> dict:
-    row = {"m": int(m), "ranks": e["ranks"], "pool_train": e["pool_train"],
-           "pool_test": e["pool_test"]}
+    row = {"m": int(m), "ranks": e["ranks"]}
     for name in TEST_DISTRIBUTIONS:
-        med = [float(np.median(a)) for a in np.asarray(e["accuracy"][name])]
-        row[f"median_{name}"] = med
+        row[f"median_{name}"] = [float(np.median(a)) for a in np.asarray(e["accuracy"][name])]
         row[f"transition_{name}"] = e["transition_r"][name]
         row[f"dense_min_{name}"] = float(min(e["dense"][name]))
-        row[f"largest_step_{name}"] = float(np.max(np.diff(med))) if len(med) > 1 else 0.0
     row["median_train"] = [float(np.median(a)) for a in np.asarray(e["train_accuracy"])]
-    row["dense_min_train"] = float(min(e["dense_train_accuracy"]))
-    row["dense_exact_seeds"] = {name: sum(a == 1.0 for a in e["dense"][name])
-                                for name in TEST_DISTRIBUTIONS}
     return row
 
 
 def summarise_e2(result: dict) -> list[dict]:
-    """One row per width: median accuracy per rank (each test distribution, train), the
-    rule's r*, the largest step of the median curve, the dense heads' (min over seeds)."""
+    """Per width: median accuracy per rank (tests, train), the rule's r*, the dense worst seed."""
     check_mapping(result, "result")
     try:
         return [_summary_row(m, e)
@@ -94,8 +85,7 @@ def summarise_e2(result: dict) -> list[dict]:
 
 
 def accuracy_table(result: dict, distribution: str, caption: str | None = None) -> Table:
-    """Exact-sequence accuracy by rank (rows, then the dense heads) and width (columns):
-    'median [min, max]' over seeds on a test distribution, or the median on "train"."""
+    """Accuracy by rank and width, 'median [min, max]' over seeds (the median alone on "train")."""
     check_choice(distribution, "distribution", (*TEST_DISTRIBUTIONS, "train"))
     train = distribution == "train"
     return rank_table(result["config"]["ranks"], {
@@ -124,8 +114,7 @@ E2_PROTOCOLS: dict = {
 def run_e2_protocol(name: str, changes: dict, out_dir="results/e2_protocols",
                     base: E2Config | None = None, device="cpu", progress=False,
                     restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run one protocol (`changes` to `base`, default `E2_QUICK`) stored at
-    `out_dir/<name>.json`, reusing the finished widths of a file for the same configuration."""
+    """Run one protocol (`changes` to `base`, default `E2_QUICK`) into `out_dir/<name>.json`."""
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise ValueError(f"name must be a non-empty identifier (letters, digits, _), got {name!r}")
     check_instance(changes, "changes", dict)
@@ -171,8 +160,7 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"],
 
 def e2_model_values(width_result: dict, distribution: str = "uniform",
                     seeds: Sequence[int] | None = None, width=None) -> dict:
-    """{(width, rank or "dense", seed): test accuracy} of one width's record
-    (:func:`e2_live_result`, or a sweep's ``widths[m]``)."""
+    """{(width, rank or "dense", seed): test accuracy} of one width's record."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
     check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
     try:

@@ -1,7 +1,6 @@
 """The E2 pipeline (chapter 7): configuration -> units -> one unit function -> one reader, for
-the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the protocols
-stored before them (:class:`E2Config`). Heads are scored by exact-sequence accuracy (all three
-rounded outputs equal their targets) on every evaluation set of :func:`reading_data`.
+the three readings of "larger, disjoint train/test pools" (:data:`READINGS`) and the stored
+protocols (:class:`E2Config`); heads scored by exact-sequence accuracy (:func:`reading_data`).
 """
 
 from __future__ import annotations
@@ -118,8 +117,7 @@ class _Checked(FrozenConfig):
 
 @dataclass(frozen=True)
 class ReadingConfig(_Checked):
-    """One reading's sweep; ``dense_learned_lr``: the dense heads' rate with the learned readout
-    (None: ``lr``)."""
+    """One reading's sweep; ``dense_learned_lr`` (None: ``lr``): the dense learned-readout rate."""
 
     reading: str = "S-code"
     sizes: tuple[tuple[int, int], ...] = ((12, 22), (24, 46), (32, 62))
@@ -357,9 +355,8 @@ _RUN_INFO = ("wall_time", "environment", "cpu_seconds")  # where and how long a 
 
 
 def _result(config: dict, units: dict) -> dict | None:
-    """What the stored units make, or None while one is missing: a protocol's ``{"config",
-    "widths": {"<m>": record}}`` (older files: one "sweep" unit), a reading's ``{"config",
-    "sizes": {"m<m>-P<P>": {readout: {"heads", "dense"}}}}``."""
+    """What the stored units make (None while one is missing): ``{"config", "widths"}`` (a
+    protocol; older files: one "sweep" unit) or ``{"config", "sizes"}`` (a reading)."""
     def unit(key):
         return {k: v for k, v in units[key].items() if k not in _RUN_INFO}
 
@@ -391,8 +388,7 @@ def reading_path(out_dir, reading: str, mode: str = "full"):
 
 def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progress=False,
                 restart=False, scheduler: str | None = None, threads: int = 1) -> dict:
-    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes
-    (None: in memory); what :func:`load_reading` reads of the file."""
+    """Run (or resume) a reading or a protocol, each unit stored in ``out`` as it finishes."""
     cfg = check_instance(config, "config", (ReadingConfig, E2Config))
     check_device(device)
     if out is not None:
@@ -403,8 +399,7 @@ def run_reading(config: ReadingConfig | E2Config, out=None, device="cpu", progre
 
 
 def load_reading(path) -> dict | None:
-    """A stored E2 results file (a reading's, or a protocol's such as results/e2_quick.json)
-    as :func:`run_reading` returns it, or None while a unit is missing."""
+    """A stored E2 results file as :func:`run_reading` returns it (None while incomplete)."""
     data = read_json_file(path, "E2 results file")
     units = data.get("units") if isinstance(data, dict) else None
     if not (isinstance(units, dict) and isinstance(data.get("config"), dict)

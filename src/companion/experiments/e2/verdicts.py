@@ -137,8 +137,7 @@ def _protocol_rows(summary, test: str) -> list:
 
 
 def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """One row per protocol and readout: sizes, r* per size, the width of each transition
-    in doublings, dense exact seeds per size, and the rule's verdict."""
+    """Per protocol and readout: sizes, r* and transition width per size, dense exact, verdict."""
     return Table([{
         "protocol": name, "readout": readout,
         "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
@@ -150,8 +149,7 @@ def verdict_table(summary: dict, test: str = "uniform", caption: str | None = No
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """Per protocol, readout and size: the capacity share of the missing test accuracy below
-    the transition and the rule's call."""
+    """Per protocol, readout and size: the capacity share below the transition, the call."""
     return Table([{
         "protocol": name, "readout": readout, "size": f"{what} = {s['size']}",
         "capacity share": _dash(s["capacity_share"], ".2f"), "limited by": _dash(s["limit"]),
@@ -199,8 +197,7 @@ def curve_table(result: dict, readout: str, test: str = "uniform",
 
 
 def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
-    """One judged curve of `e2_summary.json` in words (chapter 7's tables beside the reported
-    picture)."""
+    """One judged curve of `e2_summary.json` in words (chapter 7's tables)."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     per, size = entry["per_size"], summary["readings"][name]["problem_size"]
     return {
@@ -213,8 +210,7 @@ def summary_line(summary: Mapping, name: str, readout: str, test: str) -> dict:
 
 def plot_reading(ax, result: Mapping, summary: Mapping, name: str, readout: str, test: str,
                  title: str | None = None) -> None:
-    """Median test accuracy against rank per size (band: seeds; dashed: dense; star: r*;
-    dotted: the threshold), chapter 7's figures."""
+    """Chapter 7's figures: median test accuracy by rank per size, seed bands, dense, r*, tau."""
     entry = summary["readings"][name]["by_readout"][readout][test]
     ranks = list(result["config"]["ranks"])
     for i, ((*_, label, e), line) in enumerate(zip(_sizes(result, readout), entry["per_size"],
