@@ -30,16 +30,14 @@ __all__ = ["StackedHeads"]
 FEATURES = ("exp", "softplus")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
-#: Signed features phi = (1 + gain_scale g) exp(u); sign_init 'positive' (the NKA head of the
-#: same seed) or 'columns' (half the columns negated).
 
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """M stacked heads, one per seed (built by the factories below): ``ranks`` one per model,
-    ``heads`` NKA heads per model, ``num_tokens`` T or the pool size, ``m`` the token width.
-    Init: tables N(0, phi_std^2) or N(0, qk_std^2), values N(0, value_std^2), readout
-    N(0, 1/(d H)), bias 0; MLP layers He-initialised."""
+    """M stacked heads, one per seed (built by the factories below): ``ranks``, ``heads`` per
+    model. Init: tables N(0, phi_std^2) (softmax N(0, qk_std^2)), values N(0, value_std^2),
+    readout N(0, 1/(d H)), bias 0, MLPs He; signed phi = (1 + gain_scale g) exp(u), sign_init
+    'positive' (the NKA head of the same seed) or 'columns' (half the columns negated)."""
 
     maps: str
     attention: str
@@ -571,10 +569,8 @@ def mlp_softmax_heads(m: int, seeds: Sequence[int], hidden: Sequence[int] = (64,
 
 
 def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
-    """Partition distinct ranks into contiguous groups, each padded to its largest rank,
-    minimising sum (models x padded rank) + overhead x groups (each group costs a fixed
-    per-step overhead). Exact dynamic programme, O(n) by the convex-hull trick: the cost of
-    cut i at rank x is the line best[i] - i x (+ j x + overhead), queried at increasing x."""
+    """Contiguous groups of the distinct ranks, each padded to its largest, minimising
+    sum (models x padded rank) + overhead x groups: exact DP, O(n) by the convex-hull trick."""
     rs = sorted(set(ranks))
     n = len(rs)
     best, cut = [0.0] * (n + 1), [0] * (n + 1)
