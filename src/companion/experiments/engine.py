@@ -19,17 +19,6 @@ __all__ = ["train_batched", "lr_at"]
 
 #: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
-#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
-MAX_PARAMETERS = 2**25
-
-
-def check_model_size(count: int, what: str) -> int:
-    """`count` parameters if at most MAX_PARAMETERS, else ValueError naming `what`."""
-    if count > MAX_PARAMETERS:
-        raise ValueError(f"{what} give ~{count} parameters, above MAX_PARAMETERS = "
-                         f"{MAX_PARAMETERS}; use fewer or smaller models")
-    return count
-
 #: Number of points kept in the loss history (evenly spaced over all steps).
 HISTORY_POINTS = 200
 

@@ -15,7 +15,6 @@ import torch
 from companion.checks import check_choice, check_instance, check_int, check_int_sequence
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import HeadTables
-from companion.experiments.engine import check_model_size
 from companion.experiments.pair_readout import (
     make_pair_plan,
     pair_readout,
@@ -30,6 +29,8 @@ __all__ = ["StackedHeads"]
 FEATURES = ("exp", "softplus")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
+#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
+MAX_PARAMETERS = 2**25
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,10 @@ class HeadConfig:
             gains = 2 if self.attention == "signed" else 1  # signed heads train gains
             count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
-        check_model_size(count, "seeds, ranks, heads, tokens and widths")
+        if count > MAX_PARAMETERS:
+            raise ValueError(f"seeds, ranks, heads, tokens and widths give ~{count} parameters, "
+                             f"above MAX_PARAMETERS = {MAX_PARAMETERS}; use fewer or smaller "
+                             "models")
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -102,6 +106,13 @@ def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     num_models, p, t, r = right.shape
     out = torch.bmm(left, right.reshape(num_models, p * t, r).transpose(1, 2))
     return out.view(num_models, -1, p, t)
+
+
+def _exp_kernel(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """_pair_matmul of exp(q), exp(k), each max-shifted over its last axis; and k's shift."""
+    k_shift = k.detach().amax(-1, keepdim=True)
+    kern = _pair_matmul(torch.exp(q - q.detach().amax(-1, keepdim=True)), torch.exp(k - k_shift))
+    return kern, k_shift.squeeze(-1)
 
 
 def _gather_pairs(matrix, rows):
@@ -224,10 +235,9 @@ class StackedHeads(torch.nn.Module):
                      for part, to in zip(weight.split([w, w, d, d, 1], 1), (pad, pad, d, d, 1))]
             layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
             per_model.append(layers)
-        self.weights = nn.ParameterList([nn.Parameter(torch.stack([pm[i][0] for pm in per_model]))
-                                         for i in range(len(dims))])
-        self.biases = nn.ParameterList([nn.Parameter(torch.stack([pm[i][1] for pm in per_model]))
-                                        for i in range(len(dims))])
+        self.weights, self.biases = (nn.ParameterList(
+            [nn.Parameter(torch.stack([pm[i][part] for pm in per_model]))
+             for i in range(len(dims))]) for part in (0, 1))
         self.skip = (nn.Parameter(torch.zeros(self.num_models, m, 2 * pad + 2 * d + 1))
                      if c.skip and c.hidden else None)
         if kernel:
@@ -382,11 +392,10 @@ class StackedHeads(torch.nn.Module):
         if self.config.attention == "softmax":
             log_alpha = _pair_matmul(self.q, self.k)
         elif self.feature == "exp":
-            q, k = self.q + self.mask_add[:, None, :], self.k + self.mask_add[:, None, None, :]
-            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
-            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
-            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-            log_alpha = torch.log(kern.clamp_min(1e-30)) + k_shift.squeeze(-1)[:, None]
+            # q's shift cancels per query
+            kern, shift = _exp_kernel(self.q + self.mask_add[:, None, :],
+                                      self.k + self.mask_add[:, None, None, :])
+            log_alpha = torch.log(kern.clamp_min(1e-30)) + shift[:, None]
         else:
             log_alpha = torch.log(_pair_matmul(*self.features()).clamp_min(1e-30))
         scores = _pair_matmul(self.a, self.v)
@@ -401,10 +410,7 @@ class StackedHeads(torch.nn.Module):
         n = self.length
         q = (self.q + self.mask_add[:, None, None, :]).reshape(m * hh, t, r)
         k = (self.k + self.mask_add[:, None, None, None, :]).reshape(m * hh, p, t, r)
-        q_shift = q.detach().amax(-1, keepdim=True)
-        k_shift = k.detach().amax(-1, keepdim=True)
-        kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-        shift = k_shift.squeeze(-1)
+        kern, shift = _exp_kernel(q, k)
         la = torch.log(kern.reshape(m * hh, -1).index_select(1, flat).clamp_min(1e-30))
         la = la + shift.reshape(m * hh, -1).index_select(1, flat % shift[0].numel())
         la = la.view(m * hh, -1, n)

@@ -164,10 +164,8 @@ class _PairReadout(torch.autograd.Function):
             la = values
         g = la.index_select(1, plan.inv).view(m, n, num)
         sc = scores.index_select(1, plan.inv).view(scores.shape[0], n, num)
-        if mode == "kernel":
-            w = g
-        else:
-            w = g.sub_(g.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR.get(g.dtype, -87.0)).exp_()
+        w = g if mode == "kernel" else (
+            g.sub_(g.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR.get(g.dtype, -87.0)).exp_())
         total = w.sum(1)
         if mode == "kernel":
             total.clamp_min_(_TINY)

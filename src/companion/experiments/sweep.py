@@ -143,11 +143,6 @@ def config_hash(config) -> str:
 # --------------------------------------------------------------------------- files
 
 
-def _temporary(path: Path) -> Path:
-    """This process's temporary file for `path` (a dead run's is removed at the next start)."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
 def _writable_target(path, name: str) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
@@ -160,7 +155,7 @@ def _writable_target(path, name: str) -> Path:
 
 
 def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
-    tmp = _temporary(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # a dead run's: see out_lock
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), tmp
