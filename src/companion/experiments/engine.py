@@ -126,11 +126,9 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
                   lr: float, final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
                   surrogate_power: int = 16, device: str | torch.device = "cpu",
                   progress: bool = False) -> TrainResult:
-    """Train the M stacked models in ``model`` together, full batch (see the module docstring).
-
-    inputs: a tensor or a tuple/list/dict of tensors indexed by the N inputs first;
-    ``model(inputs)`` returns (M, N); targets (N,) or (M, N).
-    """
+    """Train the M stacked models in ``model`` together, full batch (see the module docstring):
+    ``model(inputs)`` returns (M, N), ``inputs`` a tensor or a tuple/list/dict of tensors
+    indexed by the N inputs first; targets (N,) or (M, N)."""
     check_instance(model, "model", torch.nn.Module)
     steps = check_int(steps, "steps", 1, MAX_STEPS)
     lr = check_float(lr, "lr", 0.0, 10.0, low_open=True)
@@ -169,6 +167,8 @@ def _no_uninitialised_fill():
 
 def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
            surrogate_power, device, progress) -> TrainResult:
+    from tqdm.auto import tqdm
+
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))
@@ -239,11 +239,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     stride = max(1, total // HISTORY_POINTS)
     hist_steps, hist = [], []
     optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="train", leave=False)
+    bar = tqdm(total=total, desc="train", leave=False, disable=not progress)
 
     for step in range(total):
         surrogate = step >= steps
@@ -272,18 +268,15 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if bar is not None:
-            bar.update(1)
+        bar.update(1)
+    bar.close()
     with torch.no_grad():
         final = model(inputs)
-    record(final, total)
-    final_abs = (final - tgt_full).abs()
-    final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
-    with torch.no_grad():
+        record(final, total)
+        final_abs = (final - tgt_full).abs()
+        final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
         for p, bp in zip(params, best_params):
             p.copy_(bp)
-    if bar is not None:
-        bar.close()
     return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
                        best_step.cpu(),
                        torch.stack(hist) if hist else torch.zeros(0, num_models),

@@ -191,7 +191,7 @@ class StackedHeads(torch.nn.Module):
                 k, v = k[:, 0], v[:, 0]
         own = torch.arange(r)[None, :] < torch.tensor(widths)[:, None]  # (M, R)
         if c.attention == "signed":
-            mask = own.to(dtype)
+            self.register_buffer("mask", own.to(dtype))
             q_gain = torch.zeros(m, t, r, dtype=dtype)  # gain = 1 + gain_scale * g, g = 0
             if c.sign_init == "columns":  # the upper half of a model's columns starts
                 for j, rj in enumerate(widths):  # at gain -1: alpha = K_plus - K_minus
@@ -202,9 +202,7 @@ class StackedHeads(torch.nn.Module):
         if c.readout == "learned":
             self.v, self.a = torch.nn.Parameter(v), torch.nn.Parameter(a)
             self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=dtype))
-        if c.attention == "signed":
-            self.register_buffer("mask", mask)
-        elif c.attention == "kernel":
+        if c.attention == "kernel":
             self.register_buffer("mask", own)
             # 0 on a model's own columns, -inf on its padding; padded heads keep finite zero
             # tables (defined normalisation) and head_mask removes their output
@@ -449,8 +447,7 @@ class StackedHeads(torch.nn.Module):
             return pq, pk, v, a, b
         mask = self.mask.unsqueeze(1)
         if self.feature == "exp":
-            # shifts per query and per model (max over the model's own columns): they cancel in
-            # the normalised head
+            # shifts per query and model (max over its own columns): cancel in the normalised head
             own = mask.to(pq.dtype)
             off = torch.zeros_like(own).masked_fill_(~mask, float("-inf"))  # (M, 1, R)
             q_shift = (pq.detach() + off).amax(-1, keepdim=True)
@@ -467,8 +464,7 @@ class StackedHeads(torch.nn.Module):
         heads = []
         with torch.no_grad():
             for h in range(c.heads[j] if c.heads else 1):
-                q, k = (self.q[j, h], self.k[j, h]) if c.heads else (self.q[j], self.k[j])
-                v, a = (self.v[j, h], self.a[j, h]) if c.heads else (self.v[j], self.a[j])
+                q, k, v, a = (t[(j, h) if c.heads else j] for t in (self.q, self.k, self.v, self.a))
                 qr, kr = q[..., :r].double(), k[..., :r].double()
                 if c.attention == "kernel" and self.feature == "softplus":
                     phi_q, phi_k = (torch.nn.functional.softplus(qr),

@@ -497,15 +497,14 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
               keep_models: bool = False) -> dict:
     """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
     ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
+    from tqdm.auto import tqdm
+
     todo = [u for u in units if u.key not in store.units]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
-    bar = None
+    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units",
+               disable=not progress)
     try:
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units")
         if client is None and scheduler is not None and todo:
             owned = _client(parse_scheduler(scheduler))
             client = owned[0]
@@ -515,15 +514,13 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
                 store.put(unit.key, result)
                 if keep_models:
                     models[unit.key] = model
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
         elif todo:
             _run_on_dask(todo, store, client, threads, bar)
     except KeyboardInterrupt:
         raise SweepInterrupted(len(store.units)) from None
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         if owned is not None:
             owned[0].close()
             if owned[1] is not None:
@@ -544,8 +541,7 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
             failed.append((unit, future.exception()))
         else:
             store.put(unit.key, future.result())
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
         future.release()  # stored: a worker that dies later need not recompute it
     killers = [(unit, exc) for unit, exc in failed if isinstance(exc, KilledWorker)]
     if killers:
