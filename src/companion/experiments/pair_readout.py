@@ -4,6 +4,7 @@ of a :class:`PairPlan` (dense bmm or SDDMM), with one fused hand-written backwar
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass, field
 
@@ -122,13 +123,7 @@ def pair_values(left: torch.Tensor, right: torch.Tensor, plan: PairPlan) -> torc
 
 def rank_blocks(ranks) -> list[tuple[int, int]]:
     """Runs of equal consecutive ranks as (number of models, rank)."""
-    blocks: list[list[int]] = []
-    for r in ranks:
-        if blocks and blocks[-1][1] == r:
-            blocks[-1][0] += 1
-        else:
-            blocks.append([1, int(r)])
-    return [(c, r) for c, r in blocks]
+    return [(sum(1 for _ in run), int(r)) for r, run in itertools.groupby(ranks)]
 
 
 #: Padded FLOPs a run of equal-rank models must save to be multiplied at its own width (each

@@ -40,8 +40,7 @@ WORKERS_TIMEOUT_S = 120
 
 
 class ResultFileError(ValueError):
-    """A results file that cannot be resumed (not JSON, not a results file, another
-    configuration, a damaged unit); the file is left as it is."""
+    """A results file that cannot be resumed (not one, another configuration, a damaged unit)."""
 
 
 class UnwritablePathError(OSError, ValueError):
