@@ -144,16 +144,9 @@ def test_batched_dense_heads_equal_alone_and_model_stack_offsets():
 def test_training_is_deterministic_on_cpu():
     ids, y = standin_problem()
     runs = [train_batched(table_kernel_heads([2, 4], [0, 1], 16), ids, y, steps=50, lr=3e-2,
-                          surrogate_steps=20, batch_size=64, seed=3) for _ in range(2)]
+                          surrogate_steps=20) for _ in range(2)]
     assert torch.equal(runs[0].best_max_error, runs[1].best_max_error)
     assert torch.equal(runs[0].model.q, runs[1].model.q)
-
-
-def test_minibatch_seed_changes_the_batches():
-    ids, y = standin_problem()
-    a, b = (train_batched(table_kernel_heads([2], [0], 16), ids, y, steps=30, lr=3e-2,
-                          batch_size=32, seed=s) for s in (1, 2))
-    assert not torch.equal(a.model.q, b.model.q)
 
 
 class _Scripted(torch.nn.Module):
@@ -215,9 +208,6 @@ def test_dense_softmax_baseline_solves_the_standin_problem():
     ({"final_lr_fraction": 1.5}, ValueError, "final_lr_fraction"),
     ({"surrogate_steps": -1}, ValueError, "surrogate_steps"),
     ({"surrogate_power": 1}, ValueError, "surrogate_power"),
-    ({"batch_size": 0}, ValueError, "batch_size"),
-    ({"batch_size": 10_000}, ValueError, "batch_size"),
-    ({"seed": -1}, ValueError, "seed"),
     ({"device": 3}, TypeError, "device"),
     ({"device": "tpu-of-dreams"}, ValueError, "device"),
     ({"progress": "yes"}, TypeError, "progress"),

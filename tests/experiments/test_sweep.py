@@ -234,7 +234,10 @@ def test_a_stale_lock_and_stale_temporaries_are_taken_over(tmp_path):
 
 def test_temporary_files_have_a_fixed_name_and_go(tmp_path):
     path = tmp_path / "r.json"
-    assert sweep._temporary(path).name == f".r.json.tmp-{os.getpid()}"
+    fd, tmp = sweep._open_temporary(path, "path")
+    os.close(fd)
+    assert tmp.name == f".r.json.tmp-{os.getpid()}"
+    tmp.unlink()
     atomic_write_json(path, {"ok": 1})
     with pytest.raises(ValueError):
         atomic_write_json(path, {"bad": float("nan")})

@@ -153,7 +153,7 @@ def train_on_family(cfg, family, model, device="cpu"):
     return train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
                          final_lr_fraction=cfg.final_lr_fraction,
                          surrogate_steps=cfg.surrogate_steps,
-                         surrogate_power=cfg.surrogate_power, seed=0, device=device)
+                         surrogate_power=cfg.surrogate_power, device=device)
 
 
 def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:

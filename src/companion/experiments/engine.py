@@ -19,17 +19,6 @@ __all__ = ["train_batched", "lr_at"]
 
 #: Most Adam steps of one training run (and of its surrogate phase).
 MAX_STEPS = 100_000
-#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
-MAX_PARAMETERS = 2**25
-
-
-def check_model_size(count: int, what: str) -> int:
-    """`count` parameters if at most MAX_PARAMETERS, else ValueError naming `what`."""
-    if count > MAX_PARAMETERS:
-        raise ValueError(f"{what} give ~{count} parameters, above MAX_PARAMETERS = "
-                         f"{MAX_PARAMETERS}; use fewer or smaller models")
-    return count
-
 #: Number of points kept in the loss history (evenly spaced over all steps).
 HISTORY_POINTS = 200
 
@@ -135,16 +124,11 @@ def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, t
 
 def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int,
                   lr: float, final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
-                  surrogate_power: int = 16, batch_size: int | None = None, seed: int = 0,
-                  device: str | torch.device = "cpu", progress: bool = False,
-                  eval_every: int | None = None) -> TrainResult:
-    """Train the M stacked models in ``model`` together (see the module docstring).
-
-    inputs: a tensor or a tuple/list/dict of tensors indexed by the N inputs first;
-    ``model(inputs)`` returns (M, N); targets (N,) or (M, N). ``batch_size`` None: full batch,
-    else one seeded mini-batch per step for all models; the best checkpoint is chosen on the
-    full set (every step in full batch, else every ``eval_every`` steps, default 1 %).
-    """
+                  surrogate_power: int = 16, device: str | torch.device = "cpu",
+                  progress: bool = False) -> TrainResult:
+    """Train the M stacked models in ``model`` together, full batch (see the module docstring):
+    ``model(inputs)`` returns (M, N), ``inputs`` a tensor or a tuple/list/dict of tensors
+    indexed by the N inputs first; targets (N,) or (M, N)."""
     check_instance(model, "model", torch.nn.Module)
     steps = check_int(steps, "steps", 1, MAX_STEPS)
     lr = check_float(lr, "lr", 0.0, 10.0, low_open=True)
@@ -152,7 +136,6 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
                                     low_open=True)
     surrogate_steps = check_int(surrogate_steps, "surrogate_steps", 0, MAX_STEPS)
     surrogate_power = check_int(surrogate_power, "surrogate_power", 2, 1024)
-    seed = check_int(seed, "seed", 0, 2**32 - 1)
     check_bool(progress, "progress")
     device = torch.device(check_device(device))
     check_instance(targets, "targets", torch.Tensor)
@@ -164,17 +147,10 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
                          f"got {tuple(targets.shape)}")
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
-    if batch_size is not None:
-        batch_size = check_int(batch_size, "batch_size", 1, n_inputs)
-        if batch_size == n_inputs:
-            batch_size = None
-    if eval_every is not None:
-        eval_every = check_int(eval_every, "eval_every", 1)
 
     with _no_uninitialised_fill():
         return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
-                      surrogate_steps, surrogate_power, batch_size, seed, device, progress,
-                      eval_every)
+                      surrogate_steps, surrogate_power, device, progress)
 
 
 @contextlib.contextmanager
@@ -190,7 +166,9 @@ def _no_uninitialised_fill():
 
 
 def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
-           surrogate_power, batch_size, seed, device, progress, eval_every) -> TrainResult:
+           surrogate_power, device, progress) -> TrainResult:
+    from tqdm.auto import tqdm
+
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))
@@ -222,7 +200,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
 
     def record(pred: torch.Tensor, step: int, err: torch.Tensor | None = None) -> None:
         """Keep the parameters of every model whose max error improved; ``err`` is
-        |pred - targets| when the caller already has it (full-batch steps)."""
+        |pred - targets| when the caller already has it."""
         if err is None:
             err = (pred.detach() - tgt_full).abs()
         mx = err.amax(dim=-1)
@@ -260,29 +238,16 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     total = steps + surrogate_steps
     stride = max(1, total // HISTORY_POINTS)
     hist_steps, hist = [], []
-    if eval_every is None:
-        eval_every = max(1, steps // 100)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
     optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="train", leave=False)
+    bar = tqdm(total=total, desc="train", leave=False, disable=not progress)
 
     for step in range(total):
         surrogate = step >= steps
         phase_step, phase_len = (step - steps, surrogate_steps) if surrogate else (step, steps)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(phase_step, phase_len, lr, final_lr_fraction)
-        if batch_size is None:
-            batch_inputs, tgt = inputs, tgt_full
-        else:
-            idx = torch.randperm(n_inputs, generator=gen)[:batch_size].to(device)
-            batch_inputs = _map_inputs(inputs, lambda t, idx=idx: t.index_select(0, idx))
-            tgt = tgt_full.index_select(1, idx)
-        pred = model(batch_inputs)
-        err = pred - tgt
+        pred = model(inputs)
+        err = pred - tgt_full
         abs_err = None
         if surrogate:
             # smooth L_p norm of the errors, scaled by the (detached) max for stability
@@ -295,29 +260,23 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
         else:
             per_model = (err * err).mean(-1)
         loss = per_model.sum()
-        if batch_size is None:  # the step's own errors: no second pass over the outputs
-            record(pred, step, err.detach().abs() if abs_err is None else abs_err)
-        elif step % eval_every == 0:
-            with torch.no_grad():
-                record(model(inputs), step)
+        # the step's own errors: no second pass over the outputs
+        record(pred, step, err.detach().abs() if abs_err is None else abs_err)
         if step % stride == 0:
             hist_steps.append(step)
             hist.append(per_model.detach().to("cpu"))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if bar is not None:
-            bar.update(1)
+        bar.update(1)
+    bar.close()
     with torch.no_grad():
         final = model(inputs)
-    record(final, total)
-    final_abs = (final - tgt_full).abs()
-    final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
-    with torch.no_grad():
+        record(final, total)
+        final_abs = (final - tgt_full).abs()
+        final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
         for p, bp in zip(params, best_params):
             p.copy_(bp)
-    if bar is not None:
-        bar.close()
     return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
                        best_step.cpu(),
                        torch.stack(hist) if hist else torch.zeros(0, num_models),

@@ -15,7 +15,6 @@ import torch
 from companion.checks import check_choice, check_instance, check_int, check_int_sequence
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import HeadTables
-from companion.experiments.engine import check_model_size
 from companion.experiments.pair_readout import (
     make_pair_plan,
     pair_readout,
@@ -30,16 +29,16 @@ __all__ = ["StackedHeads"]
 FEATURES = ("exp", "softplus")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
-#: Signed features phi = (1 + gain_scale g) exp(u); sign_init 'positive' (the NKA head of the
-#: same seed) or 'columns' (half the columns negated).
+#: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
+MAX_PARAMETERS = 2**25
 
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """M stacked heads, one per seed (built by the factories below): ``ranks`` one per model,
-    ``heads`` NKA heads per model, ``num_tokens`` T or the pool size, ``m`` the token width.
-    Init: tables N(0, phi_std^2) or N(0, qk_std^2), values N(0, value_std^2), readout
-    N(0, 1/(d H)), bias 0; MLP layers He-initialised."""
+    """M stacked heads, one per seed (built by the factories below): ``ranks``, ``heads`` per
+    model. Init: tables N(0, phi_std^2) (softmax N(0, qk_std^2)), values N(0, value_std^2),
+    readout N(0, 1/(d H)), bias 0, MLPs He; signed phi = (1 + gain_scale g) exp(u), sign_init
+    'positive' (the NKA head of the same seed) or 'columns' (half the columns negated)."""
 
     maps: str
     attention: str
@@ -95,7 +94,10 @@ class HeadConfig:
             gains = 2 if self.attention == "signed" else 1  # signed heads train gains
             count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
-        check_model_size(count, "seeds, ranks, heads, tokens and widths")
+        if count > MAX_PARAMETERS:
+            raise ValueError(f"seeds, ranks, heads, tokens and widths give ~{count} parameters, "
+                             f"above MAX_PARAMETERS = {MAX_PARAMETERS}; use fewer or smaller "
+                             "models")
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -104,6 +106,13 @@ def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     num_models, p, t, r = right.shape
     out = torch.bmm(left, right.reshape(num_models, p * t, r).transpose(1, 2))
     return out.view(num_models, -1, p, t)
+
+
+def _exp_kernel(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """_pair_matmul of exp(q), exp(k), each max-shifted over its last axis; and k's shift."""
+    k_shift = k.detach().amax(-1, keepdim=True)
+    kern = _pair_matmul(torch.exp(q - q.detach().amax(-1, keepdim=True)), torch.exp(k - k_shift))
+    return kern, k_shift.squeeze(-1)
 
 
 def _gather_pairs(matrix, rows):
@@ -182,7 +191,7 @@ class StackedHeads(torch.nn.Module):
                 k, v = k[:, 0], v[:, 0]
         own = torch.arange(r)[None, :] < torch.tensor(widths)[:, None]  # (M, R)
         if c.attention == "signed":
-            mask = own.to(dtype)
+            self.register_buffer("mask", own.to(dtype))
             q_gain = torch.zeros(m, t, r, dtype=dtype)  # gain = 1 + gain_scale * g, g = 0
             if c.sign_init == "columns":  # the upper half of a model's columns starts
                 for j, rj in enumerate(widths):  # at gain -1: alpha = K_plus - K_minus
@@ -193,9 +202,7 @@ class StackedHeads(torch.nn.Module):
         if c.readout == "learned":
             self.v, self.a = torch.nn.Parameter(v), torch.nn.Parameter(a)
             self.b = torch.nn.Parameter(torch.zeros(m, t, dtype=dtype))
-        if c.attention == "signed":
-            self.register_buffer("mask", mask)
-        elif c.attention == "kernel":
+        if c.attention == "kernel":
             self.register_buffer("mask", own)
             # 0 on a model's own columns, -inf on its padding; padded heads keep finite zero
             # tables (defined normalisation) and head_mask removes their output
@@ -226,10 +233,9 @@ class StackedHeads(torch.nn.Module):
                      for part, to in zip(weight.split([w, w, d, d, 1], 1), (pad, pad, d, d, 1))]
             layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
             per_model.append(layers)
-        self.weights = nn.ParameterList([nn.Parameter(torch.stack([pm[i][0] for pm in per_model]))
-                                         for i in range(len(dims))])
-        self.biases = nn.ParameterList([nn.Parameter(torch.stack([pm[i][1] for pm in per_model]))
-                                        for i in range(len(dims))])
+        self.weights, self.biases = (nn.ParameterList(
+            [nn.Parameter(torch.stack([pm[i][part] for pm in per_model]))
+             for i in range(len(dims))]) for part in (0, 1))
         self.skip = (nn.Parameter(torch.zeros(self.num_models, m, 2 * pad + 2 * d + 1))
                      if c.skip and c.hidden else None)
         if kernel:
@@ -384,11 +390,10 @@ class StackedHeads(torch.nn.Module):
         if self.config.attention == "softmax":
             log_alpha = _pair_matmul(self.q, self.k)
         elif self.feature == "exp":
-            q, k = self.q + self.mask_add[:, None, :], self.k + self.mask_add[:, None, None, :]
-            q_shift = q.detach().amax(-1, keepdim=True)  # (M, T, 1): cancels per query
-            k_shift = k.detach().amax(-1, keepdim=True)  # (M, P, T, 1)
-            kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-            log_alpha = torch.log(kern.clamp_min(1e-30)) + k_shift.squeeze(-1)[:, None]
+            # q's shift cancels per query
+            kern, shift = _exp_kernel(self.q + self.mask_add[:, None, :],
+                                      self.k + self.mask_add[:, None, None, :])
+            log_alpha = torch.log(kern.clamp_min(1e-30)) + shift[:, None]
         else:
             log_alpha = torch.log(_pair_matmul(*self.features()).clamp_min(1e-30))
         scores = _pair_matmul(self.a, self.v)
@@ -403,10 +408,7 @@ class StackedHeads(torch.nn.Module):
         n = self.length
         q = (self.q + self.mask_add[:, None, None, :]).reshape(m * hh, t, r)
         k = (self.k + self.mask_add[:, None, None, None, :]).reshape(m * hh, p, t, r)
-        q_shift = q.detach().amax(-1, keepdim=True)
-        k_shift = k.detach().amax(-1, keepdim=True)
-        kern = _pair_matmul(torch.exp(q - q_shift), torch.exp(k - k_shift))
-        shift = k_shift.squeeze(-1)
+        kern, shift = _exp_kernel(q, k)
         la = torch.log(kern.reshape(m * hh, -1).index_select(1, flat).clamp_min(1e-30))
         la = la + shift.reshape(m * hh, -1).index_select(1, flat % shift[0].numel())
         la = la.view(m * hh, -1, n)
@@ -445,8 +447,7 @@ class StackedHeads(torch.nn.Module):
             return pq, pk, v, a, b
         mask = self.mask.unsqueeze(1)
         if self.feature == "exp":
-            # shifts per query and per model (max over the model's own columns): they cancel in
-            # the normalised head
+            # shifts per query and model (max over its own columns): cancel in the normalised head
             own = mask.to(pq.dtype)
             off = torch.zeros_like(own).masked_fill_(~mask, float("-inf"))  # (M, 1, R)
             q_shift = (pq.detach() + off).amax(-1, keepdim=True)
@@ -463,8 +464,7 @@ class StackedHeads(torch.nn.Module):
         heads = []
         with torch.no_grad():
             for h in range(c.heads[j] if c.heads else 1):
-                q, k = (self.q[j, h], self.k[j, h]) if c.heads else (self.q[j], self.k[j])
-                v, a = (self.v[j, h], self.a[j, h]) if c.heads else (self.v[j], self.a[j])
+                q, k, v, a = (t[(j, h) if c.heads else j] for t in (self.q, self.k, self.v, self.a))
                 qr, kr = q[..., :r].double(), k[..., :r].double()
                 if c.attention == "kernel" and self.feature == "softplus":
                     phi_q, phi_k = (torch.nn.functional.softplus(qr),
@@ -571,10 +571,8 @@ def mlp_softmax_heads(m: int, seeds: Sequence[int], hidden: Sequence[int] = (64,
 
 
 def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:
-    """Partition distinct ranks into contiguous groups, each padded to its largest rank,
-    minimising sum (models x padded rank) + overhead x groups (each group costs a fixed
-    per-step overhead). Exact dynamic programme, O(n) by the convex-hull trick: the cost of
-    cut i at rank x is the line best[i] - i x (+ j x + overhead), queried at increasing x."""
+    """Contiguous groups of the distinct ranks, each padded to its largest, minimising
+    sum (models x padded rank) + overhead x groups: exact DP, O(n) by the convex-hull trick."""
     rs = sorted(set(ranks))
     n = len(rs)
     best, cut = [0.0] * (n + 1), [0] * (n + 1)

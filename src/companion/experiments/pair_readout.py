@@ -1,26 +1,16 @@
-"""Attention heads read at the (query, key) pairs their inputs use, with hand-written backwards
-(the trained heads of chapters 6-8).
-
-A head is y = sum_p w_p f_p / sum_p w_p + b(x), w_p from <left(x), right(z_p)>,
-f_p = <a(x), v(z_p)>. A :class:`PairPlan`, built once per input set, lists the U distinct pairs
-(sorted) and where each (input, position) finds its pair; :func:`pair_values` computes the U
-dot products (a dense bmm, or SDDMM when the pairs are sparse in the table) and
-:func:`pair_readout` normalises and reads out with one fused backward (same maths as autograd,
-to rounding).
-"""
+"""The trained heads of chapters 6-8, y = sum_p w_p f_p / sum_p w_p + b(x) with w_p from
+<left(x), right(z_p)> and f_p = <a(x), v(z_p)>, read only at the U distinct (query, key) pairs
+of a :class:`PairPlan` (dense bmm or SDDMM), with one fused hand-written backward."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 __all__: list[str] = []  # internal kernels of companion.experiments.heads
-
-#: How a pair value t becomes a weight: "log_kernel" w = exp(log max(t, 1e-30) + shift), "logits"
-#: w = exp(t) (softmax), "kernel" w = t (normalised by max(sum_p t, 1e-30)); max-shifted per input.
-MODES = ("log_kernel", "logits", "kernel")
 
 _TINY = 1e-30
 
@@ -30,10 +20,6 @@ _EXP_FLOOR = {torch.float32: -87.0, torch.float64: -708.0}
 
 #: Pairs sparser than this in their table use SDDMM (measured crossover on a CPU core).
 SPARSE_DENSITY = 0.15
-
-
-def exp_floor(dtype) -> float:
-    return _EXP_FLOOR.get(dtype, -87.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,13 +123,7 @@ def pair_values(left: torch.Tensor, right: torch.Tensor, plan: PairPlan) -> torc
 
 def rank_blocks(ranks) -> list[tuple[int, int]]:
     """Runs of equal consecutive ranks as (number of models, rank)."""
-    blocks: list[list[int]] = []
-    for r in ranks:
-        if blocks and blocks[-1][1] == r:
-            blocks[-1][0] += 1
-        else:
-            blocks.append([1, int(r)])
-    return [(c, r) for c, r in blocks]
+    return [(sum(1 for _ in run), int(r)) for r, run in itertools.groupby(ranks)]
 
 
 #: Padded FLOPs a run of equal-rank models must save to be multiplied at its own width (each
@@ -179,10 +159,8 @@ class _PairReadout(torch.autograd.Function):
             la = values
         g = la.index_select(1, plan.inv).view(m, n, num)
         sc = scores.index_select(1, plan.inv).view(scores.shape[0], n, num)
-        if mode == "kernel":
-            w = g
-        else:
-            w = g.sub_(g.amax(1, keepdim=True)).clamp_min_(exp_floor(g.dtype)).exp_()
+        w = g if mode == "kernel" else (
+            g.sub_(g.amax(1, keepdim=True)).clamp_min_(_EXP_FLOOR.get(g.dtype, -87.0)).exp_())
         total = w.sum(1)
         if mode == "kernel":
             total.clamp_min_(_TINY)
@@ -224,9 +202,10 @@ class _PairReadout(torch.autograd.Function):
 
 
 def pair_readout(values, scores, bias, plan: PairPlan, mode: str, shift=None) -> torch.Tensor:
-    """Predictions (M, N) from pair ``values`` (M, U) (weights before normalisation, see
-    :data:`MODES`), pair ``scores`` f (M or 1, U), ``bias`` (M, B) read at ``plan.bias_idx``
-    (or None) and, in log_kernel mode, an additive log ``shift`` (M, U) without gradient."""
+    """Predictions (M, N) from pair ``values`` t (M, U), ``scores`` f (M or 1, U) and ``bias``
+    (M, B) read at ``plan.bias_idx`` (or None). Weights, max-shifted per input: ``mode``
+    "log_kernel" w = exp(log max(t, 1e-30) + shift) (``shift`` (M, U), no gradient), "logits"
+    w = exp(t), "kernel" w = t (normalised by max(sum_p t, 1e-30))."""
     if shift is not None:
         shift = shift.detach()
     return _PairReadout.apply(values, scores, bias, shift, plan, mode)
@@ -235,7 +214,7 @@ def pair_readout(values, scores, bias, plan: PairPlan, mode: str, shift=None) ->
 class _ShiftedExp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, shift, mask):
-        out = (x - shift).clamp_(exp_floor(x.dtype), 0.0).exp_().mul_(mask)
+        out = (x - shift).clamp_(_EXP_FLOOR.get(x.dtype, -87.0), 0.0).exp_().mul_(mask)
         ctx.save_for_backward(out)
         return out
 

@@ -40,8 +40,7 @@ WORKERS_TIMEOUT_S = 120
 
 
 class ResultFileError(ValueError):
-    """A results file that cannot be resumed (not JSON, not a results file, another
-    configuration, a damaged unit); the file is left as it is."""
+    """A results file that cannot be resumed (not one, another configuration, a damaged unit)."""
 
 
 class UnwritablePathError(OSError, ValueError):
@@ -143,11 +142,6 @@ def config_hash(config) -> str:
 # --------------------------------------------------------------------------- files
 
 
-def _temporary(path: Path) -> Path:
-    """This process's temporary file for `path` (a dead run's is removed at the next start)."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
 def _writable_target(path, name: str) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
@@ -160,7 +154,7 @@ def _writable_target(path, name: str) -> Path:
 
 
 def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
-    tmp = _temporary(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # a dead run's: see out_lock
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), tmp
@@ -502,15 +496,14 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
               keep_models: bool = False) -> dict:
     """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
     ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
+    from tqdm.auto import tqdm
+
     todo = [u for u in units if u.key not in store.units]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
-    bar = None
+    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units",
+               disable=not progress)
     try:
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units")
         if client is None and scheduler is not None and todo:
             owned = _client(parse_scheduler(scheduler))
             client = owned[0]
@@ -520,15 +513,13 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
                 store.put(unit.key, result)
                 if keep_models:
                     models[unit.key] = model
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
         elif todo:
             _run_on_dask(todo, store, client, threads, bar)
     except KeyboardInterrupt:
         raise SweepInterrupted(len(store.units)) from None
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         if owned is not None:
             owned[0].close()
             if owned[1] is not None:
@@ -549,8 +540,7 @@ def _run_on_dask(todo, store, client, threads, bar) -> None:
             failed.append((unit, future.exception()))
         else:
             store.put(unit.key, future.result())
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
         future.release()  # stored: a worker that dies later need not recompute it
     killers = [(unit, exc) for unit, exc in failed if isinstance(exc, KilledWorker)]
     if killers:

@@ -297,7 +297,7 @@ def train_unit(cfg, m: int, pool_size: int, readout: str, which: str, device="cp
                               device=device)
     res = train_batched(model, e2data.pool_inputs(pool, idx, device), targets,
                         steps=cfg.steps, lr=lr, final_lr_fraction=cfg.final_lr_fraction,
-                        seed=cfg.data_seed, device=device)
+                        device=device)
     with torch.no_grad():
         acc = {name: _exact_sequence_accuracy(
                    res.model(e2data.pool_inputs(epool, eidx, device)), min_ip_targets(epool[eidx]))
