@@ -235,7 +235,8 @@ from companion.experiments.e2.verdicts import verdict_table
 summary_e2 = _json.loads((RESULTS / "e2_summary.json").read_text())
 readings = {name: load_reading(RESULTS / f"e2_{name}_full.json") for name in READINGS}
 assert all(res is not None for res in readings.values()), "a reading's full run is incomplete"
-print("headline:", HEADLINE)
+print(f"headline: reading {HEADLINE['reading']}, {HEADLINE['readout']} readout, "
+      f"{HEADLINE['test']} test triples")
 
 # %% [markdown]
 # ## The headline: exp-affine maps on disjoint token pools (X)

@@ -53,7 +53,7 @@ def test_formats_by_spec_and_numpy_scalars():
 
 def test_text_columns_stay_left_aligned_and_mixed_columns_too():
     t = Table([["x", 1], [None, "dense"]], columns=["a", "r"])
-    assert repr(t).splitlines()[2:] == ["x     1", "None  dense"]
+    assert repr(t).splitlines()[2:] == ["x  1", "\u2013  dense"]
 
 
 @pytest.mark.parametrize("make, exc, word", [
@@ -180,3 +180,17 @@ def test_seed_everything_repeats_numpy_and_torch():
 def test_bad_seeds(kwargs, exc):
     with pytest.raises(exc):
         seed_everything(**kwargs)
+
+
+def test_empty_cells_and_long_fractions_read_as_numbers():
+    """None is a dash; a Fraction too long to read is a decimal whose exact value is the
+    cell's tooltip in HTML; short Fractions stay exact."""
+    from fractions import Fraction
+
+    from companion.book import Table
+
+    long = Fraction(24516719070369, 49063907936125)
+    t = Table([{"a": None, "b": long, "c": Fraction(3, 7)}])
+    assert t.cells() == [["\u2013", "0.499689", "3/7"]]
+    assert 'title="exact: 24516719070369/49063907936125"' in t._repr_html_()
+    assert "None" not in repr(t) and "None" not in t._repr_html_()

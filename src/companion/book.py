@@ -8,6 +8,7 @@ import html
 import os
 import random
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from numbers import Real
 
 import matplotlib as mpl
@@ -86,6 +87,10 @@ class Table:
 
     def _cell(self, column: str, value) -> str:
         fmt = self._formats.get(column)
+        if value is None:
+            return "\u2013"  # an empty cell reads as a dash, not as Python's None
+        if fmt is None and _long_fraction(value):
+            return f"{float(value):.6g}"  # the exact value is the cell's tooltip (HTML)
         if fmt is None:
             return repr(value) if isinstance(value, float) else str(value)
         try:
@@ -135,11 +140,21 @@ class Table:
                                              for c, r in zip(self.columns, right, strict=True))
                      + "</tr></thead>")
         parts.append("<tbody>")
-        for row, nums in zip(cells, numeric, strict=True):
-            parts.append("<tr>" + "".join(f"<td{cls(n)}>{html.escape(c)}</td>"
-                                          for c, n in zip(row, nums, strict=True)) + "</tr>")
+        for row, nums, raw in zip(cells, numeric, self.values, strict=True):
+            parts.append("<tr>" + "".join(
+                f"<td{cls(n)}{_exact_title(v)}>{html.escape(c)}</td>"
+                for c, n, v in zip(row, nums, raw, strict=True)) + "</tr>")
         parts.append("</tbody></table>")
         return "\n".join(parts)
+
+
+def _long_fraction(value) -> bool:
+    """A Fraction too long to read (over 12 characters): shown as a decimal."""
+    return isinstance(value, Fraction) and len(str(value)) > 12
+
+
+def _exact_title(value) -> str:
+    return f' title="exact: {value}"' if _long_fraction(value) else ""
 
 
 #: the text column's width in inches at `BOOK_DPI`: 7.2 in x 100 dpi = 720 px

@@ -271,7 +271,10 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
         rho_counts[value] += 1
     bound = rank_bound_from_rhos(len(S), dict(rho_counts))
     if bound != certificate.bound:
-        raise ValueError(f"certificate.bound is {certificate.bound}, recomputed {bound}")
+        moved = [f"{f.name} {getattr(certificate.bound, f.name)} (recomputed "
+                 f"{getattr(bound, f.name)})" for f in dataclasses.fields(bound)
+                 if getattr(certificate.bound, f.name, None) != getattr(bound, f.name)]
+        raise ValueError("certificate.bound differs: " + ", ".join(moved))
     return bound
 
 
