@@ -191,6 +191,6 @@ def test_empty_cells_and_long_fractions_read_as_numbers():
 
     long = Fraction(24516719070369, 49063907936125)
     t = Table([{"a": None, "b": long, "c": Fraction(3, 7)}])
-    assert t.cells() == [["\u2013", "0.499689", "3/7"]]
+    assert t.cells() == [["\u2013", "0.499689489", "3/7"]]
     assert 'title="exact: 24516719070369/49063907936125"' in t._repr_html_()
     assert "None" not in repr(t) and "None" not in t._repr_html_()

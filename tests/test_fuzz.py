@@ -365,7 +365,7 @@ SIZE_NAMES = set("m n G G_max g k l q s a b L H r d w N R count size pool_size s
                  "value_dim score_dim d query_position length steps surrogate_steps "
                  "surrogate_power layers heads rank symbol_bits min_gap weight max_m max_n "
                  "exact_every n_train n_test seed_block only_rank r_star pad_to max_w pad_heads "
-                 "eval_every batch_size history_steps data_seed rows cols num_inputs "
+                 "history_steps data_seed rows cols num_inputs "
                  "shift_period upper low high min_ndim residue restarts rounds denominator "
                  "pairs".split())
 REAL_NAMES = set("eps beta ratio decay sigma lo hi lr final_lr_fraction train_fraction "

@@ -90,7 +90,7 @@ class Table:
         if value is None:
             return "\u2013"  # an empty cell reads as a dash, not as Python's None
         if fmt is None and _long_fraction(value):
-            return f"{float(value):.6g}"  # the exact value is the cell's tooltip (HTML)
+            return f"{float(value):.9g}"  # the exact value is the cell's tooltip (HTML)
         if fmt is None:
             return repr(value) if isinstance(value, float) else str(value)
         try:
@@ -146,6 +146,16 @@ class Table:
                 for c, n, v in zip(row, nums, raw, strict=True)) + "</tr>")
         parts.append("</tbody></table>")
         return "\n".join(parts)
+
+
+def progress_bar(enabled: bool, **options):
+    """A tqdm bar (a notebook widget where ipywidgets exists), or a silent one: tqdm.auto is
+    imported only when shown, since without ipywidgets it warns on every chapter's stderr."""
+    if enabled:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm import tqdm
+    return tqdm(disable=not enabled, **options)
 
 
 def _long_fraction(value) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from companion.book import progress_bar
 from companion.checks import check_bool, check_device, check_float, check_instance, check_int
 
 __all__ = ["train_batched", "lr_at"]
@@ -167,8 +168,6 @@ def _no_uninitialised_fill():
 
 def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
            surrogate_power, device, progress) -> TrainResult:
-    from tqdm.auto import tqdm
-
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))
@@ -239,7 +238,7 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     stride = max(1, total // HISTORY_POINTS)
     hist_steps, hist = [], []
     optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
-    bar = tqdm(total=total, desc="train", leave=False, disable=not progress)
+    bar = progress_bar(progress, total=total, desc="train", leave=False)
 
     for step in range(total):
         surrogate = step >= steps

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from companion.book import MAX_THREADS, seed_everything
+from companion.book import MAX_THREADS, progress_bar, seed_everything
 from companion.checks import (
     check_bool,
     check_float,
@@ -496,13 +496,11 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
               keep_models: bool = False) -> dict:
     """Run and ``store.put`` every unit ``store`` lacks; {key: trained module} if
     ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
-    from tqdm.auto import tqdm
-
     todo = [u for u in units if u.key not in store.units]
     models: dict = {}
     owned = None  # (client, cluster) this call starts and must close
-    bar = tqdm(total=len(units), initial=len(units) - len(todo), desc="units",
-               disable=not progress)
+    bar = progress_bar(progress, total=len(units), initial=len(units) - len(todo),
+                       desc="units")
     try:
         if client is None and scheduler is not None and todo:
             owned = _client(parse_scheduler(scheduler))
