@@ -30,6 +30,9 @@ Measured 2026-12-01 on an AMD EPYC (AVX2; one torch thread on a 2-core machine s
 other jobs; float32 matmul 55-69 GFLOP/s), 2 seeds, best of 1-2 (ratios move by ~10 % between
 runs): E1 engine x3.5 vs plain and x2.8 vs eager vmap at 20 + 10 steps, x3.0 and x2.75 at
 100 + 50; E2 engine x2.6 vs plain and x1.9 vs eager vmap at 20 steps, x2.7 and x2.1 at 100.
+After the distilling round (issue 23: full-batch engine, one progress bar), measured
+2026-12-02 on an Intel Xeon (AVX-512; float32 matmul 176 GFLOP/s; one torch thread), 2 seeds,
+20 (+ 10) steps, best of 1: E1 engine x3.2 vs plain and x2.7 vs eager vmap; E2 x2.1 and x1.8.
 Eager vmap gains little over the plain loop (x1.0-1.3): it stacks only models of one shape,
 two per rank here, where the engine pads ranks into groups. ``torch.compile`` pays in the
 steady state but not in these runs: on one group of E2's shapes (3 heads of rank 16, 20 steps)
