@@ -43,6 +43,7 @@
 # at 128. Sharp steps appear only on witness triples of Paley code pools, at one size per
 # readout. Explicit heads of known rank show why random pools give graded curves: their
 # comparisons come at every scale.
+# Verdicts: {claim-verdict}`e2-transition`, {claim-verdict}`e2-dense-exact`.
 # ```
 #
 # The tables behind the verdicts (per-rank curves, the hard-test verdicts, the live re-runs
