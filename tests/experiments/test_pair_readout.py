@@ -4,14 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from companion.experiments.pair_readout import (  # noqa: E402
-    make_pair_plan,
-    pair_readout,
-    pair_values,
-    rank_blocks,
-    ranked_pair_values,
-    shifted_exp,
-)
+import companion.experiments.pair_readout as pr  # noqa: E402
 
 
 def reference(left, right, a, v, b, flat, x, mode, shift=None):
@@ -45,11 +38,11 @@ def test_readout_matches_autograd_values_and_gradients(mode, sparse):
     shift = torch.randn(m, cols, generator=gen, dtype=torch.float64)
     shift = shift if mode == "log_kernel" else None
     tensors = [t.requires_grad_() for t in (left, right, a, v, b)]
-    plan = make_pair_plan(flat, rows, cols, bias_idx=x, shift_period=cols, sparse=sparse)
+    plan = pr.make_pair_plan(flat, rows, cols, bias_idx=x, shift_period=cols, sparse=sparse)
     assert plan.sparse is sparse
     u_shift = None if shift is None else shift[:, plan.shift_idx]
-    got = pair_readout(pair_values(left, right, plan), pair_values(a, v, plan), b, plan, mode,
-                       u_shift)
+    got = pr.pair_readout(pr.pair_values(left, right, plan), pr.pair_values(a, v, plan), b,
+                          plan, mode, u_shift)
     want = reference(left, right, a, v, b, flat, x, mode, shift)
     torch.testing.assert_close(got, want)
     g = torch.randn(m, num, generator=gen, dtype=torch.float64)
@@ -59,15 +52,13 @@ def test_readout_matches_autograd_values_and_gradients(mode, sparse):
 
 def test_plan_lists_each_pair_once_in_ascending_order():
     flat = torch.tensor([[5, 2, 5], [2, 2, 9]])
-    plan = make_pair_plan(flat, 2, 5)
+    plan = pr.make_pair_plan(flat, 2, 5)
     assert plan.uniq.tolist() == [2, 5, 9]
     # position-major: entry p*N + i is input i's pair at position p
     assert plan.uniq[plan.inv].view(3, 2).t().tolist() == flat.tolist()
 
 
 def test_ranked_pair_values_equal_padded_products_and_blocks(monkeypatch):
-    import companion.experiments.pair_readout as pr
-
     monkeypatch.setattr(pr, "BLOCK_MIN_SAVED_FLOPS", 0.0)
     gen = torch.Generator().manual_seed(0)
     ranks = [1, 1, 3, 4]
@@ -75,16 +66,16 @@ def test_ranked_pair_values_equal_padded_products_and_blocks(monkeypatch):
     right = torch.rand(4, 6, 4, generator=gen, dtype=torch.float64)
     mask = (torch.arange(4)[None, :] < torch.tensor(ranks)[:, None]).double()[:, None, :]
     left, right = left * mask, right * mask  # padded columns exactly 0
-    plan = make_pair_plan(torch.tensor([[0, 7, 17], [5, 6, 12]]), 3, 6)
-    assert rank_blocks(ranks) == [(2, 1), (1, 3), (1, 4)]
-    torch.testing.assert_close(ranked_pair_values(left, right, plan, rank_blocks(ranks)),
-                               pair_values(left, right, plan))
+    plan = pr.make_pair_plan(torch.tensor([[0, 7, 17], [5, 6, 12]]), 3, 6)
+    assert pr.rank_blocks(ranks) == [(2, 1), (1, 3), (1, 4)]
+    torch.testing.assert_close(pr.ranked_pair_values(left, right, plan, pr.rank_blocks(ranks)),
+                               pr.pair_values(left, right, plan))
 
 
 def test_shifted_exp_is_exact_on_own_columns_zero_on_padding_and_never_nan():
     x = torch.tensor([[0.0, -3.0, 50.0, -1e4]], requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 0.0, 1.0]])
-    out = shifted_exp(x, torch.tensor([[0.0]]), mask)
+    out = pr.shifted_exp(x, torch.tensor([[0.0]]), mask)
     assert out[0, 0] == 1 and out[0, 2] == 0
     torch.testing.assert_close(out[0, 1], torch.exp(torch.tensor(-3.0)))
     assert 0 <= out[0, 3] < 1e-37  # clamped at the float32 underflow floor

@@ -8,6 +8,7 @@ import pytest
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import witness_family
+from companion.sandwich.heads import tables_to_kernel_head
 
 
 @pytest.fixture(scope="module")
@@ -18,3 +19,12 @@ def single():
 @pytest.fixture(scope="module")
 def ladders():
     return witness_family(paley_subset(8, 8, 19), 3, Fraction(1, 2))
+
+
+@pytest.fixture(scope="session")
+def kernel_head():
+    """An ExactHead's tables as a KernelAttentionHead (what max_error_exact evaluates)."""
+    def build(head):
+        return tables_to_kernel_head(head.family, head.query_features, head.key_features,
+                                     head.self_features, head.self_value_scale, head.bias)
+    return build

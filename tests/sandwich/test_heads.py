@@ -5,23 +5,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 from companion.bounds.witness import max_error_exact
-from companion.sandwich.heads import build_exact_head, tables_to_kernel_head
+from companion.sandwich.heads import build_exact_head
 from companion.sandwich.matrix import (
     indicator_factors,
     ratio_bounds,
 )
 
-
-def kernel_head(head):
-    """An ExactHead's tables as a KernelAttentionHead."""
-    return tables_to_kernel_head(head.family, head.query_features, head.key_features,
-                                 head.self_features, head.self_value_scale, head.bias)
-
-
 HALF = Fraction(1, 2)
 
 
-def test_ladder_keys_are_scaled_bottom_keys(ladders):
+def test_ladder_keys_are_scaled_bottom_keys(ladders, kernel_head):
     b = ratio_bounds(ladders)
     Q, K = indicator_factors(b)
     head = build_exact_head(ladders, Q, K)

@@ -12,7 +12,7 @@ import pytest
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import kernel_ratio_matrix, max_error_exact, witness_family
 from companion.core.constructions import indicator_head, query_indicator_head
-from companion.sandwich.heads import ExactHead, build_exact_head, tables_to_kernel_head
+from companion.sandwich.heads import ExactHead, build_exact_head
 from companion.sandwich.matrix import (
     RatioBounds,
     admissibility_violations,
@@ -27,13 +27,6 @@ from companion.sandwich.search import (
     exact_head_from_search,
     search_ratio_factors,
 )
-
-
-def kernel_head(head):
-    """An ExactHead's tables as a KernelAttentionHead."""
-    return tables_to_kernel_head(head.family, head.query_features, head.key_features,
-                                 head.self_features, head.self_value_scale, head.bias)
-
 
 HALF = Fraction(1, 2)
 
@@ -58,7 +51,7 @@ def test_bounds_are_one_over_rho(single, ladders):
 
 
 @pytest.mark.parametrize("fixture,rank", [("single", 9), ("ladders", 14)])
-def test_admissible_matrix_gives_exact_head_of_the_same_rank(request, fixture, rank):
+def test_admissible_matrix_gives_exact_head_of_the_same_rank(request, fixture, rank, kernel_head):
     """Part (ii): factors of an admissible M of rank r give a head of feature rank r that is
     exact on F(S) (checked by the package's own exact forward pass), whose kernel ratio
     matrix is M itself."""
@@ -87,7 +80,7 @@ def test_exact_heads_have_admissible_ratio_matrices(single, ladders):
             assert admissibility_violations(M, b) == []
 
 
-def test_the_open_bound_is_sharp(single):
+def test_the_open_bound_is_sharp(single, kernel_head):
     """An entry exactly at 1/rho (closed box) leaves a mixed sequence with error exactly 1/2
     at best: the strict inequality of the definition cannot be relaxed."""
     b = ratio_bounds(single)
@@ -102,7 +95,7 @@ def test_the_open_bound_is_sharp(single):
     assert max_error_exact(kernel_head(head), single) == HALF
 
 
-def test_zeros_at_one_gap_use_the_query_position(single):
+def test_zeros_at_one_gap_use_the_query_position(single, kernel_head):
     b = ratio_bounds(single)
     Q, K = indicator_factors(b)
     x = 0
