@@ -3,11 +3,14 @@
     python -m companion e1|e2|probes [--full|--quick|--smoke] [--out FILE] [--restart]
         [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda] [--threads N]
     python -m companion e2 --full [--reading X|S-code|S-random|all] [--out FOLDER]
+    python -m companion e2 --pilot|--study [--arm A|B|all] [--out FOLDER]
     python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
 Units are stored as they finish, so a rerun resumes; ``e2 --full`` also judges chapter 7's
-readings into ``results/e2_summary.json``. Exit 2 (one line) on a usage error, 130 on Ctrl-C.
+readings into ``results/e2_summary.json``, and ``e2 --study`` the converged study into
+``results/e2_study/e2_study_summary.json`` once every (arm, kind) is complete. Exit 2 (one
+line) on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "probes":
             modes.append(("exact", "the exact LP tables (level heads, overlap heads; no "
                           "training, always in this process)"))
+        if name == "e2":
+            modes += [("pilot", "the converged study's pre-registered pilot (validation only)"),
+                      ("study", "the converged study (book/e2_preregistration.md)")]
         for const, text in modes:
             mode.add_argument(f"--{const}", dest="mode", action="store_const", const=const,
                               help=text)
@@ -41,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                 "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
                 help="chapter 7's readings in which rank can bind (default with --full: "
                 "all; --out is then a folder, default results)")
+            s.add_argument("--arm", default="all", choices=("A", "B", "all"),
+                           help="with --pilot or --study: the arm(s) to run (default all; "
+                           "--out is a folder, default results/e2_study)")
         s.add_argument("--scheduler", default=None, metavar="local:N|ADDRESS",
                        help="run the units as Dask tasks: local:N worker processes here, or "
                        "tcp://HOST:PORT, a running dask scheduler (default: in this process)")
@@ -109,6 +118,8 @@ def _main(args) -> int:
         raise _UsageError(f"--scheduler: {exc}") from exc
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
+    if args.experiment == "e2" and args.mode in ("pilot", "study"):
+        return _run_study(args, device)
     if args.experiment == "e2" and (args.reading is not None or args.mode == "full"):
         return _run_readings(args, device)
     out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
@@ -267,6 +278,43 @@ def _run_readings(args, device: str) -> int:
                 print(f"{name} {ro} uniform: r* per size {stars}: {v['verdict']} "
                       f"({v['reason']})")
         print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
+    return 0
+
+
+def _run_study(args, device: str) -> int:
+    import json
+
+    from companion.experiments.e2 import study
+    from companion.experiments.sweep import atomic_write_json
+
+    folder = args.out if args.out is not None else "results/e2_study"
+    if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
+        raise _UsageError(f"--out {folder!r}: with --pilot or --study --out is a folder")
+    arms = tuple(study.ARMS) if args.arm == "all" else (args.arm,)
+    for arm in arms:
+        for kind in study.ARMS[arm]:
+            configs = (study.pilot_configs(arm, kind) if args.mode == "pilot"
+                       else [study.STUDY[arm, kind]])
+            for cfg in configs:
+                path = study.study_path(folder, cfg)
+                with _writing(path, args.command):
+                    study.run_study(cfg, **_sweep(args, device, path))
+                print(f"results: {path}")
+            if args.mode == "pilot":
+                choice = study.pilot_choice([study.load_study(study.study_path(folder, c))
+                                             for c in configs])
+                print(f"pilot {arm} {kind}: " + json.dumps(
+                    {k: v for k, v in choice.items() if k != "options"}))
+    if args.mode == "study":
+        paths = {f"{a}_{k}": study.study_path(folder, c) for (a, k), c in study.STUDY.items()}
+        runs = {n: study.load_study(p) for n, p in paths.items() if p.exists()}
+        if len(runs) == len(paths) and all(study.study_complete(r) for r in runs.values()):
+            summary = study.study_summary(runs)
+            atomic_write_json(os.path.join(folder, "e2_study_summary.json"), summary)
+            for arm, kinds in summary["arms"].items():
+                for kind, tests in kinds.items():
+                    for test, fam in tests.items():
+                        print(f"{arm} {kind} {test}: {fam['verdict']} ({fam['reason']})")
     return 0
 
 

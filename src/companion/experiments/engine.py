@@ -1,7 +1,9 @@
 """Many independent models as one tensor program (chapters 6-8): a stacked model (parameters
 with a leading model dimension, or a :class:`ModelStack`) returns (M, N); :func:`train_batched`
 minimises the sum of the models' MSEs, so each trains as alone (to rounding): Adam, cosine
-decay, then optionally a smooth L_p surrogate of the max error; best checkpoint per model."""
+decay, then optionally a smooth L_p surrogate of the max error. The checkpoint kept per model
+is the step with the smallest training max error (E1: can the family be fitted at all?) or,
+given a ``monitor``, the evaluation with the highest validation score (E2: generalisation)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ class ModelStack(torch.nn.Module):
 class TrainResult:
     """What :func:`train_batched` returns (CPU tensors): per model (M,) the best checkpoint's and
     the last iterate's max error and share within 1/2, the best step; the loss history (K, M)
-    at ``history_steps``; ``model`` holds the best parameters."""
+    at ``history_steps``; ``model`` holds the best parameters. With a monitor: its scores
+    (E, M, K) at ``monitor_steps`` (E,), and the max errors are the kept checkpoint's."""
 
     model: torch.nn.Module
     best_max_error: torch.Tensor
@@ -50,6 +53,8 @@ class TrainResult:
     loss_history: torch.Tensor
     history_steps: torch.Tensor
     wall_time: float
+    monitor_history: torch.Tensor | None = None
+    monitor_steps: torch.Tensor | None = None
 
 
 def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
@@ -126,10 +131,12 @@ def _model_index(model: torch.nn.Module, num_models: int, device) -> dict[int, t
 def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, steps: int,
                   lr: float, final_lr_fraction: float = 0.02, surrogate_steps: int = 0,
                   surrogate_power: int = 16, device: str | torch.device = "cpu",
-                  progress: bool = False) -> TrainResult:
+                  progress: bool = False, monitor=None, eval_every: int = 100) -> TrainResult:
     """Train the M stacked models in ``model`` together, full batch (see the module docstring):
     ``model(inputs)`` returns (M, N), ``inputs`` a tensor or a tuple/list/dict of tensors
-    indexed by the N inputs first; targets (N,) or (M, N)."""
+    indexed by the N inputs first; targets (N,) or (M, N). ``monitor(model)`` (no gradients)
+    returns scores (M, K) every ``eval_every`` steps and after the last; column 0 selects the
+    checkpoint (highest, earliest on ties)."""
     check_instance(model, "model", torch.nn.Module)
     steps = check_int(steps, "steps", 1, MAX_STEPS)
     lr = check_float(lr, "lr", 0.0, 10.0, low_open=True)
@@ -138,6 +145,9 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     surrogate_steps = check_int(surrogate_steps, "surrogate_steps", 0, MAX_STEPS)
     surrogate_power = check_int(surrogate_power, "surrogate_power", 2, 1024)
     check_bool(progress, "progress")
+    eval_every = check_int(eval_every, "eval_every", 1, MAX_STEPS)
+    if monitor is not None and not callable(monitor):
+        raise TypeError(f"monitor must be callable or None, got {type(monitor).__name__}")
     device = torch.device(check_device(device))
     check_instance(targets, "targets", torch.Tensor)
     n_inputs = _num_inputs(inputs)
@@ -151,7 +161,7 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
 
     with _no_uninitialised_fill():
         return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
-                      surrogate_steps, surrogate_power, device, progress)
+                      surrogate_steps, surrogate_power, device, progress, monitor, eval_every)
 
 
 @contextlib.contextmanager
@@ -167,7 +177,7 @@ def _no_uninitialised_fill():
 
 
 def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
-           surrogate_power, device, progress) -> TrainResult:
+           surrogate_power, device, progress, monitor, eval_every) -> TrainResult:
     start = time.perf_counter()
     model = model.to(device)
     inputs = _map_inputs(inputs, lambda t: t.to(device))
@@ -197,30 +207,14 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     spans = [(int(index[id(p)][0]), int(index[id(p)].numel())) for p in params]
     on_cpu = device.type == "cpu"
 
-    def record(pred: torch.Tensor, step: int, err: torch.Tensor | None = None) -> None:
-        """Keep the parameters of every model whose max error improved; ``err`` is
-        |pred - targets| when the caller already has it."""
-        if err is None:
-            err = (pred.detach() - tgt_full).abs()
-        mx = err.amax(dim=-1)
-        better = mx < best_err
+    def keep(better: torch.Tensor) -> None:
+        """Copy the parameters of the models where ``better`` (M,) holds."""
         if not on_cpu:  # masked copies: no host synchronisation on an accelerator
-            best_err.copy_(torch.where(better, mx, best_err))
-            best_frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), best_frac))
-            best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
             for p, bp in zip(params, best_params):
                 sel = better[index[id(p)]].view(-1, *([1] * (p.ndim - 1)))
                 bp.copy_(torch.where(sel, p.detach(), bp))
             return
-        # on the CPU, copy only the improved models' slices: no pass over every parameter
-        improved = better.nonzero().squeeze(1)
-        if improved.numel() == 0:
-            return
-        best_err.index_copy_(0, improved, mx.index_select(0, improved).to(best_err.dtype))
-        frac = (err.index_select(0, improved) < 0.5).float().mean(-1)
-        best_frac.index_copy_(0, improved, frac.to(best_frac.dtype))
-        best_step.index_fill_(0, improved, step)
-        if improved.numel() == num_models:
+        if bool(better.all()):
             torch._foreach_copy_(best_params, [p.detach() for p in params])
             return
         local_of = {}  # the parameters of one stacked module share their span of models
@@ -233,6 +227,46 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
                 bp.copy_(p.detach())
             elif local.numel():
                 bp.index_copy_(0, local, p.detach().index_select(0, local))
+
+    def record(pred: torch.Tensor, step: int, err: torch.Tensor | None = None) -> None:
+        """Keep the parameters of every model whose max error improved; ``err`` is
+        |pred - targets| when the caller already has it."""
+        if err is None:
+            err = (pred.detach() - tgt_full).abs()
+        mx = err.amax(dim=-1)
+        better = mx < best_err
+        if not on_cpu:
+            best_err.copy_(torch.where(better, mx, best_err))
+            best_frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), best_frac))
+            best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
+            keep(better)
+            return
+        # on the CPU, touch only the improved models' slices: no pass over every parameter
+        improved = better.nonzero().squeeze(1)
+        if improved.numel() == 0:
+            return
+        best_err.index_copy_(0, improved, mx.index_select(0, improved).to(best_err.dtype))
+        frac = (err.index_select(0, improved) < 0.5).float().mean(-1)
+        best_frac.index_copy_(0, improved, frac.to(best_frac.dtype))
+        best_step.index_fill_(0, improved, step)
+        keep(better)
+
+    best_score = torch.full((num_models,), -math.inf, device=device)
+    mon_steps, mon_hist = [], []
+
+    def evaluate(step: int) -> None:
+        """The monitor's scores now; keep the models whose selection score improved."""
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            scores = torch.as_tensor(monitor(model), device=device).reshape(num_models, -1)
+        model.train(was)
+        better = scores[:, 0] > best_score
+        best_score.copy_(torch.where(better, scores[:, 0], best_score))
+        best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
+        keep(better)
+        mon_steps.append(step)
+        mon_hist.append(scores.detach().to("cpu"))
 
     total = steps + surrogate_steps
     stride = max(1, total // HISTORY_POINTS)
@@ -259,8 +293,10 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
         else:
             per_model = (err * err).mean(-1)
         loss = per_model.sum()
-        # the step's own errors: no second pass over the outputs
-        record(pred, step, err.detach().abs() if abs_err is None else abs_err)
+        if monitor is None:  # the step's own errors: no second pass over the outputs
+            record(pred, step, err.detach().abs() if abs_err is None else abs_err)
+        elif step % eval_every == 0:
+            evaluate(step)
         if step % stride == 0:
             hist_steps.append(step)
             hist.append(per_model.detach().to("cpu"))
@@ -271,12 +307,20 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
     bar.close()
     with torch.no_grad():
         final = model(inputs)
-        record(final, total)
+        if monitor is None:
+            record(final, total)
+        else:
+            evaluate(total)
         final_abs = (final - tgt_full).abs()
         final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
         for p, bp in zip(params, best_params):
             p.copy_(bp)
+        if monitor is not None:  # the kept checkpoint's training errors
+            kept = (model(inputs) - tgt_full).abs()
+            best_err, best_frac = kept.amax(-1), (kept < 0.5).float().mean(-1)
     return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
                        best_step.cpu(),
                        torch.stack(hist) if hist else torch.zeros(0, num_models),
-                       torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start)
+                       torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start,
+                       torch.stack(mon_hist) if mon_hist else None,
+                       torch.tensor(mon_steps, dtype=torch.long) if mon_steps else None)

@@ -37,7 +37,8 @@ MAX_PARAMETERS = 2**25
 class HeadConfig:
     """M stacked heads, one per seed (built by the factories below): ``ranks``, ``heads`` per
     model. Init: tables N(0, phi_std^2) (softmax N(0, qk_std^2)), values N(0, value_std^2),
-    readout N(0, 1/(d H)), bias 0, MLPs He; signed phi = (1 + gain_scale g) exp(u), sign_init
+    readout N(0, 1/(d H)), bias 0, MLPs He (``affine_values``: the hidden layers feed only
+    phi_Q, phi_K; v, a, b are affine in the bits); signed phi = (1 + gain_scale g) exp(u), sign_init
     'positive' (the NKA head of the same seed) or 'columns' (half the columns negated)."""
 
     maps: str
@@ -64,6 +65,7 @@ class HeadConfig:
     hidden: tuple[int, ...] = (64,)
     encoding: str = "01"
     skip: bool = False
+    affine_values: bool = False
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self):
@@ -231,11 +233,17 @@ class StackedHeads(torch.nn.Module):
             # the output blocks (phi_Q, phi_K, v, a, b), each padded to the stack's width
             parts = [nn.functional.pad(part, (0, to - part.shape[1]))
                      for part, to in zip(weight.split([w, w, d, d, 1], 1), (pad, pad, d, d, 1))]
-            layers.append((torch.cat(parts, 1), torch.zeros(2 * pad + 2 * d + 1)))
+            if c.affine_values:  # v, a, b from the bits: N(0, 1 / m) like an affine head's
+                parts[2:] = []
+                layers.append((torch.randn(m, 2 * d + 1, generator=gen) / math.sqrt(m),
+                               torch.zeros(2 * d + 1)))
+            layers.insert(len(dims) - 1, (torch.cat(parts, 1), torch.zeros(sum(
+                p.shape[1] for p in parts))))
             per_model.append(layers)
         self.weights, self.biases = (nn.ParameterList(
             [nn.Parameter(torch.stack([pm[i][part] for pm in per_model]))
-             for i in range(len(dims))]) for part in (0, 1))
+             for i in range(len(per_model[0]))]) for part in (0, 1))
+        self.affine = len(per_model[0]) > len(dims)  # the last layer: v, a, b from the bits
         self.skip = (nn.Parameter(torch.zeros(self.num_models, m, 2 * pad + 2 * d + 1))
                      if c.skip and c.hidden else None)
         if kernel:
@@ -264,12 +272,15 @@ class StackedHeads(torch.nn.Module):
         return self._table_forward(inputs)
 
     def _plan(self, key: torch.Tensor, tag, build):
-        """One pair plan per input tensor (a training set), built on first use."""
-        cached = self.__dict__.get("_plan_cache")
+        """One pair plan per input tensor, built on first use; the last four are kept (a
+        training set and the sets a validation monitor reads between its steps)."""
+        cache = self.__dict__.setdefault("_plan_cache", {})
+        cached = cache.get(id(key))
         if cached is not None and cached[0] is key and cached[1:3] == (key._version, tag):
             return cached[3]
-        plan = build()
-        self.__dict__["_plan_cache"] = (key, key._version, tag, plan)
+        if len(cache) >= 4:
+            cache.pop(next(iter(cache)))
+        cache[id(key)] = (key, key._version, tag, plan := build())
         return plan
 
     def _pair_readout(self, plan, left, right, a, v, b, mode, shift=None, bits=None):
@@ -433,10 +444,13 @@ class StackedHeads(torch.nn.Module):
         the scores q, k), v, a, b."""
         x = 2 * bits - 1 if self.config.encoding == "pm1" else bits
         x = x.unsqueeze(0).expand(self.num_models, -1, -1)
-        h = x
-        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+        h, last = x, len(self.weights) - 1 - self.affine
+        for w, b in zip(self.weights[:last], self.biases[:last]):
             h = torch.relu(torch.baddbmm(b.unsqueeze(1), h, w))
-        out = torch.baddbmm(self.biases[-1].unsqueeze(1), h, self.weights[-1])
+        out = torch.baddbmm(self.biases[last].unsqueeze(1), h, self.weights[last])
+        if self.affine:
+            out = torch.cat([out, torch.baddbmm(self.biases[-1].unsqueeze(1), x,
+                                                 self.weights[-1])], -1)
         if self.skip is not None:  # affine shortcut from the bits (starts at zero)
             out = out + torch.bmm(x, self.skip)
         r, d = self.pad, self.d
@@ -553,21 +567,22 @@ def pool_softmax_heads(pool_size: int, seeds: Sequence[int], score_dim: int,
 
 def mlp_kernel_heads(m: int, ranks: Sequence[int], seeds: Sequence[int],
                      hidden: Sequence[int] = (64,), value_dim: int = 16, feature: str = "exp",
-                     encoding: str = "01", skip: bool = False,
-                     readout: str = "learned") -> StackedHeads:
+                     encoding: str = "01", skip: bool = False, readout: str = "learned",
+                     affine_values: bool = False) -> StackedHeads:
     """E2's NKA heads on m-bit tokens (``hidden=()``: affine maps of the bits)."""
     return StackedHeads(HeadConfig("mlp", "kernel", seeds, ranks, m=m, hidden=hidden,
                                    d=value_dim, feature=feature, encoding=encoding, skip=skip,
-                                   readout=readout))
+                                   readout=readout, affine_values=affine_values))
 
 
 def mlp_softmax_heads(m: int, seeds: Sequence[int], hidden: Sequence[int] = (64,),
                       value_dim: int = 16, score_std: float = 0.2, encoding: str = "01",
-                      skip: bool = False, readout: str = "learned") -> StackedHeads:
+                      skip: bool = False, readout: str = "learned",
+                      affine_values: bool = False) -> StackedHeads:
     """E2's dense heads on m-bit tokens, scores q, k in R^m from the same kind of MLP."""
     return StackedHeads(HeadConfig("mlp", "softmax", seeds, m=m, hidden=hidden, d=value_dim,
                                    score_dim=m, encoding=encoding, skip=skip, readout=readout,
-                                   qk_std=score_std))
+                                   qk_std=score_std, affine_values=affine_values))
 
 
 def group_ranks(ranks: Sequence[int], overhead: float = 48.0) -> list[list[int]]:

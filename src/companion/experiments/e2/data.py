@@ -218,15 +218,20 @@ def disjoint_pool_split(m: int, pool_size: int, train_fraction: float, n_train: 
     return _data(tr_pool, te_pool, parts, test_idx, train_eval)
 
 
-def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
-    """Which multisets are held out: a seeded splitmix64 hash of each code below
-    `test_fraction`, so a sequence's side does not depend on who drew it."""
+def _unit_hash(codes: np.ndarray, seed: int) -> np.ndarray:
+    """A seeded splitmix64 hash of each integer code, as a float in [0, 1)."""
     with np.errstate(over="ignore"):
         z = codes.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(2**53) < test_fraction
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
+    """Which multisets are held out: the hash of each code below `test_fraction`, so a
+    sequence's side does not depend on who drew it."""
+    return _unit_hash(codes, seed) < test_fraction
 
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
