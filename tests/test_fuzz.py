@@ -89,6 +89,13 @@ SKIP = {
     **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
+    **{f"companion.experiments.e2.study:{c}": "a constant" for c in (
+        "ARMS", "TAUS", "HEADLINES", "STUDY", "PILOT_GRID")},
+    **{f"companion.experiments.e2.study:{f}": "chapter 7's reader of the committed study "
+       "files (loaded by load_study / study_files, whose arguments are fuzzed); no argument "
+       "checks by design; tested in tests/experiments/e2/test_study.py"
+       for f in ("study_complete", "pilot_choice", "study_summary", "status_table",
+                 "pilot_table", "complete_sizes", "plot_study", "size_table", "gap_table")},
     "companion.experiments.sweep:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",
@@ -231,6 +238,11 @@ TINY_READING = _arr("dataclasses:replace", _arr("operator:getitem", _ref(
 READING = Lazy(f"{_ER}:load_reading", ("results/e2_S-code_full.json",), cache=True)
 READINGS_ = Lazy("builtins:dict", (), {"S-code": READING})  # the harness builds no dict values
 E2_SUMMARY = Lazy(f"{_RV}:e2_summary", (READINGS_,), cache=True)
+_ES = "companion.experiments.e2.study"
+#: Arm A at m = 6 cut to one rank, one seed, one split and 2 Adam steps.
+TINY_STUDY = Lazy(f"{_ES}:StudyConfig", (), {
+    "arm": "A", "kind": "exp-affine", "sizes": (6,), "ranks": (1,), "rank_groups": ((1,),),
+    "seeds": (0,), "splits": (0,), "n_train": 20, "n_eval": 10, "steps": 2, "eval_every": 1})
 OVERRIDES = {
     **_CH8,
     "companion.bounds.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
@@ -326,6 +338,12 @@ OVERRIDES = {
     f"{_ER}:complement_power_rank": {"m": 6, "k": 2},
     f"{_ER}:complement_power_head_accuracy": {"pool": CLOSED_POOL, "k": 2},
     f"{_RV}:e2_summary": {"readings": READINGS_},
+    f"{_ES}:StudyConfig": {},
+    f"{_ES}:pilot_configs": {"arm": "A", "kind": "mlp"},
+    f"{_ES}:run_study": {"cfg": TINY_STUDY},
+    f"{_ES}:study_path": {"out_dir": "results/x", "cfg": TINY_STUDY},
+    f"{_ES}:load_study": {"path": "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json"},
+    f"{_ES}:study_files": {"folder": "results/e2_study"},
     f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
     f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},
     f"{_RV}:curve_table": {"result": READING, "readout": "overlap"},

@@ -174,6 +174,33 @@ def test_best_checkpoint_is_selected_per_model():
     assert res.fraction_within_half[1] == 1.0
 
 
+def test_monitor_selects_the_best_validation_step_not_the_training_error():
+    # the monitor scores model 0 by -|w| (its training error: improves every step) and model
+    # 1 by a fixed script peaking at the second evaluation: each keeps its own best step
+    script = iter([0.1, 0.9, 0.9, 0.3, 0.2, 0.2, 0.1, 0.0])
+    seen = []
+
+    def monitor(model):
+        w = model.w.detach()[:, 0]
+        seen.append(w.clone())
+        return torch.stack([-w[0].abs(), torch.tensor(next(script))]).reshape(2, 1)
+
+    res = train_batched(_Scripted(), torch.zeros(4, 1), torch.zeros(4), steps=6, lr=0.5,
+                        final_lr_fraction=1.0, monitor=monitor, eval_every=2)
+    assert res.monitor_steps.tolist() == [0, 2, 4, 6]
+    assert res.monitor_history.shape == (4, 2, 1)
+    assert int(res.best_step[1]) == 2  # 0.9 at steps 2 and 4: the earliest wins
+    assert float(res.model.w[1, 0].detach()) == pytest.approx(float(seen[1][1]))
+    best0 = int(torch.argmax(res.monitor_history[:, 0, 0]))
+    assert int(res.best_step[0]) == res.monitor_steps[best0]
+    assert float(res.model.w[0, 0].detach()) == pytest.approx(float(seen[best0][0]))
+    # the reported max error is the kept checkpoint's, not the last step's
+    assert float(res.best_max_error[1]) == pytest.approx(abs(float(seen[1][1])))
+    with pytest.raises(TypeError, match="monitor"):
+        train_batched(_Scripted(), torch.zeros(4, 1), torch.zeros(4), steps=2, lr=0.5,
+                      monitor=3)
+
+
 def test_surrogate_phase_lowers_the_max_error_of_a_table_model():
     ids, y = standin_problem()
     base = train_batched(table_kernel_heads([8], [0], 16), ids, y, steps=150, lr=3e-2)

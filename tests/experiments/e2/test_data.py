@@ -16,12 +16,12 @@ def _gram_of(pool, idx):
 
 
 def _codes(idx, size):
-    return set(data._multiset_codes(idx, size).tolist())
+    return set(data.multiset_codes(idx, size).tolist())
 
 
 def test_multiset_codes_ignore_order_and_separate_different_multisets():
     idx = np.array([[0, 1, 2], [2, 0, 1], [1, 1, 2], [1, 2, 2]])
-    codes = data._multiset_codes(idx, 5)
+    codes = data.multiset_codes(idx, 5)
     assert codes[0] == codes[1] and len(set(codes.tolist())) == 3
 
 
@@ -29,18 +29,18 @@ def test_gap_and_tight_triples_have_their_defining_property():
     pool = token_pool(12, 300, 1)
     gram = pool @ pool.T
     rng = np.random.default_rng(0)
-    for gap, idx in [(g, data._draw_triples(f"gap{g}", pool, 400, rng, gram)) for g in (1, 2)
+    for gap, idx in [(g, data.draw_triples(f"gap{g}", pool, 400, rng, gram)) for g in (1, 2)
                      ] + [(1, data._near_tie_triples(gram, 400, rng))]:
         assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
         assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
         assert (idx[:, 0] != idx[:, 2]).all()
-    idx = data._draw_triples("tight", pool, 400, rng, gram)
+    idx = data.draw_triples("tight", pool, 400, rng, gram)
     g = _gram_of(pool, idx)
     cross = np.stack([g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], 1)
     assert (cross.max(1) - cross.min(1) == 1).all()
     assert ((data.query_gaps(pool[idx]) == 1).sum(1) >= 2).all()
     # uniform triples are a different distribution: many queries face a gap >= 2
-    u = data.query_gaps(pool[data._draw_triples("uniform", pool, 400, rng, gram)])
+    u = data.query_gaps(pool[data.draw_triples("uniform", pool, 400, rng, gram)])
     assert (u >= 2).mean() > 0.2
 
 
@@ -48,7 +48,7 @@ def test_a_pool_without_near_ties_fails_instead_of_hanging():
     with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
         data._near_tie_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="gap-1"):
-        data._draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
+        data.draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
 
 
 def test_partner_triples_put_a_low_overlap_partner_against_a_worse_key():
@@ -101,7 +101,7 @@ def test_shared_pool_train_and_test_share_no_sequence(name):
         if not test_name.startswith("test/"):
             continue
         assert test_pool is train_pool
-        codes = data._multiset_codes(idx, 120)
+        codes = data.multiset_codes(idx, 120)
         assert train.isdisjoint(codes.tolist()), test_name
         assert len(set(codes.tolist())) == len(codes)  # distinct test sequences
         assert idx.min() >= 0 and idx.max() < 120

@@ -98,8 +98,8 @@ def test_reading_data_keeps_train_and_test_apart(name):
     for key, (epool, eidx) in data["evals"].items():
         assert eidx.min() >= 0 and eidx.max() < len(epool)
         if key.startswith("test/") and name != "X":  # shared pool: no test multiset trained on
-            train = set(e2data._multiset_codes(idx, p).tolist())
-            assert train.isdisjoint(e2data._multiset_codes(eidx, p).tolist()), key
+            train = set(e2data.multiset_codes(idx, p).tolist())
+            assert train.isdisjoint(e2data.multiset_codes(eidx, p).tolist()), key
     if name == "X":  # disjoint tokens
         test_pool = data["evals"]["test/uniform"][0]
         assert {tuple(t) for t in pool}.isdisjoint({tuple(t) for t in test_pool})

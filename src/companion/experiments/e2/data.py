@@ -1,5 +1,5 @@
 """E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
-a pool; seeded rejection samplers on the pool's Gram matrix, see :func:`_draw_triples`) and the
+a pool; seeded rejection samplers on the pool's Gram matrix, see :func:`draw_triples`) and the
 splits of train from test: disjoint tokens by complementary pairs (reading X) or by distinct
 random tokens (the stored protocols), or disjoint *sequences* over one pool (S-*).
 """
@@ -27,7 +27,7 @@ MAX_SEQUENCES = 10**5
 _MAX_CANDIDATES = 2 * 10**7
 
 
-def _multiset_codes(idx: np.ndarray, pool_size: int) -> np.ndarray:
+def multiset_codes(idx: np.ndarray, pool_size: int) -> np.ndarray:
     """One int per sequence, equal iff two sequences hold the same tokens in any order."""
     s = np.sort(idx, axis=1)
     return (s[:, 0] * pool_size + s[:, 1]) * pool_size + s[:, 2]
@@ -126,7 +126,7 @@ def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
     return out[rng.permutation(len(out))]
 
 
-def _draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
+def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
     """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
     differ in overlap by exactly 1 or 2); ``tight`` (cross overlaps within 1); ``partner``;
     ``witness``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time)."""
@@ -211,14 +211,14 @@ def disjoint_pool_split(m: int, pool_size: int, train_fraction: float, n_train: 
         def rng(side, name):
             return gens[side]
     g_tr, g_te = tr_pool @ tr_pool.T, te_pool @ te_pool.T
-    parts = {d: _draw_triples(d, tr_pool, c, rng(0, d), g_tr) for d, c in counts.items() if c}
-    test_idx = {d: _draw_triples(d, te_pool, n_test, rng(1, d), g_te) for d in tests}
+    parts = {d: draw_triples(d, tr_pool, c, rng(0, d), g_tr) for d, c in counts.items() if c}
+    test_idx = {d: draw_triples(d, te_pool, n_test, rng(1, d), g_te) for d in tests}
     train_eval = ({} if pools == "tokens" else
-                  {d: _draw_triples(d, tr_pool, n_test, rng(1, d), g_tr) for d in tests})
+                  {d: draw_triples(d, tr_pool, n_test, rng(1, d), g_tr) for d in tests})
     return _data(tr_pool, te_pool, parts, test_idx, train_eval)
 
 
-def _unit_hash(codes: np.ndarray, seed: int) -> np.ndarray:
+def unit_hash(codes: np.ndarray, seed: int) -> np.ndarray:
     """A seeded splitmix64 hash of each integer code, as a float in [0, 1)."""
     with np.errstate(over="ignore"):
         z = codes.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
@@ -231,7 +231,7 @@ def _unit_hash(codes: np.ndarray, seed: int) -> np.ndarray:
 def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
     """Which multisets are held out: the hash of each code below `test_fraction`, so a
     sequence's side does not depend on who drew it."""
-    return _unit_hash(codes, seed) < test_fraction
+    return unit_hash(codes, seed) < test_fraction
 
 
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
@@ -245,8 +245,8 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     def side(name, count, rng, want_test):
         got, have = [], 0
         for _ in range(50):
-            cand = _draw_triples(name, pool, 4 * count, rng, gram)
-            keep = _held_out(_multiset_codes(cand, size), test_fraction, hseed) == want_test
+            cand = draw_triples(name, pool, 4 * count, rng, gram)
+            keep = _held_out(multiset_codes(cand, size), test_fraction, hseed) == want_test
             got.append(cand[keep])
             have += int(keep.sum())
             if have >= (3 * count if want_test else count):
@@ -266,7 +266,7 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     test_idx = {}
     for name in tests:
         idx = side(name, n_test, rng, True)
-        _, first = np.unique(_multiset_codes(idx, size), return_index=True)
+        _, first = np.unique(multiset_codes(idx, size), return_index=True)
         test_idx[name] = idx[np.sort(first)][:n_test]  # distinct test sequences
     return _data(pool, pool, parts, test_idx, {})
 

@@ -19,23 +19,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from companion.checks import check_choice, check_device, check_float, check_instance, check_int
+from companion.book import BOOK_COLORS, BOOK_MARKERS, Table
+from companion.checks import (
+    check_choice,
+    check_device,
+    check_float,
+    check_instance,
+    check_int,
+    check_path,
+)
 from companion.core.task import all_tokens, min_ip_targets
 from companion.experiments import heads
 from companion.experiments.e2.data import (
-    _draw_triples,
-    _multiset_codes,
-    _unit_hash,
+    draw_triples,
+    multiset_codes,
     pool_inputs,
+    unit_hash,
 )
 from companion.experiments.e2.rule import PAPER_TRANSITIONS, RULE_DENSE_EXACT, curve_rule
 from companion.experiments.engine import train_batched
 from companion.experiments.sweep import FrozenConfig, Unit, load_sweep, run_sweep
 
-__all__ = ["ARMS", "StudyConfig", "STUDY", "PILOT_GRID", "pilot_configs", "run_study",
-           "study_path", "load_study", "study_complete", "study_data", "pilot_choice",
-           "study_summary",
-           "bootstrap_interval", "relative_width", "TAUS", "HEADLINES"]
+__all__ = ["ARMS", "TAUS", "HEADLINES", "StudyConfig", "STUDY", "PILOT_GRID", "pilot_configs",
+           "run_study", "study_path", "load_study", "study_complete", "pilot_choice",
+           "study_summary", "study_files", "status_table", "pilot_table", "complete_sizes",
+           "plot_study", "size_table", "gap_table"]
 
 #: Each arm's model kinds and what its problem size is.
 ARMS = {"A": ("exp-affine", "mlp"), "B": ("overlap", "learned")}
@@ -91,9 +99,13 @@ class StudyConfig(FrozenConfig):
                              f"{self.sizes}")
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
+        if not (isinstance(self.rank_groups, (list, tuple))
+                and all(isinstance(g, (list, tuple)) for g in self.rank_groups)):
+            raise TypeError(f"rank_groups must be a tuple of tuples of ranks, got "
+                            f"{self.rank_groups!r:.80}")
         groups = tuple(tuple(check_int(r, "rank_groups", 1) for r in g) for g in
                        self.rank_groups)
-        if sorted(r for g in groups for r in g) != list(self.ranks):
+        if sorted(r for g in groups for r in g) != list(self.ranks) or not all(groups):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         self._put("rank_groups", groups)
         for name, high in (("n_train", 10**5), ("n_eval", 10**5), ("value_dim", 1024)):
@@ -124,7 +136,7 @@ def _sylvester_code(n: int) -> np.ndarray:
 
 def _sides(keys: np.ndarray, arm: str, split: int, salt: int) -> np.ndarray:
     """0 train, 1 validation, 2 test for each key, by a seeded hash of the key."""
-    u = _unit_hash(keys, int(np.random.SeedSequence([split, salt, 27]).generate_state(1)[0]))
+    u = unit_hash(keys, int(np.random.SeedSequence([split, salt, 27]).generate_state(1)[0]))
     first, second = _SHARES[arm]
     return (u >= first).astype(np.int64) + (u >= second)
 
@@ -148,7 +160,7 @@ def study_data(arm: str, size: int, split: int, n_train: int = 20000,
             raise ValueError(f"size: width {size} leaves a side with fewer than 4 tokens")
         rngs = [np.random.default_rng(s) for s in np.random.SeedSequence([split, size, 1]).spawn(5)]
         grams = [p @ p.T for p in pools]
-        draw = [(pools[k], _draw_triples(name, pools[k], count, rngs[i], grams[k]))
+        draw = [(pools[k], draw_triples(name, pools[k], count, rngs[i], grams[k]))
                 for i, (k, name, count) in enumerate(
                     [(0, "uniform", n_train), (1, "uniform", n_eval), (1, "gap1", n_eval),
                      (2, "uniform", n_eval), (2, "gap1", n_eval)])]
@@ -159,7 +171,7 @@ def study_data(arm: str, size: int, split: int, n_train: int = 20000,
     pool = _sylvester_code(size)
     p = len(pool)
     idx = np.array(list(itertools.combinations_with_replacement(range(p), 3)), dtype=np.int64)
-    side = _sides(_multiset_codes(idx, p), arm, split, size)
+    side = _sides(multiset_codes(idx, p), arm, split, size)
     comp = (idx[:, :, None] % (p // 2) == idx[:, None, :] % (p // 2)) & (
         idx[:, :, None] != idx[:, None, :])  # word i's complement is word i + P/2
     pair = comp.any(axis=(1, 2))
@@ -268,9 +280,10 @@ def study_path(out_dir, cfg: StudyConfig) -> Path:
     """A configuration's results file: out_dir/e2_study_<arm>_<kind>.json, or for a pilot
     e2_pilot_<arm>_<kind>_lr<lr>_steps<steps>.json."""
     cfg = check_instance(cfg, "cfg", StudyConfig)
+    out_dir = check_path(out_dir, "out_dir")
     name = (f"e2_pilot_{cfg.arm}_{cfg.kind}_lr{cfg.lr:g}_steps{cfg.steps}" if cfg.pilot
             else f"e2_study_{cfg.arm}_{cfg.kind}")
-    return Path(out_dir) / f"{name}.json"
+    return out_dir / f"{name}.json"
 
 
 def run_study(cfg: StudyConfig, out=None, device="cpu", progress=False, restart=False,
@@ -481,3 +494,126 @@ STUDY = {(arm, kind): StudyConfig(arm=arm, kind=kind, sizes=(6, 8, 10, 12) if ar
                                   else (8, 16, 32))
          for arm, kinds in ARMS.items() for kind in kinds}
 
+
+
+# ----------------------------------------------------------------------------- the chapter
+
+
+def study_files(folder) -> dict:
+    """Every stored study and pilot file under `folder`: {"study": {(arm, kind): run},
+    "pilot": {(arm, kind): [runs]}} (chapter 7 reads the committed results/e2_study)."""
+    out: dict = {"study": {}, "pilot": {}}
+    for path in sorted(check_path(folder, "folder").glob("e2_*_*.json")):
+        if path.name.startswith(("e2_study_", "e2_pilot_")) and "summary" not in path.name:
+            run = load_study(path)
+            key = (run["config"]["arm"], run["config"]["kind"])
+            if run["config"]["pilot"]:
+                out["pilot"].setdefault(key, []).append(run)
+            else:
+                out["study"][key] = run
+    return out
+
+
+def status_table(files: dict, caption: str | None = None) -> Table:
+    """Units stored of units planned, per (arm, kind), for the pilot and the study."""
+    rows = []
+    for arm, kinds in ARMS.items():
+        for kind in kinds:
+            pilot = files["pilot"].get((arm, kind), [])
+            planned = sum(len(_plan(dataclasses.asdict(c))) for c in pilot_configs(arm, kind))
+            run = files["study"].get((arm, kind))
+            rows.append({"arm": arm, "kind": kind,
+                         "pilot units": f"{sum(len(r['units']) for r in pilot)} / {planned}",
+                         "study units": f"{len(run['units']) if run else 0} / "
+                                        f"{len(_plan(dataclasses.asdict(STUDY[arm, kind])))}"})
+    return Table(rows, caption=caption)
+
+
+def pilot_table(runs, caption: str | None = None) -> Table:
+    """A complete pilot's options (median best validation accuracy of the heads and of the
+    dense heads) and the registered choice, marked."""
+    choice = pilot_choice(runs)
+    rows = [{"lr": o["lr"], "MSE steps": o["steps"],
+             "surrogate phase": "on" if o["surrogate"] else "off",
+             "heads: median validation": f"{o['median_val']:.3f}",
+             "dense: median validation": f"{o['median_val_dense']:.3f}",
+             "chosen": ("heads" if (o["lr"], o["steps"], o["surrogate"]) ==
+                        (choice["lr"], choice["steps"], bool(choice["surrogate_steps"]))
+                        else "") + (" dense" if (o["lr"], o["steps"], o["surrogate"]) ==
+                                    (choice["dense_lr"], choice["steps"],
+                                     bool(choice["surrogate_steps"])) else "")}
+            for o in sorted(choice["options"], key=lambda o: (o["lr"], o["steps"],
+                                                              o["surrogate"]))]
+    for r in rows:
+        r["chosen"] = r["chosen"].strip() or "—"
+    return Table(rows, caption=caption)
+
+
+def complete_sizes(run: dict) -> list[int]:
+    """The sizes of a (possibly partial) study file whose every unit is stored."""
+    plan = _plan(run["config"])
+    return [size for size in run["config"]["sizes"]
+            if all(key in run["units"] for key, s, *_ in plan if s == size)]
+
+
+def plot_study(ax, run: dict, test: str, title: str | None = None) -> None:
+    """Median test accuracy against rank per complete size (band: min-max over replicates;
+    dashed: dense median; star: r* at tau = 0.9 with its bootstrap interval as a bar)."""
+    ranks = run["config"]["ranks"]
+    for i, size in enumerate(complete_sizes(run)):
+        line = _size_line(run, size, test)
+        acc = np.array([[rec["test"][test] for rec, _ in reps]
+                        for r, reps in sorted(_replicates(run, size).items(),
+                                              key=lambda kv: (kv[0] == "dense", kv[0]))
+                        if r != "dense"])
+        color = BOOK_COLORS[i % len(BOOK_COLORS)]
+        what = "m" if run["config"]["arm"] == "A" else "P"
+        label = f"${what} = {size if what == 'm' else 2 * size - 2}$"
+        ax.plot(ranks, line["median"], marker=BOOK_MARKERS[i], ms=3, color=color, label=label)
+        ax.fill_between(ranks, acc.min(1), acc.max(1), color=color, alpha=0.15)
+        ax.axhline(np.median(line["dense"]), color=color, ls="--", lw=1)
+        star = line["r_star"]["0.9"]
+        if star is not None:
+            lo, hi = line["interval_log2"]["0.9"]
+            y = line["median"][ranks.index(star)]
+            ax.plot([2**lo, min(2**hi, 2 * ranks[-1])], [y, y], color=color, lw=3, alpha=0.5)
+            ax.plot([star], [y], marker="*", ms=12, color="white", mec=color, mew=1.5, zorder=5)
+    ax.axhline(0.9, color="grey", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("feature rank $r$")
+    ax.set_title(title or f"arm {run['config']['arm']}, {run['config']['kind']}, {test} test",
+                 fontsize=10)
+
+
+def size_table(run: dict, test: str, caption: str | None = None) -> Table:
+    """Per complete size: r* at each tau with its 95 % interval, both sharpness rules, the
+    top rank's training accuracy, dense exactness (9 replicates each)."""
+    def rank(v):
+        return "above 1024" if v > 10 else f"{2**v:g}"
+
+    rows = []
+    for size in complete_sizes(run):
+        s = _size_line(run, size, test)
+        row = {"size": size if run["config"]["arm"] == "A" else f"P = {2 * size - 2}"}
+        for t in TAUS:
+            lo, hi = s["interval_log2"][str(t)]
+            row[f"r* at {t}"] = (f"{s['r_star'][str(t)] or '—'} [{rank(lo)}, {rank(hi)}]")
+        row["sharp (abs / rel)"] = (f"{'yes' if s['sharp_absolute'] else 'no'} / "
+                                    + ("—" if s["relative_width"] is None else
+                                       f"{s['relative_width']:.0f} doublings"))
+        row["top-rank training acc."] = f"{s['train_last'][-1]:.3f}"
+        row["dense exact"] = f"{sum(d >= RULE_DENSE_EXACT for d in s['dense'])}/{len(s['dense'])}"
+        rows.append(row)
+    return Table(rows, caption=caption)
+
+
+def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
+    """Per rank and complete size, 'capacity / generalisation': 1 - a_fit and a_fit - a_test
+    (medians over the replicates), * where generalisation is at least capacity."""
+    sizes = complete_sizes(run)
+    lines = [_size_line(run, s, test) for s in sizes]
+    rows = [[r] + [f"{ln['capacity'][i]:.2f} / {ln['generalisation'][i]:.2f}"
+                   + (" *" if ln["generalisation"][i] >= ln["capacity"][i] else "")
+                   for ln in lines] for i, r in enumerate(run["config"]["ranks"])]
+    return Table(rows, columns=["r", *map(str, sizes)], caption=caption)
