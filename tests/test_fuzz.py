@@ -90,7 +90,7 @@ SKIP = {
        "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
        for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
     **{f"companion.experiments.e2.study:{c}": "a constant" for c in (
-        "ARMS", "TAUS", "HEADLINES", "STUDY", "PILOT_GRID")},
+        "ARMS", "TAUS", "HEADLINES", "STUDY", "PILOT_GRID", "PILOT_CHOICE", "SIZES")},
     **{f"companion.experiments.e2.study:{f}": "chapter 7's reader of the committed study "
        "files (loaded by load_study / study_files, whose arguments are fuzzed); no argument "
        "checks by design; tested in tests/experiments/e2/test_study.py"
@@ -340,6 +340,7 @@ OVERRIDES = {
     f"{_RV}:e2_summary": {"readings": READINGS_},
     f"{_ES}:StudyConfig": {},
     f"{_ES}:pilot_configs": {"arm": "A", "kind": "mlp"},
+    f"{_ES}:planned_units": {"arm": "A", "kind": "mlp"},
     f"{_ES}:run_study": {"cfg": TINY_STUDY},
     f"{_ES}:study_path": {"out_dir": "results/x", "cfg": TINY_STUDY},
     f"{_ES}:load_study": {"path": "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json"},

@@ -293,6 +293,10 @@ def _run_study(args, device: str) -> int:
     arms = tuple(study.ARMS) if args.arm == "all" else (args.arm,)
     for arm in arms:
         for kind in study.ARMS[arm]:
+            if args.mode == "study" and (arm, kind) not in study.STUDY:
+                print(f"study {arm} {kind}: waiting for its pilot's choice (run e2 --pilot, "
+                      "then commit the choice as the pre-registration's pilot outcome)")
+                continue
             configs = (study.pilot_configs(arm, kind) if args.mode == "pilot"
                        else [study.STUDY[arm, kind]])
             for cfg in configs:
@@ -308,7 +312,8 @@ def _run_study(args, device: str) -> int:
     if args.mode == "study":
         paths = {f"{a}_{k}": study.study_path(folder, c) for (a, k), c in study.STUDY.items()}
         runs = {n: study.load_study(p) for n, p in paths.items() if p.exists()}
-        if len(runs) == len(paths) and all(study.study_complete(r) for r in runs.values()):
+        every = sum(len(kinds) for kinds in study.ARMS.values())
+        if len(runs) == every and all(study.study_complete(r) for r in runs.values()):
             summary = study.study_summary(runs)
             atomic_write_json(os.path.join(folder, "e2_study_summary.json"), summary)
             for arm, kinds in summary["arms"].items():

@@ -4,6 +4,7 @@ the registered verdict, resuming, and the CLI."""
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from companion.book import seed_everything
 from companion.cli import main
 from companion.core.task import min_ip_targets
 from companion.experiments.e2 import study as st
+
+RESULTS = Path(__file__).resolve().parents[3] / "results" / "e2_study"
 
 
 @pytest.fixture(autouse=True)
@@ -170,6 +173,18 @@ def test_pilot_grid_is_the_registered_one():
                                   and c.surrogate_steps == 2000 for c in cfgs)
     assert {(c.lr, c.steps) for c in cfgs} == {(lr, s) for lr in (3e-3, 1e-2, 3e-2)
                                                for s in (2000, 5000)}
+
+
+def test_the_committed_choices_are_what_the_rule_makes_of_the_committed_pilots():
+    files = st.study_files(RESULTS)
+    for key, choice in st.PILOT_CHOICE.items():
+        runs = files["pilot"][key]
+        assert len(runs) == len(st.pilot_configs(*key)) and all(map(st.study_complete, runs))
+        assert {k: v for k, v in st.pilot_choice(runs).items() if k != "options"} == choice
+        cfg = st.STUDY[key]
+        assert (cfg.lr, cfg.steps, cfg.surrogate_steps, cfg.dense_lr) == (
+            choice["lr"], choice["steps"], choice["surrogate_steps"], choice["dense_lr"])
+    assert st.planned_units("A", "mlp") == 4 * 3 * 7 and st.planned_units("B", "learned") == 63
 
 
 # --------------------------------------------------------------------------- the analysis

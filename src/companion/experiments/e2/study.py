@@ -40,7 +40,8 @@ from companion.experiments.e2.rule import PAPER_TRANSITIONS, RULE_DENSE_EXACT, c
 from companion.experiments.engine import train_batched
 from companion.experiments.sweep import FrozenConfig, Unit, load_sweep, run_sweep
 
-__all__ = ["ARMS", "TAUS", "HEADLINES", "StudyConfig", "STUDY", "PILOT_GRID", "pilot_configs",
+__all__ = ["ARMS", "TAUS", "HEADLINES", "StudyConfig", "STUDY", "PILOT_GRID", "PILOT_CHOICE",
+           "SIZES", "planned_units", "pilot_configs",
            "run_study", "study_path", "load_study", "study_complete", "pilot_choice",
            "study_summary", "study_files", "status_table", "pilot_table", "complete_sizes",
            "plot_study", "size_table", "gap_table"]
@@ -489,11 +490,21 @@ def study_summary(runs: dict) -> dict:
     return out
 
 
-#: The study's configurations before the pilot fixes their optimisers (sizes per arm).
-STUDY = {(arm, kind): StudyConfig(arm=arm, kind=kind, sizes=(6, 8, 10, 12) if arm == "A"
-                                  else (8, 16, 32))
-         for arm, kinds in ARMS.items() for kind in kinds}
 
+
+
+#: The pilot's registered choices, (arm, kind) -> optimiser, committed with the "Pilot
+#: outcome" of book/e2_preregistration.md before any full run of that (arm, kind).
+PILOT_CHOICE: dict = {}
+SIZES = {"A": (6, 8, 10, 12), "B": (8, 16, 32)}
+#: The study: one configuration per (arm, kind) whose pilot choice is committed.
+STUDY = {(arm, kind): StudyConfig(arm=arm, kind=kind, sizes=SIZES[arm], **choice)
+         for (arm, kind), choice in PILOT_CHOICE.items()}
+
+
+def planned_units(arm: str, kind: str) -> int:
+    """How many units the study of (arm, kind) has (the optimiser does not change it)."""
+    return len(_plan(dataclasses.asdict(StudyConfig(arm=arm, kind=kind, sizes=SIZES[arm]))))
 
 
 # ----------------------------------------------------------------------------- the chapter
@@ -524,9 +535,17 @@ def status_table(files: dict, caption: str | None = None) -> Table:
             run = files["study"].get((arm, kind))
             rows.append({"arm": arm, "kind": kind,
                          "pilot units": f"{sum(len(r['units']) for r in pilot)} / {planned}",
+                         "optimiser": _optimiser(PILOT_CHOICE.get((arm, kind))),
                          "study units": f"{len(run['units']) if run else 0} / "
-                                        f"{len(_plan(dataclasses.asdict(STUDY[arm, kind])))}"})
+                                        f"{planned_units(arm, kind)}"})
     return Table(rows, caption=caption)
+
+
+def _optimiser(choice) -> str:
+    if choice is None:
+        return "pilot pending"
+    return (f"lr {choice['lr']:g} (dense {choice['dense_lr']:g}), {choice['steps']} steps"
+            + (f" + {choice['surrogate_steps']} surrogate" if choice["surrogate_steps"] else ""))
 
 
 def pilot_table(runs, caption: str | None = None) -> Table:
