@@ -257,3 +257,46 @@ def test_cli_study_wants_a_folder(tmp_path, capsys):
     f.write_text("{}")
     assert main(["e2", "--study", "--out", str(f)]) == 2
     assert "folder" in capsys.readouterr().err
+
+
+def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {}
+    for arm, kind, sizes in (("A", "exp-affine", (6, 7)), ("B", "overlap", (8, 16))):
+        cfg = st.StudyConfig(arm=arm, kind=kind, sizes=sizes, ranks=(1, 2),
+                             rank_groups=((1, 2),), seeds=(0,), splits=(0, 1), n_train=60,
+                             n_eval=30, steps=3, eval_every=1)
+        runs[f"{arm}_{kind}"] = st.run_study(cfg, out=st.study_path(tmp_path, cfg))
+    summary = st.study_summary(runs)
+    fam = summary["arms"]["A"]["exp-affine"]["uniform"]
+    assert [s["size"] for s in fam["per_size"]] == [6, 7]
+    line = fam["per_size"][0]
+    assert line["replicates"] == 2 and len(line["median"]) == 2 == len(line["converged"])
+    assert set(line["interval_log2"]) == {"0.85", "0.9", "0.95"}
+    assert fam["verdict"] in ("reproduced", "reproduced with our sizes",
+                              "refuted at convergence", "inconclusive")
+    assert set(summary["arms"]["B"]["overlap"]) == {"uniform", "witness"}
+    files = st.study_files(tmp_path)
+    assert set(files["study"]) == {("A", "exp-affine"), ("B", "overlap")}
+    run = files["study"]["A", "exp-affine"]
+    assert st.complete_sizes(run) == [6, 7]
+    assert len(st.size_table(run, "uniform").values) == 2
+    assert len(st.gap_table(run, "witness").values) == 2
+    assert "A" in str(st.status_table(files))
+    fig, ax = plt.subplots()
+    st.plot_study(ax, run, "uniform")
+    assert len(ax.lines) >= 2
+    plt.close(fig)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_a_unit_runs_on_cuda_as_on_the_cpu():
+    cpu = st.train_study_unit(TINY, 6, 0, (2, 8))
+    gpu = st.train_study_unit(TINY, 6, 0, (2, 8), device="cuda")
+    for a, b in zip(cpu["models"], gpu["models"]):
+        assert abs(a["val_history"][0] - b["val_history"][0]) < 0.05  # same init, same data
+        assert set(a["test"]) == set(b["test"])

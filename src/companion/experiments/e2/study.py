@@ -95,8 +95,8 @@ class StudyConfig(FrozenConfig):
                 raise TypeError(f"{name} must be a non-empty tuple of ints, got {value!r:.80}")
             self._put(name, tuple(check_int(v, f"{name}[{i}]", low, high)
                                   for i, v in enumerate(value)))
-        if self.arm == "B" and any(n & (n - 1) or n < 4 for n in self.sizes):
-            raise ValueError(f"sizes: arm B's Sylvester orders are powers of two >= 4, got "
+        if self.arm == "B" and any(n & (n - 1) or n < 8 for n in self.sizes):
+            raise ValueError(f"sizes: arm B's Sylvester orders are powers of two >= 8, got "
                              f"{self.sizes}")
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
@@ -167,8 +167,8 @@ def study_data(arm: str, size: int, split: int, n_train: int = 20000,
                      (2, "uniform", n_eval), (2, "gap1", n_eval)])]
         return {"train": draw[0], "val": dict(zip(TESTS, draw[1:3])),
                 "test": dict(zip(TESTS, draw[3:5]))}
-    if size & (size - 1) or size < 4:
-        raise ValueError(f"size: arm B's Sylvester order is a power of two >= 4, got {size}")
+    if size & (size - 1) or size < 8:
+        raise ValueError(f"size: arm B's Sylvester order is a power of two >= 8, got {size}")
     pool = _sylvester_code(size)
     p = len(pool)
     idx = np.array(list(itertools.combinations_with_replacement(range(p), 3)), dtype=np.int64)
