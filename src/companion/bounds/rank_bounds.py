@@ -42,6 +42,11 @@ def _trace_rank_bound(M):
     """Lemma D: (tr M)^2 / ||M||_F^2 <= rank M; exact for int or Fraction entries (Python ints
     via tolist(), never an int64 product), float for float entries."""
     arr = np.asarray(M)
+    if arr.dtype.kind == "f" and not isinstance(M, np.ndarray):
+        # numpy turns a list holding an int beyond int64 into floats: keep such lists exact
+        exact = np.array(M, dtype=object)
+        if all(isinstance(v, (int, np.integer, Fraction)) for v in exact.ravel()):
+            arr = exact
     if arr.dtype == object or np.issubdtype(arr.dtype, np.integer):
         rows = [[Fraction(v) for v in row] for row in arr.tolist()]
         trace = sum((row[i] for i, row in enumerate(rows)), Fraction(0))

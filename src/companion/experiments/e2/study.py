@@ -504,6 +504,7 @@ STUDY = {(arm, kind): StudyConfig(arm=arm, kind=kind, sizes=SIZES[arm], **choice
 
 def planned_units(arm: str, kind: str) -> int:
     """How many units the study of (arm, kind) has (the optimiser does not change it)."""
+    arm = check_choice(arm, "arm", tuple(ARMS))
     return len(_plan(dataclasses.asdict(StudyConfig(arm=arm, kind=kind, sizes=SIZES[arm]))))
 
 
