@@ -300,3 +300,14 @@ def test_a_unit_runs_on_cuda_as_on_the_cpu():
     for a, b in zip(cpu["models"], gpu["models"]):
         assert abs(a["val_history"][0] - b["val_history"][0]) < 0.05  # same init, same data
         assert set(a["test"]) == set(b["test"])
+
+
+def test_the_sizing_script_times_a_unit():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "size_e2_study.py"
+    spec = importlib.util.spec_from_file_location("size_e2_study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seconds = module.step_seconds(TINY, 6, (2, 8), probe=2)
+    assert 0 <= seconds < 5
