@@ -176,7 +176,7 @@ for ax, (arm, (kind, test)) in zip(axes, HEADLINES.items()):
         ax.set_xlim(1, 1024)
         ax.set_ylim(-0.02, 1.02)
         ax.text(32, 0.5, "no size complete yet", ha="center", va="center", fontsize=9,
-                color="0.3")
+                color="0.3", bbox={"fc": "white", "ec": "none"})
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("feature rank $r$")
 axes[0].set_ylabel("test exact-seq. accuracy")
@@ -338,9 +338,9 @@ print(f"headline: reading {HEADLINE['reading']}, {HEADLINE['readout']} readout, 
 # ## The headline: exp-affine maps on disjoint token pools (X)
 #
 # Test exact-sequence accuracy on uniform triples from the held-out tokens, learned readout,
-# median [min, max] over the five seeds:
+# median [min, max] over the five seeds, is folded in the next cell.
 
-# %%
+# %% tags=["hide-cell"]
 x_res = readings["X"]
 curve_table(x_res, "learned", "uniform",
             caption="X, learned readout: uniform test triples of unseen tokens")
@@ -420,7 +420,7 @@ plt.show()
 #
 # On the Paley code pools every token is seen in training and the heads are lookup tables,
 # so the question is only how much rank the comparison needs. S-random asks the same on a
-# random pool. The per-rank tables of the four curves in the figure are in the audit trail.
+# random pool. The per-rank tables of the four curves in the folded figure are in the audit trail.
 #
 # * **S-code, overlap readout: the capacity curve steps.** The fraction of their own
 #   training witness triples the heads fit stays at or below 0.54 up to $r = 32$ at
@@ -452,7 +452,7 @@ plt.show()
 #   table heads cannot infer the held-out comparisons at all.
 # :::
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The shared-pool readings: median held-out exact-sequence accuracy against feature rank (band: seeds; dashed: dense; dotted: 0.9; stars: transitions under the rule). S-code's problem size is the code's pool size $P$; S-random's is the pool size at $m = 12$.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
+# %% tags=["hide-cell"] mystnb={"figure": {"caption": "The shared-pool readings: median held-out exact-sequence accuracy against feature rank (band: seeds; dashed: dense; dotted: 0.9; stars: transitions under the rule). S-code's problem size is the code's pool size $P$; S-random's is the pool size at $m = 12$.", "name": "fig-e2-shared-pools"}, "image": {"alt": "Four panels of median held-out exact-sequence accuracy against feature rank on a log scale for the shared-pool readings, one curve per problem size, with dashed dense levels, a dotted line at 0.9 and stars at transitions."}}
 fig, axes = plt.subplots(2, 2, figsize=(7.2, 6.2), sharex=True, sharey=True)
 for ax, (name, readout, test) in zip(axes.flat, [("S-code", "overlap", "witness"),
                                                  ("S-code", "overlap", "uniform"),
@@ -507,12 +507,12 @@ verdict_table(summary_e2, "uniform", caption="uniform held-out triples (the judg
 # generalisation (training accuracy at $r = 128$ is 0.92–0.99, test 0.33–0.93).
 #
 # The share is a sum over every grid rank below the transition, so the lowest ranks, where
-# the heads fit little of anything, dominate it. The next table splits it rank by rank for
+# the heads fit little of anything, dominate it. The folded table splits it rank by rank for
 # the headline reading: capacity $1 - a_{\text{fit}}$ / generalisation
 # $a_{\text{fit}} - a_{\text{test}}$ (medians over seeds; * where generalisation is at least
 # capacity).
 
-# %%
+# %% tags=["hide-cell"]
 gaps_by_rank_table(readings["X"], "learned", "uniform", caption="X, learned readout, uniform "
                    "triples: capacity / generalisation gap per rank")
 
