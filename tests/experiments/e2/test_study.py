@@ -311,3 +311,11 @@ def test_the_sizing_script_times_a_unit():
     spec.loader.exec_module(module)
     seconds = module.step_seconds(TINY, 6, (2, 8), probe=2)
     assert 0 <= seconds < 5
+
+
+def test_cli_study_waits_for_a_committed_pilot_choice(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(st, "STUDY", {})
+    assert main(["e2", "--study", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("waiting for its pilot's choice") == 4
+    assert not (tmp_path / "e2_study_summary.json").exists()

@@ -238,9 +238,10 @@ def train_study_unit(cfg: StudyConfig, size: int, split: int, group, device="cpu
                         eval_every=cfg.eval_every)
     hist = res.monitor_history.numpy()
     steps = res.monitor_steps.tolist()
-    tests = {} if cfg.pilot else {
-        name: _accuracy(res.model, *_inputs(*v, device)).tolist()
-        for name, v in data["test"].items()}
+    with torch.no_grad():
+        tests = {} if cfg.pilot else {
+            name: _accuracy(res.model, *_inputs(*v, device)).tolist()
+            for name, v in data["test"].items()}
     at = np.searchsorted(steps, res.best_step.numpy())
     models = []
     for i, (kind, rank, seed) in enumerate(labels):
