@@ -95,7 +95,8 @@ SKIP = {
        "files (loaded by load_study / study_files, whose arguments are fuzzed); no argument "
        "checks by design; tested in tests/experiments/e2/test_study.py"
        for f in ("study_complete", "pilot_choice", "study_summary", "status_table",
-                 "pilot_table", "complete_sizes", "plot_study", "size_table", "gap_table")},
+                 "pilot_table", "complete_sizes", "plot_study", "size_table", "gap_table",
+                 "verdict_table")},
     "companion.experiments.sweep:check_writable": "raises OSError (with the path) by "
     "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
     "turns it into one line (test_cli_bad_arguments, the --out cases)",

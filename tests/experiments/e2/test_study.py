@@ -280,6 +280,8 @@ def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
     assert fam["verdict"] in ("reproduced", "reproduced with our sizes",
                               "refuted at convergence", "inconclusive")
     assert set(summary["arms"]["B"]["overlap"]) == {"uniform", "witness"}
+    table = st.verdict_table(summary)
+    assert len(table.values) == 4 and sum("(headline)" in r[0] for r in table.values) == 2
     files = st.study_files(tmp_path)
     assert set(files["study"]) == {("A", "exp-affine"), ("B", "overlap")}
     run = files["study"]["A", "exp-affine"]

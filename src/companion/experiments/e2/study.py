@@ -44,7 +44,7 @@ __all__ = ["ARMS", "TAUS", "HEADLINES", "StudyConfig", "STUDY", "PILOT_GRID", "P
            "SIZES", "planned_units", "pilot_configs",
            "run_study", "study_path", "load_study", "study_complete", "pilot_choice",
            "study_summary", "study_files", "status_table", "pilot_table", "complete_sizes",
-           "plot_study", "size_table", "gap_table"]
+           "plot_study", "size_table", "gap_table", "verdict_table"]
 
 #: Each arm's model kinds and what its problem size is.
 ARMS = {"A": ("exp-affine", "mlp"), "B": ("overlap", "learned")}
@@ -640,3 +640,27 @@ def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
                    + (" *" if ln["generalisation"][i] >= ln["capacity"][i] else "")
                    for ln in lines] for i, r in enumerate(run["config"]["ranks"])]
     return Table(rows, columns=["r", *map(str, sizes)], caption=caption)
+
+
+def verdict_table(summary: dict, caption: str | None = None) -> Table:
+    """One row per arm, kind and test set of a study summary: r* at tau = 0.9 per size with
+    its 95 % interval, the verdict and its reason; the arm's headline family marked."""
+    def star(s):
+        lo, hi = s["interval_log2"]["0.9"]
+        top = "above" if hi > 10 else f"{2**hi:g}"
+        return f"{s['r_star']['0.9'] or '—'} [{2**lo:g}, {top}]"
+
+    rows = []
+    for arm, kinds in summary["arms"].items():
+        for kind, tests in kinds.items():
+            for test, fam in tests.items():
+                what = "m" if arm == "A" else "P"
+                sizes = [s["size"] if arm == "A" else 2 * s["size"] - 2 for s in fam["per_size"]]
+                rows.append({
+                    "arm": arm + (" (headline)" if (kind, test) == tuple(summary["headlines"][arm])
+                                  else ""),
+                    "kind, test": f"{kind}, {test}",
+                    "sizes": f"{what} = " + ", ".join(map(str, sizes)),
+                    "r* at 0.9 [95 % interval]": "; ".join(map(star, fam["per_size"])),
+                    "verdict": f"{fam['verdict']} ({fam['reason']})"})
+    return Table(rows, caption=caption)
