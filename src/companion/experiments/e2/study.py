@@ -498,6 +498,7 @@ def study_summary(runs: dict) -> dict:
 #: outcome" of book/e2_preregistration.md before any full run of that (arm, kind).
 PILOT_CHOICE: dict = {
     ("B", "overlap"): {"lr": 0.03, "steps": 2000, "surrogate_steps": 0, "dense_lr": 0.01},
+    ("B", "learned"): {"lr": 0.03, "steps": 2000, "surrogate_steps": 2000, "dense_lr": 0.01},
 }
 SIZES = {"A": (6, 8, 10, 12), "B": (8, 16, 32)}
 #: The study: one configuration per (arm, kind) whose pilot choice is committed.
