@@ -640,7 +640,8 @@ def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
     rows = [[r] + [f"{ln['capacity'][i]:.2f} / {ln['generalisation'][i]:.2f}"
                    + (" *" if ln["generalisation"][i] >= ln["capacity"][i] else "")
                    for ln in lines] for i, r in enumerate(run["config"]["ranks"])]
-    return Table(rows, columns=["r", *map(str, sizes)], caption=caption)
+    what = (lambda n: f"m = {n}") if run["config"]["arm"] == "A" else (lambda n: f"P = {2 * n - 2}")
+    return Table(rows, columns=["r", *map(what, sizes)], caption=caption)
 
 
 def verdict_table(summary: dict, caption: str | None = None) -> Table:
