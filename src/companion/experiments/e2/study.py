@@ -610,19 +610,26 @@ def plot_study(ax, run: dict, test: str, title: str | None = None) -> None:
                  fontsize=10)
 
 
+def _size_label(arm: str, size: int) -> str:
+    return f"m = {size}" if arm == "A" else f"P = {2 * size - 2}"
+
+
+def _star(line: dict, tau: float) -> str:
+    """r* at tau of a size line and its 95 % interval, e.g. '64 [32, 256]'."""
+    lo, hi = line["interval_log2"][str(tau)]
+    top = "above 1024" if hi > 10 else f"{2**hi:g}"
+    return f"{line['r_star'][str(tau)] or '—'} [{2**lo:g}, {top}]"
+
+
 def size_table(run: dict, test: str, caption: str | None = None) -> Table:
     """Per complete size: r* at each tau with its 95 % interval, both sharpness rules, the
     top rank's training accuracy, dense exactness (9 replicates each)."""
-    def rank(v):
-        return "above 1024" if v > 10 else f"{2**v:g}"
-
     rows = []
     for size in complete_sizes(run):
         s = _size_line(run, size, test)
-        row = {"size": size if run["config"]["arm"] == "A" else f"P = {2 * size - 2}"}
+        row = {"size": _size_label(run["config"]["arm"], size)}
         for t in TAUS:
-            lo, hi = s["interval_log2"][str(t)]
-            row[f"r* at {t}"] = (f"{s['r_star'][str(t)] or '—'} [{rank(lo)}, {rank(hi)}]")
+            row[f"r* at {t}"] = _star(s, t)
         row["sharp (abs / rel)"] = (f"{'yes' if s['sharp_absolute'] else 'no'} / "
                                     + ("—" if s["relative_width"] is None else
                                        f"{s['relative_width']:.0f} doublings"))
@@ -640,29 +647,23 @@ def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
     rows = [[r] + [f"{ln['capacity'][i]:.2f} / {ln['generalisation'][i]:.2f}"
                    + (" *" if ln["generalisation"][i] >= ln["capacity"][i] else "")
                    for ln in lines] for i, r in enumerate(run["config"]["ranks"])]
-    what = (lambda n: f"m = {n}") if run["config"]["arm"] == "A" else (lambda n: f"P = {2 * n - 2}")
-    return Table(rows, columns=["r", *map(what, sizes)], caption=caption)
+    return Table(rows, columns=["r", *(_size_label(run["config"]["arm"], n) for n in sizes)],
+                 caption=caption)
 
 
 def verdict_table(summary: dict, caption: str | None = None) -> Table:
     """One row per arm, kind and test set of a study summary: r* at tau = 0.9 per size with
     its 95 % interval, the verdict and its reason; the arm's headline family marked."""
-    def star(s):
-        lo, hi = s["interval_log2"]["0.9"]
-        top = "above" if hi > 10 else f"{2**hi:g}"
-        return f"{s['r_star']['0.9'] or '—'} [{2**lo:g}, {top}]"
-
     rows = []
     for arm, kinds in summary["arms"].items():
         for kind, tests in kinds.items():
             for test, fam in tests.items():
-                what = "m" if arm == "A" else "P"
-                sizes = [s["size"] if arm == "A" else 2 * s["size"] - 2 for s in fam["per_size"]]
                 rows.append({
                     "arm": arm + (" (headline)" if (kind, test) == tuple(summary["headlines"][arm])
                                   else ""),
                     "kind, test": f"{kind}, {test}",
-                    "sizes": f"{what} = " + ", ".join(map(str, sizes)),
-                    "r* at 0.9 [95 % interval]": "; ".join(map(star, fam["per_size"])),
+                    "sizes": ", ".join(_size_label(arm, s["size"]) for s in fam["per_size"]),
+                    "r* at 0.9 [95 % interval]": "; ".join(_star(s, 0.9)
+                                                           for s in fam["per_size"]),
                     "verdict": f"{fam['verdict']} ({fam['reason']})"})
     return Table(rows, caption=caption)
