@@ -568,11 +568,11 @@ gaps_by_rank_table(readings["X"], "learned", "uniform", caption="X, learned read
 # falls as the overlap $\langle x, z\rangle$ grows, more steeply for larger $k$; its
 # features are the monomials of $x$ times those of $\mathbf{1} - z$ up to degree $k$, with
 # positive coefficients, so it is an NKA head of rank $\sum_{j \le k}\binom{m}{j}$. With
-# the overlap readout it needs no pool and no data. The next cell scores it, exactly in
+# the overlap readout it needs no pool and no data. The folded cell scores it, exactly in
 # integers, on the held-out triples of every reading, and prints the smallest degree that
 # reaches the threshold.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 from fractions import Fraction
 
 from companion.experiments.e2.readings import complement_power_head_accuracy

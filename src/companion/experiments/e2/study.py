@@ -616,9 +616,8 @@ def _size_label(arm: str, size: int) -> str:
 
 def _star(line: dict, tau: float) -> str:
     """r* at tau of a size line and its 95 % interval, e.g. '64 [32, 256]'."""
-    lo, hi = line["interval_log2"][str(tau)]
-    top = "above 1024" if hi > 10 else f"{2**hi:g}"
-    return f"{line['r_star'][str(tau)] or '—'} [{2**lo:g}, {top}]"
+    lo, hi = ("above 1024" if v > 10 else f"{2**v:g}" for v in line["interval_log2"][str(tau)])
+    return f"{line['r_star'][str(tau)] or '—'} [{lo}, {hi}]"
 
 
 def size_table(run: dict, test: str, caption: str | None = None) -> Table:
