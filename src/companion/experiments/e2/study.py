@@ -499,6 +499,8 @@ def study_summary(runs: dict) -> dict:
 PILOT_CHOICE: dict = {
     ("B", "overlap"): {"lr": 0.03, "steps": 2000, "surrogate_steps": 0, "dense_lr": 0.01},
     ("B", "learned"): {"lr": 0.03, "steps": 2000, "surrogate_steps": 2000, "dense_lr": 0.01},
+    ("A", "exp-affine"): {"lr": 0.01, "steps": 2000, "surrogate_steps": 2000,
+                          "dense_lr": 0.003},
 }
 SIZES = {"A": (6, 8, 10, 12), "B": (8, 16, 32)}
 #: The study: one configuration per (arm, kind) whose pilot choice is committed.
