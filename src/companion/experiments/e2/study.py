@@ -501,6 +501,7 @@ PILOT_CHOICE: dict = {
     ("B", "learned"): {"lr": 0.03, "steps": 2000, "surrogate_steps": 2000, "dense_lr": 0.01},
     ("A", "exp-affine"): {"lr": 0.01, "steps": 2000, "surrogate_steps": 2000,
                           "dense_lr": 0.003},
+    ("A", "mlp"): {"lr": 0.003, "steps": 2000, "surrogate_steps": 2000, "dense_lr": 0.003},
 }
 SIZES = {"A": (6, 8, 10, 12), "B": (8, 16, 32)}
 #: The study: one configuration per (arm, kind) whose pilot choice is committed.
