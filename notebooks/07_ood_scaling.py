@@ -49,7 +49,8 @@
 # ranks, but held-out witness accuracy climbs over 6 to 7 doublings. Dense softmax is not
 # exact there either (0 of 9 replicates at $P = 62$). So this reading is limited by
 # generalisation for both models, and shows no rank step; the learned readout agrees. Arm A,
-# unseen tokens, has its optimiser fixed by its pilots and is still running.
+# unseen tokens, has its optimiser fixed by its pilots and is still running; at its complete
+# widths $m = 6, 8, 10$ the threshold rank is 4, 8, 8, with no width sharp so far.
 # Verdicts: {claim-verdict}`e2-transition`, {claim-verdict}`e2-dense-exact`.
 # ```
 #
@@ -193,6 +194,13 @@ if complete:
 # ranks 2 to 8 fall to between 0.26 and 0.64; accuracy then climbs again over six or more
 # doublings. The dense tables reach 0.77 to 0.99 on these multisets, exact ($\geq 0.99$) on
 # none of the 27 replicates.
+#
+# **Arm A so far (not a verdict).** With exp-affine maps, the arm's headline family, the
+# widths $m = 6, 8, 10$ are complete: on uniform test triples $r^*$ at $\tau = 0.9$ is 4, 8
+# and 8, every top rank fits its training triples, dense softmax is exact on all 9
+# replicates, and the relative rule needs 2 to 3 doublings, so no width is sharp. From
+# $m = 8$ to $10$ the threshold rank does not move. The registered verdict waits for
+# $m = 12$ and for the MLP maps; the status table above says how far they have run.
 
 # %% tags=["hide-cell"]
 from companion.experiments.e2.study import gap_table
