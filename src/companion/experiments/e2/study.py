@@ -491,9 +491,6 @@ def study_summary(runs: dict) -> dict:
     return out
 
 
-
-
-
 #: The pilot's registered choices, (arm, kind) -> optimiser, committed with the "Pilot
 #: outcome" of book/e2_preregistration.md before any full run of that (arm, kind).
 PILOT_CHOICE: dict = {
@@ -534,7 +531,11 @@ def study_files(folder) -> dict:
 
 
 def status_table(files: dict, caption: str | None = None) -> Table:
-    """Units stored of units planned, per (arm, kind), for the pilot and the study."""
+    """Units stored of units planned, per (arm, kind), for the pilot and the study, and what
+    they cost: the stored units' wall time in CPU-hours (one core per unit)."""
+    def hours(runs) -> str:
+        return f"{sum(u['wall_time'] for r in runs for u in r['units'].values()) / 3600:.2f}"
+
     rows = []
     for arm, kinds in ARMS.items():
         for kind in kinds:
@@ -545,7 +546,8 @@ def status_table(files: dict, caption: str | None = None) -> Table:
                          "pilot units": f"{sum(len(r['units']) for r in pilot)} / {planned}",
                          "optimiser": _optimiser(PILOT_CHOICE.get((arm, kind))),
                          "study units": f"{len(run['units']) if run else 0} / "
-                                        f"{planned_units(arm, kind)}"})
+                                        f"{planned_units(arm, kind)}",
+                         "CPU-h (pilot, study)": f"{hours(pilot)}, {hours([run] if run else [])}"})
     return Table(rows, caption=caption)
 
 
