@@ -656,8 +656,9 @@ def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
 
 
 def verdict_table(summary: dict, caption: str | None = None) -> Table:
-    """One row per arm, kind and test set of a study summary: r* at tau = 0.9 per size with
-    its 95 % interval, the verdict and its reason; the arm's headline family marked."""
+    """One row per arm, kind and test set of a study summary: r* at tau = 0.9 per size (in
+    increasing size) with its 95 % interval, the verdict and its reason; the arm's headline
+    family marked."""
     rows = []
     for arm, kinds in summary["arms"].items():
         for kind, tests in kinds.items():
@@ -666,7 +667,6 @@ def verdict_table(summary: dict, caption: str | None = None) -> Table:
                     "arm": arm + (" (headline)" if (kind, test) == tuple(summary["headlines"][arm])
                                   else ""),
                     "kind, test": f"{kind}, {test}",
-                    "sizes": ", ".join(_size_label(arm, s["size"]) for s in fam["per_size"]),
                     "r* at 0.9 [95 % interval]": "; ".join(_star(s, 0.9)
                                                            for s in fam["per_size"]),
                     "verdict": f"{fam['verdict']} ({fam['reason']})"})
