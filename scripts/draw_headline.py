@@ -60,8 +60,9 @@ M_MAX = 128
 #: The claims whose verdicts title the panels, and the boxes whose numbers the legend cites.
 CLAIMS = ("thm-e", "e2-transition")
 BOXES = ("cor-every-width",)
-#: 5 inches wide: shown at about 360 px in a 390-px window, 11-pt text stays above 10 px
-WIDTH, FONT = 5.0, 11
+#: 4.8 inches (461 px) wide: shown 342 px wide in a 390-px window, so 11-pt text (14.7 px)
+#: is 10.9 CSS px there
+WIDTH, FONT = 4.8, 11
 
 
 def figure_facts() -> dict:
@@ -108,15 +109,15 @@ def draw_rank_panel(ax, facts: dict) -> None:
     ax.plot(widths, widths, color="black", ls=":", lw=1.2, label="ceiling $2^m$")
     ax.plot(code_widths, [r.certified_log2 for r in codes], color=blue, ls=BOOK_LINESTYLES[0],
             marker=BOOK_MARKERS[0], ms=3.5, markevery=4, lw=1.6,
-            label="certified, explicit codes")
+            label="certified: explicit codes")
     every = _short(facts["names"]["cor-every-width"])
     ax.step(widths, corollary, where="post", color=purple, ls=BOOK_LINESTYLES[1], lw=1.4,
-            label=f"certified, every width ({every})")
+            label=f"certified: every $m$ ({every})")
     ax.plot(widths, np.log2(widths), color=vermillion, ls=BOOK_LINESTYLES[2], lw=1.6)
     ax.text(M_MAX - 1, math.log2(M_MAX) + 0.6, "dense softmax: $m$ scores", ha="right",
-            va="bottom", color=vermillion, fontsize=FONT - 0.5)  # labelled on the curve
-    curves = ax.legend(loc="upper left", bbox_to_anchor=(0.15, 1.0), handlelength=2.2,
-                       fontsize=FONT - 0.5, borderaxespad=0.3)
+            va="bottom", color=vermillion, fontsize=FONT)  # labelled on the curve
+    curves = ax.legend(loc="upper left", bbox_to_anchor=(0.19, 1.0), handlelength=2.2,
+                       fontsize=FONT, borderaxespad=0.3)
     handles = []
     families = sandwiches()
     for k, (label, m, low, high) in enumerate(families):
@@ -129,14 +130,14 @@ def draw_rank_panel(ax, facts: dict) -> None:
     m = families[0][1]
     ax.annotate(f"smallest rank\nat $m = {m}$", (m, max(math.log2(h) for *_, h in families)
                                                  + 0.6), xytext=(m + 9, 9.6), ha="center",
-                va="bottom", fontsize=FONT - 0.5, arrowprops={"arrowstyle": "-|>", "lw": 0.8})
-    ax.legend(handles=handles, loc="lower right", handletextpad=0.3, fontsize=FONT - 0.5,
+                va="bottom", fontsize=FONT, arrowprops={"arrowstyle": "-|>", "lw": 0.8})
+    ax.legend(handles=handles, loc="lower right", handletextpad=0.3, fontsize=FONT,
               borderaxespad=0.3)
     ax.add_artist(curves)
-    ax.set(xlim=(0, M_MAX), ylim=(0, 25), xlabel="token width $m$",
+    ax.set(xlim=(0, M_MAX), ylim=(0, 26), xlabel="token width $m$",
            ylabel="$\\log_2$ of the feature rank")
     ax.set_title(f"{facts['claims']['thm-e']}: {facts['verdicts']['thm-e']}",
-                 fontsize=FONT + 0.5, loc="left")
+                 fontsize=FONT + 1, loc="left")
 
 
 def study_curves(arm: str, kind: str, test: str) -> tuple[list[int], dict]:
@@ -171,31 +172,30 @@ def draw_e2_panel(ax, facts: dict) -> None:
         x = np.array(ranks) * 2.0 ** (0.16 * (k - 1.5))  # dodged: no marker hides another
         med = np.median(acc, axis=1)
         line = family["per_size"][k]
-        lo, hi = (f"{2 ** v:g}" if v <= 10 else "> 1024" for v in line["interval_log2"]["0.9"])
         ax.errorbar(x, med, yerr=[med - acc.min(axis=1), acc.max(axis=1) - med],
                     color=BOOK_COLORS[k], marker=BOOK_MARKERS[k], ms=4, ls=BOOK_LINESTYLES[k],
                     lw=1.3, elinewidth=0.9, capsize=0, zorder=3,
-                    label=f"$m = {size}$: $r^* = {line['r_star']['0.9']}$ [{lo}, {hi}]")
+                    label=f"$m = {size}$: $r^* = {line['r_star']['0.9']}$")
     ax.plot([], [], color="0.62", lw=1.0, marker="v", ms=5, mfc="0.45", mec="0.45",
-            label="reported step, $r = " + " \\to ".join(str(r) for r in reported) + "$")
+            label="reported: $" + " \\to ".join(str(r) for r in reported) + "$")
     tau = 0.9  # the registered threshold of r*
     ax.axhline(tau, color="0.4", ls=":", lw=1, zorder=2)
     ax.text(0.8, tau + 0.006, f"$\\tau = {tau}$", ha="left", va="bottom",
-            fontsize=FONT - 0.5, color="0.3")
+            fontsize=FONT, color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ranks[::2], [str(r) for r in ranks[::2]])
     ax.set(xlim=(0.75, ranks[-1] * 1.4), ylim=(low, 1.03), xlabel="feature rank $r$",
            ylabel="test exact-sequence acc.")
-    ax.legend(loc="lower right", fontsize=FONT - 0.5, borderaxespad=0.3,
-              title="unseen tokens: median, range; $r^*$ [95 %]", title_fontsize=FONT - 0.5)
+    ax.legend(loc="lower right", fontsize=FONT, borderaxespad=0.3, handlelength=1.8,
+              title="median, range of 9 runs", title_fontsize=FONT)
     ax.set_title(f"{facts['claims']['e2-transition']}: {facts['verdicts']['e2-transition']}",
-                 fontsize=FONT + 0.5, loc="left")
+                 fontsize=FONT + 1, loc="left")
 
 
 def main() -> None:
     use_book_style()
     plt.rcParams.update({"font.size": FONT, "axes.labelsize": FONT, "xtick.labelsize": FONT,
-                         "ytick.labelsize": FONT, "legend.fontsize": FONT - 0.5,
+                         "ytick.labelsize": FONT, "legend.fontsize": FONT,
                          "svg.hashsalt": "headline"})  # fixed clip-path ids: a stable file
     facts = figure_facts()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(WIDTH, 8.4),
