@@ -12,7 +12,9 @@ table of contents with the standard library's HTML parser and fails on
   vocabulary ("refuted", "shape reproduced", "probed", ...), a phrase of the vocabulary
   typed by hand ("not reproduced", "beyond the paper", ...), a typed word in a verdict's
   place ("verdict: differs", a word of either set set in bold), or "trained to convergence";
-* in computed outputs: a verdict-like word that is not one of our protocols' labels.
+* in computed outputs: a verdict-like word that is not one of our protocols' labels;
+* anywhere in a page's text: a numbered statement ("Lemma 3.9", "Cor. 3.10") that is not the
+  name of a box of that number (book/_ext/paper_names.py numbers them; a typed number drifts).
 
 The pre-registration page defines those labels, so there they may stand in the prose. The
 README is scanned as text for the same words. Without a built book the test skips, except in
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import claims_ledger as ledger  # noqa: E402
+import paper_names  # noqa: E402
 
 #: The page where our protocols' labels are defined (they may stand in its prose).
 PROTOCOL_PAGE = "book/e2_preregistration"
@@ -188,6 +191,23 @@ def output_problems(article: Node) -> list[str]:
     return out
 
 
+_NUMBERED = re.compile(r"\b(Theorem|Lemma|Proposition|Corollary|Definition|Example|Observation|"
+                       r"Remark|Cor\.|Prop\.|Def\.)\s+(\d+\.\d+)\b")
+_ABBREVIATED = {"Cor.": "Corollary", "Prop.": "Proposition", "Def.": "Definition"}
+
+
+def number_problems(text: str, names: set[str]) -> list[str]:
+    """Numbered statements named as the proof boxes are: "Lemma 3.11" only if box 3.11 of
+    chapter 3 is a lemma."""
+    out = []
+    for m in _NUMBERED.finditer(" ".join(text.split())):
+        name = f"{_ABBREVIATED.get(m.group(1), m.group(1))} {m.group(2)}"
+        if name not in names:
+            out.append(f"{m.group(0)!r} names no box (the boxes: "
+                       f"{sorted(n for n in names if n.endswith(' ' + m.group(2)))})")
+    return out
+
+
 def chip_problems(article: Node, shown: dict[str, str]) -> list[str]:
     """Generated verdicts: in the vocabulary and equal to the ledger's for their claim."""
     out = []
@@ -233,6 +253,7 @@ def scan(site: Path) -> list[str]:
     claims = ledger.load_claims(ROOT)
     exists = lambda t: ledger.node_exists_statically(ROOT, t)  # noqa: E731
     shown = {c["id"]: ledger.shown_verdict(c, chapters, exists) for c in claims}
+    names = set(paper_names.box_names(ROOT).values())
     problems = []
     chips = 0
     for doc in ledger.toc_pages(ROOT):
@@ -249,6 +270,7 @@ def scan(site: Path) -> list[str]:
         found += prose_problems("".join(text), labels_allowed)
         found += bold_problems(article, labels_allowed)
         found += output_problems(article)
+        found += number_problems(article.text(), names)
         if doc == "book/ledger":
             found += count_problems(article, ledger.counts(claims, chapters, exists))
             rows = {n.attrs.get("id") for n in article.iter() if "ledger-row" in n.classes}
@@ -304,6 +326,10 @@ def test_the_scan_finds_what_it_looks_for():
     assert any("'proven' is not in the vocabulary" in c for c in chips)
     outputs = output_problems(article)
     assert len(outputs) == 1 and "shape reproduced" in outputs[0]
+    assert number_problems("Lemma 3.11 and Cor. 3.12 hold; Lemma 3.9 and Cor. 3.10 do not",
+                           {"Lemma 3.11", "Corollary 3.12", "Proposition 3.9"}) == [
+        "'Lemma 3.9' names no box (the boxes: ['Proposition 3.9'])",
+        "'Cor. 3.10' names no box (the boxes: [])"]
     # on the protocol's own page its labels may stand in the prose
     assert prose_problems("registered: refuted at convergence, inconclusive.", True) == []
     assert prose_problems("registered: refuted at convergence.", False)
