@@ -187,9 +187,9 @@ if complete:
 # without an exact dense reference arm B lacks the paper's control and cannot test the
 # contrast. The folded table of capacity and generalisation gaps below measures the fit on
 # *all* training multisets and the test on *witness* multisets, not like with like, so it
-# does not say whether rank or generalisation limits arm B. The learned readout's curves are not even monotone (rank 1, whose weights ignore
-# the query, scores 0.55 to 0.82, ranks 2 and 4 less), and its dense tables are exact on
-# none of the 27 replicates.
+# does not say whether rank or generalisation limits arm B. The learned readout's curves
+# are not even monotone (rank 1, whose weights ignore the query, scores 0.55 to 0.82, ranks
+# 2 and 4 less), and its dense tables are exact on none of the 27 replicates.
 #
 # **Convergence, judged at the checkpoint** (added after the results). Test accuracy is read
 # at each head's validation checkpoint, but the registered flag judges convergence at the

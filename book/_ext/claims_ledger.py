@@ -121,7 +121,7 @@ def split_nodeid(nodeid: str) -> tuple[str, list[str]]:
     return path, names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _definitions(file: Path, mtime: float) -> ast.Module:
     return ast.parse(file.read_text(encoding="utf-8"))
 

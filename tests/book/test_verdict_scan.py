@@ -153,7 +153,7 @@ def prose_problems(text: str, labels_allowed: bool = False) -> list[str]:
         for m in _words(re.escape(phrase)).finditer(text):
             problems.append(f"{m.group(0)!r} typed, not generated: …{_sentence(text, m)}…")
     words = "|".join(re.escape(w) for w in sorted(VERDICT_LIKE, key=len, reverse=True))
-    for m in re.finditer(rf"\bverdicts?\b\s*(?:[:—–]|is|was)\s*\**\s*({words})(?![\w-])",
+    for m in re.finditer(rf"\bverdicts?\b\s*(?:[:—–]|is|was)?\s*\**\s*({words})(?![\w-])",
                          text, re.IGNORECASE):
         if not (labels_allowed and m.group(1).lower() in allowed):
             problems.append(f"verdict typed: …{_sentence(text, m)}…")
@@ -333,3 +333,4 @@ def test_the_scan_finds_what_it_looks_for():
     # on the protocol's own page its labels may stand in the prose
     assert prose_problems("registered: refuted at convergence, inconclusive.", True) == []
     assert prose_problems("registered: refuted at convergence.", False)
+    assert prose_problems("a difference is a verdict *differs* in the ledger")
