@@ -28,7 +28,7 @@
 # ($m \le 10$). The same head fails at three tokens, with worst error exactly $m/3$
 # ({prf:ref}`prop-rank-one-length-three`), and there no normalised nonnegative head of any
 # rank can be exact ({prf:ref}`obs-no-zero-error`); from here on *solves* means error below
-# $1/2$. Verdicts: {claim-verdict}`thm-a`, {claim-verdict}`thm-a-length-3`,
+# $1/2$. Verdicts — {claim-verdict}`thm-a`; {claim-verdict}`thm-a-length-3`;
 # {claim-verdict}`obs-a-prime`.
 # ```
 #

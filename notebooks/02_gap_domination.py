@@ -28,8 +28,8 @@
 # key of larger overlap ({prf:ref}`lem-gap-domination`); for error just below $1/2$ the
 # factor is $(n-2)(g-1)$, linear in the gap $g$. The bound is tight: a rank-1 head meets it
 # with equality, and a search among perturbed heads found no violation.
-# {claim-verdict}`lem-b-gap-domination` (the factor's form is ours);
-# {claim-verdict}`lem-b-mediant` for the mediant identity.
+# Verdicts — {claim-verdict}`lem-b-gap-domination` (the factor's form is ours);
+# {claim-verdict}`lem-b-mediant`.
 # ```
 #
 # The statement below is the companion's own formalisation of the paper's Lemma B

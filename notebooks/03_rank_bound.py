@@ -33,7 +33,7 @@
 # two finite families: the smallest feature rank of one head with error below $1/2$ is
 # exactly 22 on the 28 queries of the experiments (E1) and exactly 19 on the 23 Paley rows;
 # on the 46-word family it lies in $[30, 32]$ ({prf:ref}`cor-narrowed-sandwich`).
-# Verdicts: {claim-verdict}`lem-c`, {claim-verdict}`lem-d-sharper`, {claim-verdict}`thm-e`,
+# Verdicts — {claim-verdict}`lem-c`; {claim-verdict}`thm-e`; {claim-verdict}`lem-d-sharper`;
 # {claim-verdict}`sandwich-heads`.
 # ```
 #

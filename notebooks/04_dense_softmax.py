@@ -28,8 +28,8 @@
 # every token width at one constant temperature ({prf:ref}`prop-dense-softmax`): $\beta >
 # \ln 4$ suffices. The exact threshold is $\beta^* = \ln 6 / 2 \approx 0.896$ for every
 # $m \ge 2$ ({prf:ref}`thm-softmax-threshold`), proved in closed form and confirmed by
-# exhaustive search for $m \le 8$. {claim-verdict}`prop-f` (the constant is ours);
-# the exact threshold: {claim-verdict}`prop-f-threshold`.
+# exhaustive search for $m \le 8$. Verdicts — {claim-verdict}`prop-f`;
+# {claim-verdict}`prop-f-threshold`.
 # ```
 #
 # Then we measure it: the head's exact worst-case error over **all** length-$n$ inputs for

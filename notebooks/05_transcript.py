@@ -29,7 +29,7 @@
 # bits to be exact on the block construction ({prf:ref}`thm-transcript`), and a base-$(s+1)$
 # encoder shows the count is tight. It bounds precision times message count; it does not
 # extend the exponential feature-rank bound to signed kernels or to several heads.
-# {claim-verdict}`thm-g`.
+# Verdict — {claim-verdict}`thm-g`.
 # ```
 #
 # As everywhere in this book, the precise formulation (the channel model, the placement of

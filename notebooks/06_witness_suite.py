@@ -50,7 +50,7 @@
 # with is known here: exactly 22 (Chapter 3's sharper certificate meets an exactly verified
 # rank-22 head), $22 \le r_{\min} \le 27$ if the features must be nonnegative. Training
 # stops six ranks above the optimum.
-# Verdicts: {claim-verdict}`e1-witness`, {claim-verdict}`e1-low-rank-fails`,
+# Verdicts — {claim-verdict}`e1-witness`; {claim-verdict}`e1-low-rank-fails`;
 # {claim-verdict}`e1-rank-32-solves`.
 # ```
 #

@@ -36,7 +36,7 @@
 # form minus one (13). Signed heads with position-dependent keys and
 # sign-changing denominators break the proof on a single link; whether they beat the wall is
 # open, and no trained signed head solved below rank 28, even at E1's full training budget.
-# Verdicts: {claim-verdict}`open-signed-features`, {claim-verdict}`open-two-heads`.
+# Verdicts — {claim-verdict}`open-signed-features`; {claim-verdict}`open-two-heads`.
 # ```
 #
 # **Code for this chapter:** `companion.open.signed` ({prf:ref}`prop-signed-certificate`,

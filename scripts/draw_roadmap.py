@@ -2,11 +2,15 @@
 
 Usage: python scripts/draw_roadmap.py
 Nine steps from Observation A' to the 2^{Omega(m)} corollary, in three rows read left to right,
-each box naming its result and chapter (the names of book/_ext/paper_names.py).
+each box naming its result and chapter. The numbers of the companion's boxes (Lemma 3.11, ...)
+are read from the proof boxes at drawing time (book/_ext/paper_names.py, the numbering the
+book shows) and stored in the file's metadata; tests/book/test_ledger.py checks them.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -15,20 +19,30 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-OUT = Path(__file__).resolve().parents[1] / "book" / "figures" / "roadmap.png"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "book" / "figures" / "roadmap.png"
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import paper_names  # noqa: E402
+
+#: The boxes the roadmap cites by number, and their names as the book shows them.
+BOXES = ("lem-mediant", "lem-concatenation", "cor-every-width")
+NAMES = {label: paper_names.box_names(ROOT)[label] for label in BOXES}
+COR = NAMES["cor-every-width"].replace("Corollary", "Cor.")
 
 # (title, what it says, where), in reading order
 STEPS = [
     ("Observation A′", "error 0 is impossible at\nlength 3: solve = error $< 1/2$", "Ch. 1"),
-    ("Mediant identity", "mixed outputs average\nthe pure ones (Lemma 2.1)", "Ch. 2"),
+    ("Mediant identity", f"mixed outputs average\nthe pure ones ({NAMES['lem-mediant']})",
+     "Ch. 2"),
     ("Lemma B", "gap domination: one link\nforces a weight ratio $c(g)$", "Ch. 2"),
     ("Lemma C", "ladders: the ratios multiply,\n$\\rho(G) \\approx \\lambda^G$", "Ch. 3"),
     ("Weight matrix $M$", "unit diagonal, $M_{xy} < 1/\\rho$,\n$\\mathrm{rank}\\, M \\leq r$",
      "Ch. 3"),
     ("Lemmas D, D′", "a near-identity matrix\nhas large rank (trace)", "Ch. 3"),
     ("Theorem E", "$r \\geq |S|^2 / \\sum\\, \\rho(G_{xy})^{-2}$\non the family $F(S)$", "Ch. 3"),
-    ("Concatenation", "codes side by side: the\nbounds multiply (Lemma 3.9)", "Ch. 3"),
-    ("$r \\geq 2^{\\Omega(m)}$", "$r \\geq 2^{0.1772\\,(m - 19)}$\nfor every $m$ (Cor. 3.10)",
+    ("Concatenation", f"codes side by side: the\nbounds multiply ({NAMES['lem-concatenation']})",
+     "Ch. 3"),
+    ("$r \\geq 2^{\\Omega(m)}$", f"$r \\geq 2^{{0.1772\\,(m - 19)}}$\nfor every $m$ ({COR})",
      "Ch. 3"),
 ]
 
@@ -65,7 +79,10 @@ def main() -> None:
                                      color="#3a6ea5", lw=1.2, connectionstyle=connection))
     fig.tight_layout(pad=0.2)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, dpi=200, metadata={"Software": None})  # sharp on high-density screens
+    # sharp on high-density screens; the names drawn are recorded for the tests
+    fig.savefig(OUT, dpi=200, metadata={"Software": None,
+                                        "Description": json.dumps({"names": NAMES},
+                                                                  sort_keys=True)})
     print(f"wrote {OUT.relative_to(OUT.parents[2])}")
 
 

@@ -10,7 +10,10 @@ renames each box's caption and the text of every ``{prf:ref}`` link to it:
 
 So a letter always means the paper and a number always means this book (book/notation.md).
 The proof index page (``prf-prf``) lists the boxes by chapter under those names and their
-titles, in the order of the chapters, instead of sphinx-proof's bare labels.
+titles, in the order of the chapters, instead of sphinx-proof's bare labels; a title's maths
+is set as text there (``$\beta = 1$`` as β = 1), since that page loads no MathJax. The
+figures drawn by scripts (``scripts/draw_headline.py``, ``scripts/draw_roadmap.py``) take
+their theorem numbers from :func:`box_names` too.
 The boxes are read from the chapter sources (``notebooks/NN_topic.py``, jupytext percent
 format: a line ``# ```{prf:kind} title`` followed by ``# :label: name``).
 """
@@ -55,6 +58,29 @@ def _boxes(root: Path) -> list[tuple[int, str, str, str]]:
     return boxes
 
 
+#: TeX commands of box titles, as text (plain_maths)
+_TEX = {r"\beta": "β", r"\leq": "≤", r"\le": "≤", r"\geq": "≥", r"\ge": "≥",
+        r"\varepsilon": "ε", r"\rho": "ρ", r"\lambda": "λ", r"\Omega": "Ω", r"\in": "∈",
+        r"\cdot": "·", r"\to": "→", r"\infty": "∞", r"\times": "×", r"\ne": "≠",
+        r"\alpha": "α", r"\varphi": "φ", r"\phi": "φ", r"\sum": "∑", r"\log": "log"}
+
+
+def plain_maths(title: str) -> str:
+    """A title's inline maths as text: "Below $\\beta = 1$" -> "Below β = 1". Raises
+    ValueError on a command it does not know, so no raw TeX reaches a page."""
+
+    def text(match):
+        tex = match.group(1)
+        for command in sorted(_TEX, key=len, reverse=True):
+            tex = re.sub(re.escape(command) + r"(?![A-Za-z])", _TEX[command], tex)
+        tex = re.sub(r"[{}]", "", tex)
+        if "\\" in tex or "$" in tex:
+            raise ValueError(f"plain_maths: cannot set {match.group(0)!r} as text")
+        return tex
+
+    return re.sub(r"\$([^$]+)\$", text, title)
+
+
 def box_names(root: Path) -> dict[str, str]:
     """prf label -> displayed name, for every labelled box of every chapter source."""
     return {label: name for _, label, name, _ in _boxes(root)}
@@ -70,7 +96,7 @@ def proof_index(root: Path, entries) -> list[tuple[str, list[tuple]]]:
         entry = by_label.pop(label, None)
         if entry is None:
             continue
-        text = f"{name}: {title}" if title else name
+        text = f"{name}: {plain_maths(title)}" if title else name
         groups.setdefault(str(chapter), []).append((text, 0, entry[2], label, "", "", ""))
     if by_label:
         groups["other"] = list(by_label.values())

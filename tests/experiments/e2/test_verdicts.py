@@ -49,7 +49,9 @@ def test_the_ledger_carries_the_headline_verdict():
     verdict = stored["readings"][h["reading"]]["by_readout"][h["readout"]][h["test"]]
     rows = claims_ledger.load_claims(RESULTS.parent)
     row = next(r for r in rows if r["id"] == "e2-transition")
-    assert row["verdict"] == verdict["verdict"]
+    # the earlier rule's label "differs" is a transition not reproduced (the ledger's word)
+    assert row["verdict"] == {"differs": "not reproduced"}.get(verdict["verdict"],
+                                                               verdict["verdict"])
     stars = " → ".join("none" if s["r_star"] is None else str(s["r_star"])
                        for s in verdict["per_size"])
     assert stars in row["ours"], (stars, row["ours"])

@@ -9,16 +9,20 @@
 * rank- or generalisation-limited — below r*, the missing accuracy 1 - a_test splits into
   capacity 1 - a_fit (the heads do not fit their own training sequences) and generalisation
   a_fit - a_test; rank-limited when capacity is at least half of it.
+
+Added after the converged study's results (issue 35), outside the registered rule:
+:func:`checkpoint_convergence` judges convergence at the validation checkpoint, where test
+accuracy is read, instead of at the last step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from companion.checks import check_array, check_float, check_int_sequence
+from companion.checks import check_array, check_float, check_int_sequence, check_mapping
 
 __all__ = ["RULE_THRESHOLD", "RULE_LOW", "RULE_DENSE_EXACT", "PAPER_TRANSITIONS",
-           "curve_rule"]
+           "curve_rule", "checkpoint_convergence"]
 
 RULE_THRESHOLD = 0.9
 RULE_LOW = 0.5
@@ -124,3 +128,45 @@ def verdict(sizes: list[dict]) -> dict:
     else:
         return {"verdict": "reproduced with our sizes", "reason": f"sharp at {stars}"}
     return {"verdict": "differs", "reason": reason}
+
+
+def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -> dict:
+    """Convergence of every point of one study record (a committed
+    ``results/e2_study/e2_study_<arm>_<kind>.json``), judged at the checkpoint its test
+    accuracy is read at. Added after the results; the registered flag is kept beside it.
+
+    In medians over a point's replicates (training exact-sequence accuracy, as stored at every
+    evaluation): *converged at the checkpoint* when the checkpoint fits within ``tolerance``
+    of the best fit the run reaches, and that best fit rose by less than ``tolerance`` over
+    the last ``window`` of the steps. The registered flag (*converged at the last step*)
+    compares the last step with the first evaluation at or after ``1 - window`` of the steps.
+    Returns {size: {rank or "dense": {"replicates", "checkpoint", "best", "best_before",
+    "last", "late", "converged", "converged_last"}}}.
+    """
+    run = check_mapping(run, "run")
+    tolerance = check_float(tolerance, "tolerance", 0, 1, low_open=True)
+    window = check_float(window, "window", 0, 1, low_open=True, high_open=True)
+    if not isinstance(run.get("units"), dict):
+        raise ValueError("run must be a study record with its 'units'")
+    points: dict = {}
+    for key, unit in sorted(run["units"].items()):
+        size = int(key.split("/")[0][1:])  # "A12/split0/r1-2-4-8-16": size 12
+        steps = np.asarray(unit["eval_steps"])
+        late = int(np.searchsorted(steps, (1 - window) * steps[-1]))
+        for model in unit["models"]:
+            train = np.asarray(model["train_history"], dtype=np.float64)
+            group = model["rank"] if model["kind"] == "nka" else "dense"
+            points.setdefault(size, {}).setdefault(group, []).append((
+                train[int(np.searchsorted(steps, model["best_step"]))], train.max(),
+                train[:late + 1].max(), train[-1], train[late]))
+    out: dict = {}
+    for size, groups in sorted(points.items()):
+        for group in sorted(groups, key=lambda g: (g == "dense", g if g != "dense" else 0)):
+            checkpoint, best, before, last, late = np.median(groups[group], axis=0)
+            out.setdefault(size, {})[group] = {
+                "replicates": len(groups[group]), "checkpoint": round(float(checkpoint), 6),
+                "best": round(float(best), 6), "best_before": round(float(before), 6),
+                "last": round(float(last), 6), "late": round(float(late), 6),
+                "converged": bool(best - checkpoint < tolerance and best - before < tolerance),
+                "converged_last": bool(abs(last - late) < tolerance)}
+    return out
