@@ -30,6 +30,7 @@ import yaml
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
 
 ROOT = Path(__file__).resolve().parents[2]
 CFF = "CITATION.cff"
@@ -176,12 +177,20 @@ def stamp_title_page(app: Sphinx) -> None:
         app.builder.context["date"] = app.config.companion_stamp_text.rstrip(".")
 
 
+class CiteSection(SphinxTransform):
+    """The root page ends with "Cite this book". A transform, run before
+    sphinx-jupyterbook-latex's (500) arranges the root page's sections for the PDF and
+    before the page's table of contents is collected, so both treat it as the page's own."""
+
+    default_priority = 400
+
+    def apply(self, **kwargs) -> None:
+        if self.env.docname == self.config.root_doc:
+            add_cite_section(self.app, self.document)
+
+
 def add_cite_section(app: Sphinx, doctree: nodes.document) -> None:
-    """The root page ends with "Cite this book" (before the page's table of contents is
-    collected, so that it lists the section)."""
     docname = app.env.docname
-    if docname != app.config.root_doc:
-        return
     app.env.note_dependency(str(Path(app.srcdir) / CFF))
     cff = read_citation(Path(app.srcdir))
     section = nodes.section(ids=[CITE_SECTION], names=["cite this book"])
@@ -250,7 +259,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("companion_stamp_text", "", "")  # set from git, never by hand
     app.connect("config-inited", set_stamp)
     app.connect("builder-inited", stamp_title_page)
-    app.connect("doctree-read", add_cite_section, priority=400)
+    app.add_transform(CiteSection)
     # after sphinx-book-theme's header buttons (501) and pysource's .py entry (600)
     app.connect("html-page-context", add_cite_menu, priority=610)
     app.connect("build-finished", write_cite_files)
