@@ -20,7 +20,10 @@ into the site beside ``index.html``. This extension
   from their contents, where Sphinx would give them unbreakable columns wider than the page;
   result tables (companion.book.Table, HTML on the site) set as LaTeX tables with their
   captions instead of their aligned-text form, which wraps into noise at the page's width;
-  and a ``<br>`` in a table cell (the ledger) breaks the line, as on the site;
+  a ``<br>`` in a table cell (the ledger) breaks the line, as on the site; and the cells
+  the site folds whole (``hide-cell``: the audit trails) print their outputs, tables and
+  figures, with their code left out as for ``hide-input`` (sphinx-jupyterbook-latex would
+  leave the whole cell out);
 * on every HTML page: gives the download menu the whole book ("Book (.pdf)") and renames
   the theme's ".pdf" entry, which prints the page, to "Print this page"; and loads
   ``companion-print.js``, which opens every folded block (proofs, code, the audit trail)
@@ -176,8 +179,23 @@ class ResultTables(SphinxPostTransform):
                     break
 
 
+class PrintFoldedOutputs(SphinxPostTransform):
+    """A ``hide-cell`` cell prints as a ``hide-input`` one: its output without its code.
+    Before sphinx-jupyterbook-latex drops hidden parts (its MystNbPostTransform, 400)."""
+
+    builders = ("latex",)
+    default_priority = 390
+
+    def run(self, **kwargs) -> None:
+        for cell in self.document.findall(nodes.container):
+            if "tag_hide-cell" in cell["classes"]:
+                cell["classes"] = [c for c in cell["classes"] if c != "tag_hide-cell"]
+                cell["classes"].append("tag_hide-input")
+
+
 class ReadLikeTheSite(SphinxPostTransform):
-    """In the PDF: proof boxes titled "Proof", long tables with column widths."""
+    """In the PDF: proof boxes titled "Proof" (and a dropdown "Proof" around one untitled),
+    long tables with column widths, code in tables breakable, ``<br>`` a line break."""
 
     builders = ("latex",)
     default_priority = 900
@@ -193,8 +211,14 @@ class ReadLikeTheSite(SphinxPostTransform):
             if first is not None and first.astext().startswith("Proof. "):
                 first.parent.replace(first, nodes.Text(first.astext()[len("Proof. "):]))
             box.insert(0, nodes.title("", "Proof"))
+            fold = node.parent  # a dropdown "Proof" around it: its title would say it twice
+            if (isinstance(fold, nodes.container) and fold.get("design_component") == "dropdown"
+                    and isinstance(fold.children[0], nodes.rubric)
+                    and fold.children[0].astext().strip() == "Proof"):
+                fold.remove(fold.children[0])
         for table in list(self.document.findall(nodes.table)):
             give_column_widths(table)
+            allow_code_breaks(table)
         for raw in list(self.document.findall(nodes.raw)):
             if "html" in raw.get("format", "").split() and re.fullmatch(
                     r"\s*<br\s*/?>\s*", raw.astext()):
@@ -204,7 +228,7 @@ class ReadLikeTheSite(SphinxPostTransform):
 def give_column_widths(table: nodes.table) -> None:
     """A table LaTeX sets as a longtable (more than 30 rows) and that has no column widths
     gets ragged-right columns as wide as the square root of their mean text length says
-    (at least 10 % each), and its code may break after / . : _ (a long test id)."""
+    (at least 10 % each)."""
     if "colwidths-given" in table["classes"]:
         return
     group = table.next_node(nodes.tgroup)
@@ -212,7 +236,7 @@ def give_column_widths(table: nodes.table) -> None:
         return
     rows = list(group.findall(nodes.row))
     specs = [c for c in group.children if isinstance(c, nodes.colspec)]
-    if len(rows) <= 31 or not specs or any(
+    if len(rows) <= 30 or not specs or any(
             len(row.children) != len(specs) for row in rows):
         return  # short (tabulary fits it), or cells spanning columns: left to Sphinx
     weights = [(sum(len(row.children[j].astext()) for row in rows) / len(rows)) ** 0.5
@@ -222,11 +246,16 @@ def give_column_widths(table: nodes.table) -> None:
     spec = "".join(r">{\raggedright\arraybackslash}"
                    rf"p{{\dimexpr {s:.3f}\linewidth-2\tabcolsep\relax}}" for s in shares)
     table.parent.insert(table.parent.index(table), addnodes.tabular_col_spec(spec=spec))
+
+
+def allow_code_breaks(table: nodes.table) -> None:
+    """Code in a table's cells may break after / . : _ - (a long path or test id)."""
     for literal in list(table.findall(nodes.literal)):
         text = literal.astext()
-        pieces = re.split(r"(?<=[/.:_-])", text)
+        pieces = [p for p in re.split(r"(?<=[/.:_-])", text) if p]
         if len(pieces) > 1:
-            literal.children = []
+            for child in list(literal.children):
+                literal.remove(child)
             for piece in pieces:
                 literal += nodes.Text(piece)
                 literal += nodes.raw("", r"\allowbreak{}", format="latex")
@@ -324,6 +353,7 @@ def update_download_menu(app: Sphinx, pagename, templatename, context, doctree) 
 def setup(app: Sphinx) -> dict:
     app.add_post_transform(SvgToPdf)
     app.add_post_transform(ResultTables)
+    app.add_post_transform(PrintFoldedOutputs)
     app.add_post_transform(ReadLikeTheSite)
     app.connect("build-finished", name_like_the_site)
     app.connect("doctree-read", add_online_link)
