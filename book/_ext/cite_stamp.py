@@ -127,8 +127,8 @@ def _git(root: Path, *args: str) -> str | None:
 def build_stamp(root: Path = ROOT) -> dict:
     """{date, commit, commit_date, dirty}: commit is None outside a git checkout."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch and epoch.isdigit()
-            else dt.datetime.now(dt.timezone.utc))
+    when = (dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch and epoch.isdigit()
+            else dt.datetime.now(dt.UTC))
     commit = _git(root, "rev-parse", "HEAD")
     stamp = {"date": when.date().isoformat(), "commit": commit, "commit_date": None,
              "dirty": False}
@@ -224,7 +224,7 @@ def add_cite_menu(app: Sphinx, pagename, templatename, context, doctree) -> None
     if buttons is None:
         return
     pathto = context["pathto"]
-    root = pathto(app.config.root_doc)
+    root = "" if pagename == app.config.root_doc else pathto(app.config.root_doc)
     entries = [
         ("Cite this book", f"{root}#{CITE_SECTION}", "fas fa-quote-left",
          "How to cite the book: the reference and its BibTeX", "cite-section-button"),

@@ -14,7 +14,4 @@
   };
   window.addEventListener("beforeprint", open);
   window.addEventListener("afterprint", restore);
-  // Print media without the events (some print-to-PDF tools): open there too
-  const media = window.matchMedia("print");
-  media.addEventListener("change", (e) => (e.matches ? open() : restore()));
 })();

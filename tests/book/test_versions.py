@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MATHJAX = ROOT / "book" / "_static" / "mathjax"
 MATHJAX_VERSION = "3.2.2"
-MATHJAX_SUMS_SHA256 = "627f45df64093d3fae77ca7f1093547e3eb4ab5f39847fafb26120b26773658c"  # of MATHJAX / "SHA256SUMS"
+# the sha256 of MATHJAX / "SHA256SUMS"
+MATHJAX_SUMS_SHA256 = "627f45df64093d3fae77ca7f1093547e3eb4ab5f39847fafb26120b26773658c"
 
 
 def parse_lock(text: str) -> dict[str, Version]:
