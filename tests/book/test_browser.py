@@ -784,6 +784,27 @@ def test_maths_typesets_from_disk_with_no_network(browser):
         v.close()
 
 
+def test_search_works_from_disk_with_no_network(browser):
+    """The reader on a plane searches the book opened from disk: results come back, with no
+    request off the disk. (Sphinx's search then fetches each hit's page for a summary line,
+    which a browser refuses from file://: the hits come without summaries.)"""
+    if not (SITE / "search.html").is_file():
+        _unavailable(f"no built book at {SITE}")
+    context = browser.new_context()
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda e: str(e) != "Failed to fetch" and errors.append(str(e)))
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:")
+                   else (errors.append(f"asked the network for {r.request.url}"), r.abort()))
+        page.goto((SITE / "search.html").as_uri() + "?q=feature+rank", wait_until="load")
+        page.wait_for_selector("#search-results ul.search li", timeout=60_000)
+        hits = page.locator("#search-results ul.search li").count()
+        assert hits > 0 and not errors, (hits, errors)
+    finally:
+        context.close()
+
+
 def test_ledger_page_shows_the_data(visits):
     docname = "book/ledger"
     if docname not in PAGES:
