@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -87,7 +88,9 @@ def _bibtex_entry(work: dict, kind: str) -> str:
         fields.append(("journal", work["journal"]))
     if work.get("notes") or work.get("license"):
         fields.append(("note", work.get("notes") or f"License: {work['license']}"))
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
+    body = ",\n".join(textwrap.fill(f"  {name} = {{{value}}}", width=80, subsequent_indent=" " * 4,
+                                     break_long_words=False, break_on_hyphens=False)
+                       for name, value in fields if value)  # lines that fit a printed page
     return f"@{kind}{{{_key(work)},\n{body}\n}}"
 
 
@@ -212,6 +215,8 @@ def add_cite_section(app: Sphinx, doctree: nodes.document) -> None:
         nodes.reference(CFF, CFF, refuri=up + CFF), nodes.Text("):"))
     section += files
     text = bibtex(cff)
+    lines = text.count("\n") + 2
+    section += nodes.raw("", rf"\needspace{{{lines}\baselineskip}}", format="latex")  # one page
     block = nodes.literal_block(text, text)  # rawsource == text: highlighted as BibTeX
     block["language"] = "bibtex"
     section += block
