@@ -71,7 +71,8 @@ def _key(work: dict) -> str:
     first = work.get("authors", [{}])[0]
     who = first.get("family-names") or first.get("name", "anon").split()[-1]
     word = next((w for w in re.findall(r"[A-Za-z]+", work["title"])
-                 if w.lower() not in {"a", "an", "the", "of"}), "work")
+                 if w.lower() not in {"a", "an", "the", "of", "on", "in", "for", "and", "to"}),
+                "work")
     return re.sub(r"\W", "", f"{who}{_year(work)}{word}").lower()
 
 
