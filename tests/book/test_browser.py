@@ -569,7 +569,8 @@ def test_the_book_pdf_is_in_the_site():
 @pytest.mark.parametrize("docname", CHAPTERS)
 def test_printing_a_chapter_prints_its_folded_proofs(browser, site_url, docname):
     """Chromium's print to PDF of a chapter holds every proof of the page, folded ones
-    (dropdowns) included, and the page's folds are as they were afterwards."""
+    (dropdowns) included, not faded by an opening animation, and the page's folds are as
+    they were afterwards."""
     if shutil.which("pdftotext") is None:
         _unavailable("pdftotext (poppler-utils, installed by scripts/build_pdf.sh) is missing")
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -586,6 +587,13 @@ def test_printing_a_chapter_prints_its_folded_proofs(browser, site_url, docname)
         page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
         page.reload(wait_until="load")
         page.wait_for_load_state("networkidle")
+        page.emulate_media(media="print")  # at the moment of printing, nothing fades in
+        faded = page.evaluate("""() => { window.dispatchEvent(new Event('beforeprint'));
+            const faded = [...document.querySelectorAll('details[open] > summary ~ *')]
+                .filter(e => getComputedStyle(e).opacity !== '1').length;
+            window.dispatchEvent(new Event('afterprint')); return faded; }""")
+        page.emulate_media(media="screen")
+        assert faded == 0, f"{docname}: {faded} opened blocks print faded (an animation)"
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "page.pdf"
             page.pdf(path=str(out))
