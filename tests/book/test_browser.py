@@ -479,6 +479,7 @@ def test_first_load_is_light(visits, docname):
     compresses text as GitHub Pages does, and 2.5 MB uncompressed (issue 39): MathJax as the
     components the page uses, no icon script, images below the first screen not yet."""
     first = visits(docname).first_load
+    assert first["requests"] >= 10, f"{docname}: the measure saw only {first}"  # a real load
     assert first["gzip"] <= FIRST_LOAD_GZIP and first["raw"] <= FIRST_LOAD_RAW, (
         f"{docname}: a first load moves {first['gzip'] / 1e6:.2f} MB gzip (at most "
         f"{FIRST_LOAD_GZIP / 1e6}), {first['raw'] / 1e6:.2f} MB uncompressed (at most "
