@@ -100,6 +100,13 @@ def pdf() -> dict:
     }
 
 
+def test_the_readme_links_the_published_pdf():
+    """The README's link to the PDF is where the Pages deploy puts it for repository.url."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((https://[^)\s]+\.pdf)\)", readme)
+    assert links == [book_pdf.site_url(CONFIG["repository"]["url"]) + PDF.name], links
+
+
 def test_every_part_and_chapter_of_the_toc_is_in_the_outline(pdf):
     """The PDF's bookmarks: the parts of _toc.yml in order, and one per chapter (a
     chapter's sections are bookmarks one level down)."""
