@@ -19,9 +19,10 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MATHJAX = ROOT / "book" / "_static" / "mathjax" / "tex-svg-full.js"
+MATHJAX = ROOT / "book" / "_static" / "mathjax"
 MATHJAX_VERSION = "3.2.2"
-MATHJAX_SHA256 = "a4354ff94fd868aea0cc6eaaa79a57fda0588646fc46ee3700a349ee0a11cbe6"
+# the sha256 of MATHJAX / "SHA256SUMS"
+MATHJAX_SUMS_SHA256 = "627f45df64093d3fae77ca7f1093547e3eb4ab5f39847fafb26120b26773658c"
 
 
 def parse_lock(text: str) -> dict[str, Version]:
@@ -177,12 +178,29 @@ def test_pages_workflow_uses_the_lock_and_python_3_11():
 
 
 def test_vendored_mathjax_is_the_recorded_release():
-    digest = hashlib.sha256(MATHJAX.read_bytes()).hexdigest()
-    assert digest == MATHJAX_SHA256, "book/_static/mathjax/tex-svg-full.js changed: see its README"
-    assert f'VERSION="{MATHJAX_VERSION}"' in MATHJAX.read_text(encoding="utf-8")
-    readme = (MATHJAX.parent / "README.md").read_text(encoding="utf-8")
-    assert MATHJAX_SHA256 in readme and f"mathjax@{MATHJAX_VERSION}" in readme
-    assert "Apache License" in (MATHJAX.parent / "LICENSE").read_text(encoding="utf-8")
+    """Every vendored MathJax file is listed in SHA256SUMS with its hash, the list is the
+    recorded one, and the components _config.yml loads are there."""
+    sums = MATHJAX / "SHA256SUMS"
+    assert hashlib.sha256(sums.read_bytes()).hexdigest() == MATHJAX_SUMS_SHA256, (
+        "book/_static/mathjax/SHA256SUMS changed: see its README")
+    listed = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        digest, name = line.split(maxsplit=1)
+        listed[name] = digest
+    present = {str(p.relative_to(MATHJAX)) for p in MATHJAX.rglob("*") if p.is_file()}
+    assert present - {"README.md", "LICENSE", "SHA256SUMS"} == set(listed), (
+        "files in book/_static/mathjax that SHA256SUMS does not list, or listed ones missing")
+    for name, digest in listed.items():
+        assert hashlib.sha256((MATHJAX / name).read_bytes()).hexdigest() == digest, (
+            f"book/_static/mathjax/{name} differs from the release: see its README")
+    assert f'VERSION="{MATHJAX_VERSION}"' in (MATHJAX / "core.js").read_text(encoding="utf-8")
+    assert f"mathjax@{MATHJAX_VERSION}" in (MATHJAX / "README.md").read_text(encoding="utf-8")
+    assert "Apache License" in (MATHJAX / "LICENSE").read_text(encoding="utf-8")
+    sphinx = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]
+    config = sphinx["config"]
+    assert (MATHJAX.parent / config["mathjax_path"]).is_file(), config["mathjax_path"]
+    for component in config["mathjax3_config"]["loader"]["load"]:
+        assert f"{component}.js" in listed, f"_config.yml loads {component}, not vendored"
 
 
 def test_ci_checks_colabs_python_and_the_simulated_colab_install(project):
