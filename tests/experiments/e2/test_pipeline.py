@@ -364,6 +364,54 @@ def test_rerun_of_a_stored_protocol_subset_matches():
         assert got["dense"][name][0] == pytest.approx(want["dense"][name][s], abs=2e-3)
 
 
+#: The one migration of the committed E2 files' configurations (issue 37): their earlier
+#: hash (ReadingConfig, the protocols' E2Config, StudyConfig) -> the one E2Config's.
+MIGRATED = json.loads((Path(__file__).parent / "e2_hash_migration.json").read_text())
+
+
+def _earlier(c: dict) -> dict:
+    """A configuration in the form its file was first written in (the three classes)."""
+    if c["design"] == "tokens":
+        return {"data_seed": c["splits"][0], "near_tie_fraction": dict(c["train_mix"]).get(
+                    "near_tie", 0.0), "pool_sizes": [p for _, p in c["sizes"]],
+                "readout": c["readouts"][0], "widths": [m for m, _ in c["sizes"]],
+                **{k: c[k] for k in ("encoding", "feature", "final_lr_fraction", "hidden", "lr",
+                                     "n_test", "n_train", "rank_groups", "ranks", "seeds",
+                                     "skip", "steps", "threshold", "train_fraction",
+                                     "value_dim")}}
+    if c["design"] in pl.READINGS:
+        return {"data_seed": c["splits"][0], "reading": c["design"],
+                "dense_learned_lr": dict(c["dense_lr"]).get("learned"),
+                **{k: c[k] for k in ("final_lr_fraction", "lr", "n_test", "n_train",
+                                     "rank_groups", "ranks", "readouts", "seeds", "sizes",
+                                     "steps", "tests", "threshold", "train_fraction",
+                                     "train_mix", "value_dim")}}
+    kind = pl.E2Config(**c).kind
+    return {"arm": c["design"], "kind": kind, "sizes": [m for m, _ in c["sizes"]],
+            "dense_lr": c["dense_lr"][0][1] if c["dense_lr"] else None, "n_eval": c["n_test"],
+            "hidden": c["hidden"] if kind == "mlp" else [64],
+            **{k: c[k] for k in ("eval_every", "final_lr_fraction", "lr", "n_train", "pilot",
+                                 "rank_groups", "ranks", "seeds", "splits", "steps",
+                                 "surrogate_steps", "value_dim")}}
+
+
+def test_the_hash_migration_maps_old_and_new_hashes_one_to_one():
+    files = [p for p in sorted(RESULTS.glob("**/e2_*.json")) + sorted(
+        (RESULTS / "e2_protocols").glob("*.json")) if "summary" not in p.name]
+    assert len(files) == 38 and len(set(MIGRATED.values())) == len(MIGRATED) == 37
+    seen = set()
+    for path in files:
+        data = json.loads(path.read_text())
+        old = config_hash(_earlier(data["config"]))
+        assert MIGRATED[old] == data["config_hash"] == config_hash(data["config"]), path
+        seen.add(old)
+    assert seen == set(MIGRATED)  # every entry is a committed file's
+    summary = json.loads((RESULTS / "e2_study" / "e2_study_summary.json").read_text())
+    hashes = {f["config_hash"] for k in summary["arms"].values() for t in k.values()
+              for f in t.values()}
+    assert hashes <= set(MIGRATED.values())
+
+
 # --------------------------------------------------------------------------- the CLI
 
 
