@@ -293,6 +293,7 @@ OVERRIDES = {
     "companion.experiments.sweep:config_hash": {"config": {"a": 1}},
     "companion.experiments.sweep:canonical_json": {},
     "companion.experiments.sweep:load_sweep": {"path": "/nonexistent.json"},
+    "companion.experiments.sweep:run_sweep": {"config": {"a": 1}, "units": []},
     "companion.files:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
     "companion.files:writable_path": {"path": "/tmp/companion-fuzz/x.json"},
     "companion.files:read_json_file": {"path": "results/e2_quick.json"},

@@ -21,7 +21,7 @@ from companion.book import MAX_THREADS, progress_bar, seed_everything
 from companion.checks import check_bool, check_float, check_int
 from companion.files import json_text, out_lock, read_json_file, writable_path, write_json
 
-__all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "Unit",
+__all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "Unit", "run_sweep",
            "environment", "parse_scheduler", "sweep_records", "load_sweep",
            "ResultFileError", "DaskMissingError", "SchedulerUnreachableError",
            "UnitFailedError", "SweepInterrupted"]
@@ -447,6 +447,8 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
     "wall_time", "environment"}}, "models"}``; ``out``: the locked JSON file (None: memory;
     a symlink: its target); ``fields``: what every unit holds (a resumed file is checked
     against them and against the keys of `units`)."""
+    if not isinstance(units, Sequence) or not all(isinstance(u, Unit) for u in units):
+        raise TypeError(f"units must be a sequence of Unit, got {type(units).__name__}")
     out = None if out is None else writable_path(out, "out")
     restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
     threads = check_int(threads, "threads", 1, MAX_THREADS)

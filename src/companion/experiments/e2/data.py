@@ -22,7 +22,7 @@ from companion.core.task import all_tokens, overlaps, split_pool, token_pool
 __all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs", "complement_power_rank",
            "complement_power_head_accuracy"]
 
-HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "tight", "partner", "witness")
+HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "witness")
 #: The stored protocols' distributions, train mixture and tests alike.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
 #: Every distribution a configuration may name.
@@ -86,26 +86,6 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     raise ValueError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
 
 
-def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
-    """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
-    <x, z'> >= <x, z> + `min_gap` (as in the witness family)."""
-    size = len(gram)
-    g = np.asarray(gram, dtype=np.float64).copy()
-    np.fill_diagonal(g, np.inf)
-    part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
-
-    def draw(b):  # x, y uniform; z, w partners of x and y
-        x, y = rng.integers(0, size, size=b), rng.integers(0, size, size=b)
-        return np.stack([x, part[x, rng.integers(0, k, size=b)],
-                         part[y, rng.integers(0, k, size=b)]], axis=1)
-
-    def accept(c):
-        x, z, w = c.T
-        return (x != w) & (z != w) & (gram[x, w] - gram[x, z] >= min_gap)
-
-    return _rejection(draw, accept, count, rng, "partner")
-
-
 def complement_index(pool: np.ndarray) -> np.ndarray:
     """For every pool token, the index of its complement in the pool, or -1: (P,)."""
     weights = 1 << np.arange(pool.shape[1], dtype=np.int64)
@@ -136,8 +116,8 @@ def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
 
 def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
     """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
-    differ in overlap by exactly 1 or 2); ``tight`` (cross overlaps within 1); ``partner``;
-    ``witness``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time)."""
+    differ in overlap by exactly 1 or 2); ``witness``; the stored protocols' ``near_tie``
+    (gap 1, drawn one triple at a time)."""
     if name == "uniform":
         return rng.integers(0, len(gram), size=(count, 3))
     if name == "near_tie":
@@ -146,11 +126,6 @@ def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarr
         gap = int(name[-1])
         return _distinct_triples(gram, count, rng, f"gap-{gap}",
                                  lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
-    if name == "tight":  # cross overlaps within 1, not all equal: two queries face a gap 1
-        return _distinct_triples(gram, count, rng, "tight", lambda x, z, w: np.ptp(
-            np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1), axis=1) == 1)
-    if name == "partner":
-        return _partner_triples(gram, count, rng)
     return _witness_triples(pool, count, rng)
 
 
@@ -284,7 +259,7 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     return _data(pool, pool, parts, test_idx, {})
 
 
-def index_rows(idx, size: int) -> np.ndarray:
+def _index_rows(idx, size: int) -> np.ndarray:
     """`idx` checked as a non-empty (S, 3) int array of indices into a pool of `size` tokens."""
     rows = check_array(idx, "idx", 2)
     if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
@@ -306,7 +281,7 @@ def pool_inputs(pool, idx, device="cpu"):
     3s + i is (query, the three tokens) for position i of sequence s, as `min_ip_targets`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    return pool_rows(pool, index_rows(idx, len(pool)), device)
+    return pool_rows(pool, _index_rows(idx, len(pool)), device)
 
 
 def pool_rows(pool: np.ndarray, idx: np.ndarray, device) -> tuple:
@@ -395,7 +370,7 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
     if tokens.ndim != 2 or len(tokens) > MAX_POOL:
         raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
                          f"shape {tokens.shape}")
-    rows = index_rows(idx, len(tokens))
+    rows = _index_rows(idx, len(tokens))
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
         raise ValueError("k and the width make the integer weights too large for int64")
