@@ -18,7 +18,6 @@ from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import LinkCheck, total_weights
 from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
-    check_bool,
     check_choice,
     check_device,
     check_float,
@@ -112,7 +111,7 @@ class E1Config(TrainingConfig):
             raise ValueError(f"rank_groups must partition ranks {list(self.ranks)}, got {groups}")
         put("rank_groups", groups)
         check_choice(self.feature, "feature", FEATURES)
-        put("positional", check_bool(self.positional, "positional"))
+        self._check_flags("positional")
         self._check_training(("d", "score_dim"), ("phi_std", "qk_std"))
 
 

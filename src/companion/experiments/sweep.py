@@ -72,6 +72,10 @@ class FrozenConfig:
     def _put(self, name: str, value) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
 
+    def _check_flags(self, *names: str) -> None:
+        for name in names:
+            self._put(name, check_bool(getattr(self, name), name))
+
     def _check_training(self, ints=(), stds=()) -> None:
         """E1's and the probes' shared fields: ``ints`` >= 1, ``stds`` in (0, 100], the schedule."""
         for name in ints:

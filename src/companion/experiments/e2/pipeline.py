@@ -18,7 +18,6 @@ import torch
 
 from companion.bounds.codes import paley_hadamard_code
 from companion.checks import (
-    check_bool,
     check_choice,
     check_device,
     check_float,
@@ -141,8 +140,7 @@ class E2Config(FrozenConfig):
             put(name, _tuple(getattr(self, name), name, _ints(low, high), empty))
         check_choice(self.feature, "feature", heads.FEATURES)
         check_choice(self.encoding, "encoding", heads.ENCODINGS)
-        for name in ("skip", "affine_values", "pilot"):
-            put(name, check_bool(getattr(self, name), name))
+        self._check_flags("skip", "affine_values", "pilot")
         put("readouts", _tuple(self.readouts, "readouts",
                                partial(check_choice, choices=heads.READOUTS)))
         for name in ("n_train", "n_test"):
