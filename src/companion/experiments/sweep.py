@@ -139,7 +139,7 @@ def numbers(low: float = 0, high: float = math.inf, integer: bool = False,
 
 def records(fields: dict) -> Callable:
     """A field check: a non-empty list of model records, each holding `fields`, no two of one
-    model (the same kind, heads, rank and seed)."""
+    model (the same str labels, heads, rank and seed)."""
     def check(value):
         if not isinstance(value, list) or not value:
             return "is not a non-empty list of model records"
@@ -147,7 +147,8 @@ def records(fields: dict) -> Callable:
         for i, rec in enumerate(value):
             if bad := damage(rec, fields):
                 return f"record {i}: {bad}"
-            label = tuple(rec.get(k) for k in ("kind", "heads", "rank", "seed"))
+            label = tuple(sorted((k, v) for k, v in rec.items() if isinstance(v, str)
+                                 or k in ("heads", "rank", "seed")))
             if label in seen:
                 return f"records {seen[label]} and {i} are the same model {label}"
             seen[label] = i
