@@ -470,6 +470,35 @@ def test_cli_study_waits_for_a_committed_pilot_choice(tmp_path, capsys, monkeypa
     assert not (tmp_path / "e2_study" / "e2_study_summary.json").exists()
 
 
+def test_cli_full_study_and_pilot_modes_judge_the_committed_files_as_committed(tmp_path,
+                                                                              monkeypatch,
+                                                                              capsys):
+    """Every mode's runs are complete in a copy of results/: nothing trains, and each mode
+    judges its files into the committed summaries (and the committed pilot choices)."""
+    import shutil
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a committed unit was trained again")
+
+    monkeypatch.setattr(pl, "train_e2_unit", boom)
+    for name in ("e2_X_full.json", "e2_S-code_full.json", "e2_S-random_full.json"):
+        shutil.copy(RESULTS / name, tmp_path / name)
+    shutil.copytree(RESULTS / "e2_protocols", tmp_path / "e2_protocols")
+    shutil.copytree(RESULTS / "e2_study", tmp_path / "e2_study")
+    (tmp_path / "e2_study" / "e2_study_summary.json").unlink()
+    for mode in ("--full", "--study"):
+        assert main(["e2", mode, "--out", str(tmp_path), "--no-progress"]) == 0
+    for name in ("e2_summary.json", "e2_study/e2_study_summary.json"):
+        assert json.loads((tmp_path / name).read_text()) == json.loads(
+            (RESULTS / name).read_text()), name
+    capsys.readouterr()
+    assert main(["e2", "--pilot", "--arm", "B", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for kind in pl.ARMS["B"]:
+        choice = json.dumps(pl.PILOT_CHOICE["B", kind])
+        assert f"pilot B {kind}: {choice}" in out
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_a_study_unit_runs_on_cuda_as_on_the_cpu():
     cpu = pl.train_e2_unit(STUDY_TINY, 6, 64, 0, "learned", ((2, 8),), False)
