@@ -235,7 +235,7 @@ def _e2_runs(args) -> list:
 def _run_e2(args, device: str) -> int:
     """Every E2 mode: its runs into the results folder, then what the mode judges."""
     try:
-        from companion.experiments.e2 import pipeline as p
+        import companion.experiments.e2.pipeline as p
     except ImportError as exc:
         raise _UsageError(f"e2 is not available: companion.experiments.e2.pipeline could not "
                           f"be imported ({exc}); reinstall the package (bash "
