@@ -341,13 +341,12 @@ def main(argv=None) -> None:
         return
 
     from companion.core.task import min_ip_targets
+    from companion.experiments.e2 import pipeline
     from companion.experiments.e2.data import pool_inputs
-    from companion.experiments.e2.protocols import E2_QUICK
-    from companion.experiments.e2.readings import reading_data, unit_models
 
-    cfg2 = dataclasses.replace(E2_QUICK, seeds=seeds, steps=args.steps)
-    m, pool = cfg2.widths[0], cfg2.pool_sizes[0]
-    train_pool, train_idx = reading_data(cfg2, m, pool)["train"]
+    cfg2 = dataclasses.replace(pipeline.E2_QUICK, seeds=seeds, steps=args.steps)
+    m, pool = cfg2.sizes[0]
+    train_pool, train_idx = pipeline.e2_data(cfg2, m, pool)["train"]
     inputs = pool_inputs(train_pool, train_idx, device)
     y2 = torch.as_tensor(min_ip_targets(train_pool[train_idx]).reshape(-1), dtype=torch.float32,
                          device=device)
@@ -363,7 +362,7 @@ def main(argv=None) -> None:
         return [x.to(device) for x in models]
 
     def e2_engine():
-        return [unit_models(cfg2, m, None, cfg2.readout, "both")[0]]
+        return [pipeline.unit_models(cfg2, m, pool, "learned", cfg2.rank_groups, True)[0]]
 
     compare("E2", e2_plain, e2_engine, inputs, y2, kw2, args, device)
 

@@ -57,9 +57,10 @@
 # against the committed runs, the six earlier protocols) are folded into the audit trail at
 # the end of the chapter.
 #
-# **Code for this chapter:** `companion.experiments.e2` (`rule`: the pre-registered rule;
-# `data`: pools, hard test triples and splits; `readings`: the one E2 pipeline; `verdicts`: the
-# rule applied; `protocols`: the six earlier protocols), `companion.experiments.heads` (the
+# **Code for this chapter:** `companion.experiments.e2` (`pipeline`: the one E2 pipeline,
+# its configuration and presets; `data`: pools, hard test triples and splits; `rule`: the
+# pre-registered rule; `verdicts`: the rule applied; `study`: the converged study's registered
+# analysis), `companion.experiments.heads` (the
 # stacked heads), `companion.experiments.engine` (batched training) and `companion.book`. It
 # tests the statistical side of {prf:ref}`thm-exponential-rank`.
 
@@ -81,7 +82,7 @@ from IPython.display import display
 from companion.book import Table
 from companion.book import seed_everything
 from companion.book import use_book_style
-from companion.experiments.e2.protocols import E2_LIVE
+from companion.experiments.e2 import E2_LIVE
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -100,7 +101,7 @@ assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 #
 # The study that is to settle the question was fixed before any of its runs, in
 # {doc}`the pre-registration <../book/e2_preregistration>`; the code is
-# `companion.experiments.e2.study`. It has two arms.
+# `companion.experiments.e2` (designs A and B; analysis in `study`). It has two arms.
 #
 # * **Arm A, unseen tokens.** Token widths $m = 6, 8, 10, 12$. The whole cube
 #   $\{0,1\}^m$ is cut into complementary pairs $\{x, \bar x\}$, and a seeded hash sends
@@ -123,13 +124,13 @@ assert TOLERANCE >= 3 * max(move["max_abs_difference"] for move in live_moves)
 # `--scheduler local:2`). The table reads the committed files under `results/e2_study/`.
 
 # %% tags=["hide-input"]
-from companion.experiments.e2.rule import PAPER_TRANSITIONS
-from companion.experiments.e2.study import HEADLINES
-from companion.experiments.e2.study import PILOT_CHOICE
-from companion.experiments.e2.study import complete_sizes
-from companion.experiments.e2.study import status_table
-from companion.experiments.e2.study import study_complete
-from companion.experiments.e2.study import study_files
+from companion.experiments.e2 import PAPER_TRANSITIONS
+from companion.experiments.e2 import HEADLINES
+from companion.experiments.e2 import PILOT_CHOICE
+from companion.experiments.e2 import complete_sizes
+from companion.experiments.e2 import status_table
+from companion.experiments.e2 import study_complete
+from companion.experiments.e2 import study_files
 
 study = study_files(RESULTS / "e2_study")
 status_table(study, caption="the pre-registered study: units stored per arm and model kind "
@@ -142,7 +143,7 @@ status_table(study, caption="the pre-registered study: units stored per arm and 
 # folded here.
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.study import pilot_table
+from companion.experiments.e2 import pilot_table
 
 for key in sorted(k for k in study["pilot"] if k in PILOT_CHOICE):
     display(pilot_table(study["pilot"][key], caption=f"pilot of arm {key[0]}, {key[1]}: "
@@ -151,9 +152,9 @@ pending = [f"{a} {k}" for a, k in sorted(study["pilot"]) if (a, k) not in PILOT_
 print("pilots still running or not yet committed: " + (", ".join(pending) or "none"))
 
 # %% tags=["hide-input"]
-from companion.experiments.e2.study import size_table
-from companion.experiments.e2.study import study_summary
-from companion.experiments.e2.study import verdict_table
+from companion.experiments.e2 import size_table
+from companion.experiments.e2 import study_summary
+from companion.experiments.e2 import verdict_table
 
 runs = study["study"]
 complete = {f"{a}_{k}": run for (a, k), run in runs.items() if study_complete(run)}
@@ -228,7 +229,7 @@ Table(rows, caption="points converged at the validation checkpoint (training acc
       "0.005 of the run's best, which had settled) and by the registered flag (the last step)")
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.study import gap_table
+from companion.experiments.e2 import gap_table
 
 for (arm, kind), run in runs.items():
     if study_complete(run):
@@ -239,7 +240,7 @@ for (arm, kind), run in runs.items():
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The pre-registered study, each arm's pre-registered headline family: median test exact-sequence accuracy over the 9 replicates against feature rank, one curve per size whose every unit is in (band: min\u2013max over replicates; dashed: dense softmax; star: $r^*$ at $\\tau = 0.9$ with its 95 % bootstrap interval as a bar; an interval reaching past 1,024 means some resamples never stay above 0.9). Light grey steps: the jumps at $r = 8, 16, 64$ the paper reports.", "name": "fig-e2-study"}, "image": {"alt": "Two panels of test exact-sequence accuracy against feature rank from 1 to 1024 on a log scale, for the study's arm A (exp-affine maps on unseen tokens, uniform triples) and arm B (code pools, overlap readout, held-out multisets with a complementary pair), with grey step lines at ranks 8, 16 and 64 for the reported transition and one curve per completed size."}}
 import matplotlib.pyplot as plt
 
-from companion.experiments.e2.study import plot_study
+from companion.experiments.e2 import plot_study
 
 fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.4), sharey=True)
 for ax, (arm, (kind, test)) in zip(axes, HEADLINES.items()):
@@ -309,10 +310,10 @@ plt.show()
 # work.
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.rule import RULE_DENSE_EXACT
-from companion.experiments.e2.rule import RULE_LOW
-from companion.experiments.e2.rule import RULE_THRESHOLD
-from companion.experiments.e2.rule import curve_rule
+from companion.experiments.e2 import RULE_DENSE_EXACT
+from companion.experiments.e2 import RULE_LOW
+from companion.experiments.e2 import RULE_THRESHOLD
+from companion.experiments.e2 import curve_rule
 
 print(f"threshold {RULE_THRESHOLD}, low level {RULE_LOW}, dense exact at >= "
       f"{RULE_DENSE_EXACT}; the paper's transitions {PAPER_TRANSITIONS}")
@@ -366,8 +367,8 @@ Table([{"curve": name, "r*": rule["r_star"], "r50": rule["r50"], "width": rule["
 # settings in the folded cell below).
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.readings import READINGS
-from companion.experiments.e2.readings import READINGS_FULL
+from companion.experiments.e2 import READINGS
+from companion.experiments.e2 import READINGS_FULL
 
 Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
         else "tables over the pool", "pool": READINGS[name][1],
@@ -390,19 +391,19 @@ Table([{"reading": name, "maps": "exp-affine of the bits" if cfg.kind == "mlp"
 # %% tags=["hide-input"]
 import json as _json
 
-from companion.experiments.e2.readings import HEADLINE
-from companion.experiments.e2.readings import load_reading
-from companion.experiments.e2.verdicts import code_facts
-from companion.experiments.e2.verdicts import curve_table
-from companion.experiments.e2.verdicts import decomposition_table
-from companion.experiments.e2.verdicts import gaps_by_rank_table
-from companion.experiments.e2.verdicts import plot_reading
-from companion.experiments.e2.verdicts import summary_line
-from companion.experiments.e2.verdicts import verdict_table
+from companion.experiments.e2 import HEADLINE
+from companion.experiments.e2 import load_e2
+from companion.experiments.e2 import code_facts
+from companion.experiments.e2 import curve_table
+from companion.experiments.e2 import decomposition_table
+from companion.experiments.e2 import gaps_by_rank_table
+from companion.experiments.e2 import plot_reading
+from companion.experiments.e2 import summary_line
+from companion.experiments.e2 import verdict_table
 
 summary_e2 = _json.loads((RESULTS / "e2_summary.json").read_text())
-readings = {name: load_reading(RESULTS / f"e2_{name}_full.json") for name in READINGS}
-assert all(res is not None for res in readings.values()), "a reading's full run is incomplete"
+readings = {name: load_e2(RESULTS / f"e2_{name}_full.json") for name in READINGS}
+assert all("sizes" in res for res in readings.values()), "a reading's full run is incomplete"
 print(f"headline: reading {HEADLINE['reading']}, {HEADLINE['readout']} readout, "
       f"{HEADLINE['test']} test triples")
 
@@ -613,14 +614,14 @@ gaps_by_rank_table(readings["X"], "learned", "uniform", caption="X, learned read
 # %% tags=["hide-cell"]
 from fractions import Fraction
 
-from companion.experiments.e2.readings import complement_power_head_accuracy
-from companion.experiments.e2.readings import complement_power_rank
-from companion.experiments.e2.readings import reading_data
+from companion.experiments.e2 import complement_power_head_accuracy
+from companion.experiments.e2 import complement_power_rank
+from companion.experiments.e2 import e2_data
 
 ladder_rows = []
 for name, cfg in READINGS_FULL.items():
     for m, p in cfg.sizes:
-        evals = reading_data(cfg, m, p)["evals"]
+        evals = e2_data(cfg, m, p)["evals"]
         row = {"reading": name, "(m, P)": f"({m}, {p})"}
         first = None
         for k in range(1, 5):
@@ -777,10 +778,10 @@ curve_table(readings["S-random"], "overlap", "uniform",
 # :::
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.readings import READING_QUICK
-from companion.experiments.e2.readings import run_reading
+from companion.experiments.e2 import READING_QUICK
+from companion.experiments.e2 import run_e2
 
-live_code = run_reading(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
+live_code = run_e2(READING_QUICK)["sizes"]["m12-P22"]["overlap"]
 full_code = readings["S-code"]["sizes"]["m12-P22"]["overlap"]
 
 
@@ -827,10 +828,10 @@ decomposition_table(summary_e2, "uniform", caption="uniform test triples: capaci
 # :::
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.data import TEST_DISTRIBUTIONS
-from companion.experiments.e2.data import query_gaps
-from companion.experiments.e2.protocols import E2_QUICK
-from companion.experiments.e2.readings import reading_data
+from companion.experiments.e2 import TEST_DISTRIBUTIONS
+from companion.experiments.e2 import query_gaps
+from companion.experiments.e2 import E2_QUICK
+from companion.experiments.e2 import e2_data
 
 cfg = E2_QUICK
 display(Table([(key, getattr(cfg, key)) for key in (
@@ -839,7 +840,7 @@ display(Table([(key, getattr(cfg, key)) for key in (
     columns=["setting", "value"], caption="quick-mode configuration"))
 rows = []
 for m, size in zip(cfg.widths, cfg.pool_sizes, strict=True):
-    data = reading_data(cfg, m, size)
+    data = e2_data(cfg, m, size)
     train_pool, train_idx = data["train"]
     test_pool, test_uniform = data["evals"]["test/uniform"]
     # the pools share no token
@@ -871,18 +872,17 @@ Table(rows, formats={"near-tie share of uniform test seqs": ".3f"})
 # :::
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.protocols import accuracy_table
-from companion.experiments.e2.protocols import e2_live_result
-from companion.experiments.e2.protocols import e2_model_values
-from companion.experiments.e2.protocols import load_e2_result
-from companion.experiments.e2.protocols import stored_config_hash
-from companion.experiments.e2.protocols import summarise_e2
-from companion.experiments.e2.rule import curve_rule
+from companion.experiments.e2 import accuracy_table
+from companion.experiments.e2 import e2_live_result
+from companion.experiments.e2 import e2_model_values
+from companion.experiments.e2 import load_e2
+from companion.experiments.e2 import summarise_e2
+from companion.experiments.e2 import curve_rule
 from companion.experiments.reference import check_against_reference
 from companion.experiments.sweep import config_hash
 
-result = load_e2_result(RESULTS / "e2_quick.json")
-assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK), "not E2_QUICK's"
+result = load_e2(RESULTS / "e2_quick.json")
+assert result["config_hash"] == config_hash(E2_QUICK), "not E2_QUICK's"
 summary = summarise_e2(result)
 
 # %% [markdown]
@@ -1026,14 +1026,14 @@ plt.show()
 #
 # The quick mode above is one protocol among six. Each row below is a complete sweep
 # (three widths, ranks 1 to 128, three seeds, dense reference), registered in
-# `companion.experiments.e2.protocols.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
+# `companion.experiments.e2.pipeline.E2_PROTOCOLS` and stored under `results/e2_protocols/`;
 # the table is read from those files, so it shows the outcomes we did not keep as well as the
 # one we did.
 # Any row is regenerated (a few minutes on two cores) by
 #
 # ```
-# python -c "from companion.experiments.e2.protocols import E2_PROTOCOLS, run_e2_protocol as run; \
-#            run('F_mlp_1500steps', E2_PROTOCOLS['F_mlp_1500steps'], restart=True)"
+# python -c "from companion.experiments.e2.pipeline import *; c = protocol(**E2_PROTOCOLS[\
+#     'F_mlp_1500steps']); run_e2(c, e2_path('results', c, 'F_mlp_1500steps'), restart=True)"
 # ```
 #
 # What the protocols change:
@@ -1060,8 +1060,8 @@ plt.show()
 # :::
 
 # %% tags=["hide-cell"]
-from companion.experiments.e2.protocols import E2_PROTOCOLS
-from companion.experiments.e2.protocols import load_e2_protocols
+from companion.experiments.e2 import E2_PROTOCOLS
+from companion.experiments.e2 import load_e2_protocols
 
 stored = load_e2_protocols(RESULTS / "e2_protocols")
 print("columns: median test accuracy over seeds (uniform triples unless marked near-tie); "

@@ -33,7 +33,7 @@ PATHS = {"plain": {}, "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": 
 LIVE = r"""
 import json, sys
 from companion.experiments import e1 as w
-from companion.experiments.e2 import protocols as o
+from companion.experiments.e2 import pipeline as o
 from companion.book import seed_everything
 import torch
 seed_everything(0, threads=1)
@@ -106,7 +106,7 @@ def main() -> int:
         cmd = (f"{sys.executable} -m companion e1 --{mode} --no-progress --restart "
                f"--out {tmp}/e1_{path}.json && "
                f"{sys.executable} -m companion e2 --{mode} --no-progress --restart "
-               f"--out {tmp}/e2_{path}.json && "
+               f"--out {tmp}/e2_{path} && "
                f"{sys.executable} -c '{LIVE}' {tmp}/live_{path}.json {mode}")
         log = open(tmp / f"{path}.log", "w")
         procs[path] = subprocess.Popen(["bash", "-c", cmd], cwd=ROOT, env=_env(extra),
@@ -115,7 +115,8 @@ def main() -> int:
         if proc.wait():
             print((tmp / f"{path}.log").read_text(), file=sys.stderr)
             raise SystemExit(f"the {path} run failed")
-    load = {f"{kind}_{path}": json.loads((tmp / f"{kind}_{path}.json").read_text())
+    load = {f"{kind}_{path}": json.loads((tmp / (f"e2_{path}/e2_{mode}.json" if kind == "e2"
+                                              else f"{kind}_{path}.json")).read_text())
             for kind in ("e1", "e2", "live") for path in PATHS}
     env = {path: {"cpu_capability": load[f"live_{path}"]["cpu_capability"],
                   "environment": {k: v for k, v in PATHS[path].items()}}
@@ -173,7 +174,7 @@ def main() -> int:
               for i, r in enumerate(live[p]["ranks"])}
           | {"dense": live[p]["dense"]["uniform"][0]} for p in PATHS}
     report["e2_live"] = _spread(lv["plain"], lv["default"])
-    from companion.experiments.e2.protocols import E2_LIVE
+    from companion.experiments.e2.pipeline import E2_LIVE
 
     m = "8" if args.smoke else str(E2_LIVE["width"])
     report["e2_live_against_sweep"] = {
@@ -184,8 +185,8 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))
     if args.keep_plain and not args.smoke:
-        for kind in ("e1", "e2"):
-            shutil.copy(tmp / f"{kind}_plain.json", ROOT / "results" / f"{kind}_quick.json")
+        shutil.copy(tmp / "e1_plain.json", ROOT / "results" / "e1_quick.json")
+        shutil.copy(tmp / "e2_plain" / "e2_quick.json", ROOT / "results" / "e2_quick.json")
     if not args.reuse:
         shutil.rmtree(tmp)
     return 0

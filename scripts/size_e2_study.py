@@ -15,16 +15,18 @@ import dataclasses
 import time
 
 from companion.book import seed_everything
-from companion.experiments.e2 import study as st
+from companion.experiments.e2 import pipeline as pl
 
 
 def step_seconds(cfg, size, group, probe: int) -> float:
-    """Seconds per training step of one unit: the unit run for `probe` and for 3 `probe` steps,
-    differenced, so that drawing the data, building the models and evaluating drop out."""
+    """Seconds per training step of one unit (a rank group, or None: the dense heads) at a
+    size (m, P): the unit run for `probe` and for 3 `probe` steps, differenced, so that
+    drawing the data, building the models and evaluating drop out."""
     def run(steps):
         short = dataclasses.replace(cfg, steps=steps, surrogate_steps=0, eval_every=steps)
         start = time.perf_counter()
-        st.train_study_unit(short, size, 0, group)
+        pl.train_e2_unit(short, *size, 0, cfg.readouts[0], () if group is None else (group,),
+                         group is None)
         return time.perf_counter() - start
 
     return max(0.0, (run(3 * probe) - run(probe)) / (2 * probe))
@@ -32,28 +34,27 @@ def step_seconds(cfg, size, group, probe: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arm", choices=tuple(st.ARMS), action="append")
+    parser.add_argument("--arm", choices=tuple(pl.ARMS), action="append")
     parser.add_argument("--steps", type=int, default=None,
                         help="total steps per unit where no pilot choice is committed")
     parser.add_argument("--probe", type=int, default=8, help="steps timed per repetition")
     args = parser.parse_args()
     seed_everything(0)
     total = 0.0
-    for arm in args.arm or tuple(st.ARMS):
-        for kind in st.ARMS[arm]:
-            choice = st.PILOT_CHOICE.get((arm, kind))
+    for arm in args.arm or tuple(pl.ARMS):
+        for kind in pl.ARMS[arm]:
+            choice = pl.PILOT_CHOICE.get((arm, kind))
             if choice is None and args.steps is None:
                 print(f"{arm} {kind}: no pilot choice committed; pass --steps")
                 continue
             steps = args.steps if choice is None else choice["steps"] + choice["surrogate_steps"]
-            cfg = dataclasses.replace(st.StudyConfig(arm=arm, kind=kind, sizes=st.SIZES[arm]),
-                                      **({} if choice is None else choice))
+            cfg = pl.STUDY.get((arm, kind)) or pl.study_config(arm, kind)
             for size in cfg.sizes:
                 seconds = sum(step_seconds(cfg, size, g, args.probe)
-                              for g in (*cfg.rank_groups, "dense"))
+                              for g in (*cfg.rank_groups, None))
                 hours = seconds * steps * len(cfg.splits) / 3600
                 total += hours
-                print(f"{arm} {kind} size {size}: {seconds * 1000:.0f} ms per step over its "
+                print(f"{arm} {kind} size {size[0]}: {seconds * 1000:.0f} ms per step over its "
                       f"units, {steps} steps x {len(cfg.splits)} splits: {hours:.2f} CPU-h")
     print(f"in all: {total:.2f} CPU-hours, {total / 2:.2f} h on 2 cores")
 

@@ -153,7 +153,7 @@ class Runner:
         # instead of ~2-10 s), and no child inherits the test process's threads or state
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(["fuzz_harness", "companion.experiments.e1",
-                                         "companion.experiments.e2.protocols"])
+                                         "companion.experiments.e2.pipeline"])
         self.proc = None
         self.conn = None
         self.starts = 0

@@ -1,5 +1,6 @@
-"""Sweeps: atomic JSON results, configuration hashes, resuming, the CLI, and a re-run of a
-random subset of the committed full E1 results."""
+"""Sweeps through the CLI: configuration hashes, the store, resuming, one-line failures, and a
+re-run of a random subset of the committed full E1 results (files: tests/test_files.py;
+E2's modes: tests/experiments/e2/test_pipeline.py)."""
 
 import json
 import os
@@ -13,12 +14,7 @@ import numpy as np
 import pytest
 
 from companion.cli import main
-from companion.experiments.sweep import (
-    ResultFileError,
-    ResultStore,
-    UnwritablePathError,
-    check_writable,
-)
+from companion.experiments.sweep import ResultFileError, ResultStore
 
 torch = pytest.importorskip("torch")
 
@@ -26,7 +22,7 @@ import companion.experiments.e1 as e1  # noqa: E402
 from companion.book import seed_everything  # noqa: E402
 from companion.bounds.codes import paley_subset  # noqa: E402
 from companion.bounds.witness import witness_family  # noqa: E402
-from companion.experiments.sweep import atomic_write_json, config_hash, environment  # noqa: E402
+from companion.experiments.sweep import config_hash, environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ROOT / "results" / "e1_full.json"
@@ -59,17 +55,6 @@ def test_config_hash_is_order_independent_and_sensitive():
         config_hash({"a": float("nan")})
 
 
-def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
-    path = tmp_path / "r.json"
-    atomic_write_json(path, {"ok": 1})
-    with pytest.raises(ValueError):
-        atomic_write_json(path, {"bad": float("nan")})  # not serialisable: nothing replaced
-    assert json.loads(path.read_text()) == {"ok": 1}
-    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary left behind
-    with pytest.raises(TypeError, match="path"):
-        atomic_write_json(3, {})
-
-
 def test_store_refuses_results_of_another_configuration(tmp_path):
     path = tmp_path / "r.json"
     ResultStore(path, {"a": 1}).put("u", {"x": 1})
@@ -87,7 +72,7 @@ def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
     out = tmp_path / "e1.json"
     reference = e1.run_e1_sweep(TINY, family=fam)  # uninterrupted, in memory
     trained = []
-    real = e1.train_e1_unit
+    real = e1.train_unit
 
     def interrupted(cfg, family, group, *args, **kwargs):
         if len(trained) == 1:
@@ -95,7 +80,7 @@ def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
         trained.append(group)
         return real(cfg, family, group, *args, **kwargs)
 
-    monkeypatch.setattr(e1, "train_e1_unit", interrupted)
+    monkeypatch.setattr(e1, "train_unit", interrupted)
     with pytest.raises(KeyboardInterrupt):
         e1.run_e1_sweep(TINY, family=fam, out=out)
     saved = json.loads(out.read_text())
@@ -107,7 +92,7 @@ def test_resume_does_not_redo_finished_units(tmp_path, monkeypatch):
         resumed.append(group)
         return real(cfg, family, group, *args, **kwargs)
 
-    monkeypatch.setattr(e1, "train_e1_unit", counting)
+    monkeypatch.setattr(e1, "train_unit", counting)
     res = e1.run_e1_sweep(TINY, family=fam, out=out)
     assert resumed == [(4,), None]  # only the unfinished units ran
     assert res["units"]["nka_r1-2"] == saved["units"]["nka_r1-2"]
@@ -209,7 +194,7 @@ def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys)
     def boom(*args, **kwargs):
         raise AssertionError("a finished unit was trained again")
 
-    monkeypatch.setattr(e1, "train_e1_unit", boom)
+    monkeypatch.setattr(e1, "train_unit", boom)
     assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
     assert "r=1:" in capsys.readouterr().out
 
@@ -234,10 +219,10 @@ def test_cli_rejects_bad_arguments(capsys):
 
 def test_cli_e2_fails_clearly_without_the_ood_module(monkeypatch, capsys):
     # the import now raises ImportError
-    monkeypatch.setitem(sys.modules, "companion.experiments.e2.protocols", None)
+    monkeypatch.setitem(sys.modules, "companion.experiments.e2.pipeline", None)
     assert main(["e2", "--quick", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "companion.experiments.e2.protocols could not be imported" in err
+    assert "companion.experiments.e2.pipeline could not be imported" in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -320,23 +305,6 @@ def test_lemma_b_check_holds_for_an_exact_head_and_flags_a_doctored_ratio(witnes
     assert checks[0].gap >= 3 and not doctored.holds
 
 
-def test_cli_e2_writes_hashed_results_and_does_not_rerun(tmp_path, monkeypatch):
-    ood = pytest.importorskip("companion.experiments.e2.protocols")
-    tiny = replace(ood.E2_QUICK, widths=[6], pool_sizes=[40], n_train=30, n_test=12,
-                   ranks=[1, 2], rank_groups=[[1, 2]], seeds=[0], hidden=[8], steps=3)
-    monkeypatch.setattr(ood, "E2_QUICK", tiny)
-    out = tmp_path / "e2.json"
-    assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0
-    data = json.loads(out.read_text())
-    assert data["config_hash"] == config_hash(tiny) and "m6" in data["units"]  # one unit a width
-
-    def boom(*args, **kwargs):
-        raise AssertionError("a finished E2 sweep was run again")
-
-    monkeypatch.setattr("companion.experiments.e2.readings.train_unit", boom)
-    assert main(["e2", "--quick", "--out", str(out), "--no-progress"]) == 0
-
-
 # ----
 # CLI failures a user can fix print one line, exit with status 2 and leave files alone
 # (issue 16): corrupted or foreign results file, unwritable output path, bad device, bad or
@@ -386,7 +354,7 @@ def test_foreign_results_file(tmp_path, capsys):
     path.write_text(json.dumps({"config": {"x": 1}, "config_hash": "0123456789abcdef",
                                 "units": {"u": {"models": []}}}))
     before = path.read_bytes()
-    code, lines = run_main(["e2", "--smoke", "--out", str(path), "--no-progress"], capsys)
+    code, lines = run_main(["e1", "--smoke", "--out", str(path), "--no-progress"], capsys)
     assert_one_line(code, lines, "0123456789abcdef", "--restart")
     assert path.read_bytes() == before
 
@@ -503,18 +471,3 @@ def test_store_refuses_truncated_file_untouched(truncated):
     store = ResultStore(truncated, {"a": 1}, restart=True)  # restart: overwritten on put
     store.put("u", {"x": 1})
     assert json.loads(truncated.read_text())["units"] == {"u": {"x": 1}}
-
-
-def test_check_writable(tmp_path):
-    assert check_writable(tmp_path / "new" / "f.json") == tmp_path / "new" / "f.json"
-    assert list((tmp_path / "new").iterdir()) == []  # the probe file is removed
-    with pytest.raises(OSError):
-        check_writable("/proc/companion-test/f.json")
-    # an unwritable place is both the file system's OSError and a ValueError naming the
-    # argument (the fuzz suite's contract for bad input)
-    with pytest.raises(UnwritablePathError, match=r"^out '/proc/companion-test/f\.json'"):
-        check_writable("/proc/companion-test/f.json", "out")
-    with pytest.raises(ValueError, match="path .*folder"):
-        check_writable(tmp_path)
-    with pytest.raises(TypeError, match="path"):
-        check_writable(3)

@@ -46,6 +46,9 @@ SKIP = {
        "(e2_summary.json and the readings' files, loaded by the checked loaders); no argument "
        "checks by design; tested in tests/experiments/e2/test_verdicts.py"
        for f in ("summary_line", "plot_reading", "code_facts")},
+    **{f"companion.experiments.e2.pipeline:{f}": "chapter 7's reader of a loaded study file "
+       "(load_e2, whose arguments are fuzzed); no argument checks by design; tested in "
+       "tests/experiments/e2/test_pipeline.py" for f in ("study_complete", "complete_sizes")},
     "companion.bounds.witness:ratio_matrix_facts": "chapter 6's two facts of Theorem E on a "
     "head's ratio matrix, through kernel_ratio_matrix (fuzzed); tested in "
     "tests/bounds/test_witness.py",
@@ -57,17 +60,17 @@ SKIP = {
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e1:E1_FULL", "e1:E1_QUICK", "e1:E1_SMOKE", "e1:E1_LIVE_RANKS", "e1:E1_LIVE_SEEDS",
         "probes:PROBES_FULL", "probes:PROBES_QUICK", "probes:PROBES_SMOKE")},
-    "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, run_reading)",
+    "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, run_e2)",
     **{f"companion.experiments.sweep:{c}": "an exception class" for c in (
-        "DaskMissingError", "SchedulerUnreachableError", "ResultFileError",
-        "UnwritablePathError", "OutputInUseError", "UnitFailedError", "SweepInterrupted")},
+        "DaskMissingError", "SchedulerUnreachableError", "ResultFileError", "UnitFailedError",
+        "SweepInterrupted")},
+    **{f"companion.files:{c}": "an exception class" for c in (
+        "UnwritablePathError", "OutputInUseError")},
     "companion.experiments.sweep:FrozenConfig": "an abstract base (E1Config, E2Config fuzzed)",
     **{f"companion.book:{c}": "a constant" for c in ("BOOK_WIDTH", "BOOK_COLORS",
                                                        "BOOK_MARKERS", "BOOK_LINESTYLES")},
-    "companion.experiments.sweep:out_lock": "a context manager that takes a lock file; "
-    "tested in tests/experiments/test_sweep.py (live, stale and concurrent holders)",
-    "companion.experiments.e2.protocols:run_e2_protocol": "writes under results/; its "
-    "arguments are the E2Config's, fuzzed through E2Config and run_e2_sweep",
+    "companion.files:out_lock": "a context manager that takes a lock file; "
+    "tested in tests/test_files.py (live, stale and concurrent holders)",
     "companion.experiments.reference:ReferenceCheck": _REC + " (check_against_reference)",
     "companion.open.level_heads:LevelSolution": _REC + " (min_level_degree)",
     **{f"companion.open.level_heads:{f}": "an exact LP over Fractions whose every accepted size "
@@ -75,31 +78,21 @@ SKIP = {
        "Adam steps of LONG_BY_DESIGN it is not drawn at random; its argument checks are "
        "tested in tests/open/test_level_heads.py::test_level_bad_input"
        for f in ("min_level_degree", "exact_probe_tables")},
-    "companion.experiments.e2.readings:unit_models": "an internal builder of a unit's "
-    "stacked heads (public for benchmarks/bench_training.py; no checks by design); fuzzed "
-    "through run_reading and run_e2_sweep",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e2.data:TEST_DISTRIBUTIONS", "e2.rule:RULE_THRESHOLD",
         "e2.rule:RULE_LOW", "e2.rule:RULE_DENSE_EXACT", "e2.rule:PAPER_TRANSITIONS",
-        "e2.readings:READINGS", "e2.readings:HEADLINE", "e2.protocols:E2_PROTOCOLS",
-        "e2.protocols:E2_LIVE")},
-    **{f"companion.experiments.e2.protocols:{c}": "a constant: an E2Config instance "
-       "(E2Config is fuzzed; TINY_E2, cut from E2_SMOKE, drives run_e2_sweep here)"
-       for c in ("E2_QUICK", "E2_FULL", "E2_SMOKE")},
-    **{f"companion.experiments.e2.readings:{c}": "a constant: ReadingConfig instances "
-       "(ReadingConfig is fuzzed; the smoke one drives reading_unit and run_reading here)"
-       for c in ("READINGS_FULL", "READINGS_SMOKE", "READING_QUICK")},
-    **{f"companion.experiments.e2.study:{c}": "a constant" for c in (
-        "ARMS", "TAUS", "HEADLINES", "STUDY", "PILOT_GRID", "PILOT_CHOICE", "SIZES")},
+        "e2.study:TAUS", *(f"e2.pipeline:{c}" for c in (
+            "DESIGNS", "READINGS", "ARMS", "HEADLINE", "HEADLINES", "SIZES", "PILOT_GRID",
+            "PILOT_CHOICE", "E2_PROTOCOLS", "E2_LIVE")))},
+    **{f"companion.experiments.e2.pipeline:{c}": "a constant: E2Config instances (E2Config "
+       "is fuzzed; TINY_E2, TINY_READING and TINY_STUDY, cut from them, drive the runs here)"
+       for c in ("E2_QUICK", "E2_FULL", "E2_SMOKE", "READINGS_FULL", "READINGS_SMOKE",
+                 "READING_QUICK", "STUDY")},
     **{f"companion.experiments.e2.study:{f}": "chapter 7's reader of the committed study "
-       "files (loaded by load_study / study_files, whose arguments are fuzzed); no argument "
+       "files (loaded by load_e2 / study_files, whose arguments are fuzzed); no argument "
        "checks by design; tested in tests/experiments/e2/test_study.py"
-       for f in ("study_complete", "pilot_choice", "study_summary", "status_table",
-                 "pilot_table", "complete_sizes", "plot_study", "size_table", "gap_table",
-                 "verdict_table")},
-    "companion.experiments.sweep:check_writable": "raises OSError (with the path) by "
-    "contract: an unwritable folder is the file system's answer, not bad input; the CLI "
-    "turns it into one line (test_cli_bad_arguments, the --out cases)",
+       for f in ("pilot_choice", "study_summary", "status_table", "pilot_table", "plot_study",
+                 "size_table", "gap_table")},
 }
 
 
@@ -116,8 +109,8 @@ def public_callables():
     """(module name, attribute name, object) of every public callable, PENDING excluded."""
     found = []
     for info in pkgutil.walk_packages(companion.__path__, "companion."):
-        if info.name.endswith(("__main__", ".cli")) or info.name in PENDING:
-            continue
+        if info.name.endswith(("__main__", ".cli")) or info.name in PENDING or info.ispkg:
+            continue  # a package's __all__ re-exports its modules' names (fuzzed there)
         mod = importlib.import_module(info.name)
         for n in getattr(mod, "__all__", ()):  # the boundary (tests/book/test_layout.py)
             found.append((info.name, n, getattr(mod, n)))
@@ -128,7 +121,7 @@ def public_callables():
 
 H = Fraction(1, 2)
 _WS = "companion.experiments.e1"
-_OS = "companion.experiments.e2.protocols"
+_OS = "companion.experiments.e2.pipeline"
 
 
 def _ref(target):
@@ -145,8 +138,8 @@ E1_RESULTS = {"units": {"u": {"models": [
     {"kind": "nka", "rank": 1, "seed": 0, "best_max_error": 0.3, "fraction_within_half": 1.0},
     {"kind": "dense", "rank": 0, "seed": 0, "best_max_error": 0.7, "fraction_within_half": 0.5},
 ]}}}
-TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), widths=(6,), pool_sizes=(40,),
-               n_train=20, n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
+TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), sizes=((6, 40),), n_train=20,
+               n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
 SMALL_S = _arr("companion.bounds.codes:paley_subset", 11, 3, 11)
 FAMILY = Lazy("companion.bounds.witness:witness_family", (SMALL_S, 3, H), cache=True)
 SEQS = _arr("companion.core.task:all_sequences", 3, 3)
@@ -229,21 +222,21 @@ _CH8 = {
 }
 _PS = "companion.experiments.e2.data"
 _TR = "companion.experiments.e2.rule"
-_ER = "companion.experiments.e2.readings"
+_ER = "companion.experiments.e2.pipeline"
 _RV = "companion.experiments.e2.verdicts"
 CLOSED_POOL = _arr(f"{_PS}:complement_closed_pool", 6, 8, 0)
 #: The S-code smoke reading cut to one readout, two ranks, one seed and 2 Adam steps.
 TINY_READING = _arr("dataclasses:replace", _arr("operator:getitem", _ref(
     f"{_ER}:READINGS_SMOKE"), "S-code"), n_train=40, n_test=20, readouts=("overlap",),
     ranks=(1, 4), rank_groups=((1, 4),), seeds=(0,), steps=2)
-READING = Lazy(f"{_ER}:load_reading", ("results/e2_S-code_full.json",), cache=True)
+READING = Lazy(f"{_ER}:load_e2", ("results/e2_S-code_full.json",), cache=True)
 READINGS_ = Lazy("builtins:dict", (), {"S-code": READING})  # the harness builds no dict values
 E2_SUMMARY = Lazy(f"{_RV}:e2_summary", (READINGS_,), cache=True)
 _ES = "companion.experiments.e2.study"
 #: Arm A at m = 6 cut to one rank, one seed, one split and 2 Adam steps.
-TINY_STUDY = Lazy(f"{_ES}:StudyConfig", (), {
-    "arm": "A", "kind": "exp-affine", "sizes": (6,), "ranks": (1,), "rank_groups": ((1,),),
-    "seeds": (0,), "splits": (0,), "n_train": 20, "n_eval": 10, "steps": 2, "eval_every": 1})
+TINY_STUDY = Lazy(f"{_ER}:study_config", ("A", "exp-affine", (6,)), {
+    "ranks": (1,), "rank_groups": ((1,),), "seeds": (0,), "splits": (0,), "n_train": 20,
+    "n_test": 10, "steps": 2, "eval_every": 1})
 OVERRIDES = {
     **_CH8,
     "companion.bounds.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
@@ -275,13 +268,11 @@ OVERRIDES = {
     "companion.bounds.code_search:search_code": {"m": 8, "candidates": 200, "max_size": 30},
     "companion.transcript.sketch:QuantisedSketchModel": {},
     "companion.experiments.e2.data:pool_inputs": {},
-    "companion.experiments.e2.protocols:run_e2_sweep": {"config": TINY_E2},
-    "companion.experiments.e2.protocols:summarise_e2": {"result": Lazy(
-        f"{_OS}:run_e2_sweep", (TINY_E2,))},
-    "companion.experiments.e2.protocols:accuracy_table": {"result": Lazy(
-        f"{_OS}:run_e2_sweep", (TINY_E2,))},
-    "companion.experiments.e2.protocols:load_e2_protocols": {"out_dir": "/nonexistent-dir"},
-    "companion.experiments.e2.readings:E2Config": {},
+    f"{_RV}:summarise_e2": {"result": Lazy(f"{_OS}:run_e2", (TINY_E2,))},
+    f"{_RV}:accuracy_table": {"result": Lazy(f"{_OS}:run_e2", (TINY_E2,))},
+    f"{_OS}:load_e2_protocols": {"folder": "/nonexistent-dir"},
+    f"{_OS}:E2Config": {},
+    f"{_OS}:protocol": {},
     "companion.experiments.e1:E1Config": {},
     "companion.experiments.e1:build_unit": {"group": (1,)},
     "companion.experiments.e1:train_e1_unit": {"group": (1,)},
@@ -293,9 +284,6 @@ OVERRIDES = {
     "companion.experiments.e1:consistency_violations": {},
     "companion.experiments.e1:summary_table": {"rows": Lazy(
         f"{_WS}:summarise_e1", (E1_RESULTS,))},
-    "companion.experiments.heads:StackedHeads": {"config": Lazy(
-        "companion.experiments.heads:HeadConfig", ("pool", "kernel", (0,), (2,)),
-        {"num_tokens": 5})},
     "companion.experiments.engine:train_batched": {
         "model": Lazy("companion.experiments.heads:table_kernel_heads", ((1,), (0,), 5)),
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),
@@ -304,17 +292,17 @@ OVERRIDES = {
     "companion.experiments.sweep:config_dict": {"config": {"a": 1}},
     "companion.experiments.sweep:config_hash": {"config": {"a": 1}},
     "companion.experiments.sweep:canonical_json": {},
-    "companion.experiments.sweep:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
-    "companion.experiments.sweep:ResultStore": {"path": None, "config": {"a": 1}},
+    "companion.experiments.sweep:load_sweep": {"path": "/nonexistent.json"},
+    "companion.experiments.sweep:run_sweep": {"config": {"a": 1}, "units": []},
+    "companion.files:atomic_write_json": {"path": "/proc/companion-fuzz/x.json"},
+    "companion.files:writable_path": {"path": "/tmp/companion-fuzz/x.json"},
+    "companion.files:read_json_file": {"path": "results/e2_quick.json"},
     "companion.experiments.sweep:parse_scheduler": {"scheduler": "local:2"},
     "companion.experiments.sweep:environment": {},
     "companion.experiments.sweep:sweep_records": {"results": E1_RESULTS},
     "companion.book:Table": {},
     "companion.book:seed_everything": {},
-    "companion.checks:read_json_file": {"path": "results/e2_quick.json"},
     "companion.checks:check_device": {},
-    "companion.experiments.e2.protocols:load_e2_result": {"path": "results/e2_quick.json"},
-    "companion.experiments.e2.protocols:stored_config_hash": {"path": "results/e2_quick.json"},
     "companion.sandwich.head_files:write_head_file": {"head": EXACT,
                                                       "construction": "query indicators",
                                                       "path": "/tmp/companion-fuzz/head.json"},
@@ -331,21 +319,16 @@ OVERRIDES = {
     f"{_PS}:query_gaps": {"seqs": _arr("operator:getitem", POOL, np.array([[0, 1, 2]]))},
     f"{_TR}:curve_rule": {"ranks": (1, 2, 4), "acc": np.array([[0.1], [0.5], [0.95]]),
                           "train_acc": np.array([[0.2], [0.9], [1.0]])},
-    f"{_ER}:ReadingConfig": {},
-    f"{_ER}:reading_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
-    f"{_ER}:run_reading": {"config": TINY_READING},
-    f"{_ER}:reading_path": {"out_dir": "results/x", "reading": "X"},
-    f"{_ER}:load_reading": {"path": "results/e2_S-code_full.json"},
-    f"{_ER}:complement_power_rank": {"m": 6, "k": 2},
-    f"{_ER}:complement_power_head_accuracy": {"pool": CLOSED_POOL, "k": 2},
+    f"{_ER}:e2_data": {"cfg": TINY_READING, "m": 8, "pool_size": 14},
+    f"{_ER}:run_e2": {"cfg": TINY_READING},
+    f"{_ER}:e2_path": {"folder": "results/x", "cfg": TINY_STUDY},
+    f"{_ER}:load_e2": {"path": "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json"},
+    f"{_ER}:study_files": {"folder": "results/e2_study"},
+    f"{_ER}:study_config": {"arm": "A", "kind": "mlp"},
+    f"{_ER}:pilot_configs": {"arm": "A", "kind": "mlp"},
+    f"{_PS}:complement_power_rank": {"m": 6, "k": 2},
+    f"{_PS}:complement_power_head_accuracy": {"pool": CLOSED_POOL, "k": 2},
     f"{_RV}:e2_summary": {"readings": READINGS_},
-    f"{_ES}:StudyConfig": {},
-    f"{_ES}:pilot_configs": {"arm": "A", "kind": "mlp"},
-    f"{_ES}:planned_units": {"arm": "A", "kind": "mlp"},
-    f"{_ES}:run_study": {"cfg": TINY_STUDY},
-    f"{_ES}:study_path": {"out_dir": "results/x", "cfg": TINY_STUDY},
-    f"{_ES}:load_study": {"path": "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json"},
-    f"{_ES}:study_files": {"folder": "results/e2_study"},
     f"{_RV}:verdict_table": {"summary": E2_SUMMARY},
     f"{_RV}:decomposition_table": {"summary": E2_SUMMARY},
     f"{_RV}:curve_table": {"result": READING, "readout": "overlap"},
@@ -406,7 +389,7 @@ SEQ_NAMES = set("seeds ranks widths hidden pool_sizes gaps group rank_groups den
                 "transcript blocks choices denominators".split())
 DICT_NAMES = set("dist d1 d2 gap_counts rho_counts counts changes live stored spec "
                  "family_spec width_result".split())
-PATH_NAMES = set("out path out_dir".split())
+PATH_NAMES = set("out path out_dir folder".split())
 
 
 def extremes_for(name: str) -> list:
@@ -602,6 +585,8 @@ CLI_BAD = [
     ["e1", "--smoke", "--threads", "-5"], ["e1", "--smoke", "--threads", str(10**9)],
     ["e1", "--smoke", "--out", "/proc/companion-fuzz/x.json"],
     ["e2", "--smoke", "--out", "/dev/null/x.json"], ["e1", "--smoke", "--out", ""],
+    ["e1", "--smoke", "--out", "/tmp/companion-fuzz/a/folder/"],
+    ["e1", "--smoke", "--out", "/tmp"], ["e2", "--quick", "--out", "/dev/null"],
     ["e1", "--smoke", "--out", "/proc/companion-fuzz/x.json", "--restart"],
 ]
 

@@ -4,10 +4,8 @@ each returns the value in its canonical type or raises TypeError (wrong kind) / 
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check_device", "read_json_file"]
+__all__ = ["check_device"]
 
 
 def _is_int(value) -> bool:
@@ -163,41 +161,6 @@ def check_mapping(value, name: str) -> Mapping:
 def check_path(path, name: str) -> Path:
     """A file or folder path (str or os.PathLike) as a Path."""
     return Path(_require(path, name, (str, os.PathLike), "a str or os.PathLike path"))
-
-
-#: Largest JSON file read (the largest committed one has a few MB).
-MAX_JSON_BYTES = 64 * 2**20
-
-
-def _refuse_constant(word: str):
-    raise ValueError(f"holds {word}, which JSON files here never contain")
-
-
-def read_json_file(path, what: str = "results file"):
-    """The one loader of results, head and certificate files: the JSON of a regular file of
-    at most MAX_JSON_BYTES, without NaN or infinity; else a one-line error naming the file."""
-    path = check_path(path, "path")
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise ValueError(f"path must be an existing {what}, got {str(path)!r:.200}") from None
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r:.200} cannot be read ({exc.strerror or exc})"
-                         ) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"path must be a regular file ({what}), got {str(path)!r:.200}, "
-                         "which is a folder, device, pipe or socket")
-    if info.st_size > MAX_JSON_BYTES:
-        raise ValueError(f"path {str(path)!r:.200} has {info.st_size} bytes, above the "
-                         f"{what} cap MAX_JSON_BYTES = {MAX_JSON_BYTES}")
-    try:
-        return json.loads(path.read_text(), parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"path {str(path)!r:.200} is not a JSON {what}: "
-                         f"{str(exc).splitlines()[0]:.200}") from None
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r:.200} cannot be read "
-                         f"({exc.strerror or exc})") from None
 
 
 def check_device(device, name: str = "device"):

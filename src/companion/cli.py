@@ -1,16 +1,19 @@
 """Command line: regenerate the experiments' sweeps; re-verify exact heads.
 
-    python -m companion e1|e2|probes [--full|--quick|--smoke] [--out FILE] [--restart]
+    python -m companion e1|probes [--full|--quick|--smoke] [--out FILE] [--restart]
         [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda] [--threads N]
-    python -m companion e2 --full [--reading X|S-code|S-random|all] [--out FOLDER]
-    python -m companion e2 --pilot|--study [--arm A|B|all] [--out FOLDER]
+    python -m companion e2 [--full|--quick|--smoke] [--reading X|S-code|S-random|all]
+        [--out FOLDER] ...
+    python -m companion e2 --pilot|--study [--arm A|B|all] [--out FOLDER] ...
     python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
-Units are stored as they finish, so a rerun resumes; ``e2 --full`` also judges chapter 7's
-readings into ``results/e2_summary.json``, and ``e2 --study`` the converged study into
-``results/e2_study/e2_study_summary.json`` once every (arm, kind) is complete. Exit 2 (one
-line) on a usage error, 130 on Ctrl-C.
+Units are stored as they finish, so a rerun resumes. E2 writes into a folder (default
+results) at the paths of ``companion.experiments.e2.pipeline.e2_path``: ``--quick`` and
+``--smoke`` run the stored protocols' modes (with ``--reading``, a reading's), ``--full`` the
+three readings and judges them into ``e2_summary.json``, ``--pilot`` and ``--study`` the
+converged study, judged into ``e2_study/e2_study_summary.json`` once every (arm, kind) is
+complete. Exit 2 (one line) on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -45,16 +48,14 @@ def _parser() -> argparse.ArgumentParser:
         if name == "e2":
             s.add_argument(
                 "--reading", default=None, choices=("X", "S-code", "S-random", "all"),
-                help="chapter 7's readings in which rank can bind (default with --full: "
-                "all; --out is then a folder, default results)")
+                help="chapter 7's readings in which rank can bind (--full: default all)")
             s.add_argument("--arm", default="all", choices=("A", "B", "all"),
-                           help="with --pilot or --study: the arm(s) to run (default all; "
-                           "--out is a folder, default results/e2_study)")
+                           help="with --pilot or --study: the arm(s) to run (default all)")
         s.add_argument("--scheduler", default=None, metavar="local:N|ADDRESS",
                        help="run the units as Dask tasks: local:N worker processes here, or "
                        "tcp://HOST:PORT, a running dask scheduler (default: in this process)")
-        s.add_argument("--out", default=None,
-                       help=f"output JSON (default results/{name}_<mode>.json)")
+        s.add_argument("--out", default=None, help="the results folder (default results)"
+                       if name == "e2" else f"output JSON (default results/{name}_<mode>.json)")
         s.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
         s.add_argument("--threads", type=int, default=1,
                        help="torch CPU threads (default 1: results then do not depend on the "
@@ -118,47 +119,33 @@ def _main(args) -> int:
         raise _UsageError(f"--scheduler: {exc}") from exc
     seed_everything(0, threads=args.threads)
     device = _device(args.device)
-    if args.experiment == "e2" and args.mode in ("pilot", "study"):
-        return _run_study(args, device)
-    if args.experiment == "e2" and (args.reading is not None or args.mode == "full"):
-        return _run_readings(args, device)
-    out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
-    if not out.strip():
-        raise _UsageError("--out must name a file, got an empty path")
     if args.experiment == "e2":
-        try:
-            import companion.experiments.e2.protocols  # noqa: F401
-        except ImportError as exc:
-            raise _UsageError(
-                "e2 is not available: companion.experiments.e2.protocols could not be imported "
-                f"({exc}); reinstall the package (bash scripts/setup_env.sh)") from exc
+        return _run_e2(args, device)
+    out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
     with _writing(out, args.command):
-        {"e1": _run_e1, "e2": _run_e2, "probes": _run_probes}[args.experiment](args, device, out)
+        {"e1": _run_e1, "probes": _run_probes}[args.experiment](args, device, out)
     print(f"results: {out}")
     return 0
 
 
 @contextlib.contextmanager
 def _writing(path, command: str):
-    """Run the block with `path` writable and locked; failures a user can fix: _UsageError."""
+    """Run the block with `path` locked; failures a user can fix: _UsageError (the sweep
+    checks that `path` can be written)."""
     from companion.experiments.sweep import (
         DaskMissingError,
-        OutputInUseError,
         ResultFileError,
         SchedulerUnreachableError,
         UnitFailedError,
-        check_writable,
-        out_lock,
     )
+    from companion.files import OutputInUseError, UnwritablePathError, out_lock
 
-    try:
-        check_writable(path)
-    except OSError as exc:
-        raise _UsageError(f"--out {path}: cannot write a results file there "
-                          f"({exc.strerror or exc}); choose another path") from exc
     try:
         with out_lock(path, command):
             yield
+    except UnwritablePathError as exc:
+        raise _UsageError(f"--out {path}: cannot write a results file there "
+                          f"({exc.strerror or exc}); choose another path") from exc
     except OutputInUseError as exc:
         raise _UsageError(f"--out {exc}") from exc
     except (DaskMissingError, SchedulerUnreachableError) as exc:
@@ -189,15 +176,6 @@ def _run_e1(args, device: str, out: str) -> None:
               f"solved {row['solved']}/{row['seeds']}")
 
 
-def _run_e2(args, device: str, out: str) -> None:
-    from companion.experiments.e2 import protocols
-
-    config = getattr(protocols, f"E2_{args.mode.upper()}")
-    for m, width in protocols.run_e2_sweep(config, **_sweep(args, device, out))["widths"].items():
-        print(f"m={m}: transition rank (median accuracy >= {config.threshold}) "
-              f"{width['transition_r']}")
-
-
 def _run_probes(args, device: str, out: str) -> None:
     if args.mode == "exact":
         return _run_exact(args, out)
@@ -215,7 +193,7 @@ def _run_exact(args, out: str) -> None:
     if args.scheduler is not None:
         raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
                           "training units); drop it or use --full/--quick/--smoke")
-    from companion.experiments.sweep import atomic_write_json
+    from companion.files import atomic_write_json
     from companion.open.level_heads import exact_probe_tables
 
     start = time.perf_counter()
@@ -228,99 +206,113 @@ def _run_exact(args, out: str) -> None:
               f"impossible {row['proved_impossible']}")
 
 
-def _run_readings(args, device: str) -> int:
-    from companion.experiments.e2.protocols import load_e2_protocols
-    from companion.experiments.e2.readings import (
-        READING_QUICK,
-        READINGS_FULL,
-        READINGS_SMOKE,
-        load_reading,
-        reading_path,
-        run_reading,
-    )
-    from companion.experiments.e2.verdicts import e2_summary
-    from companion.experiments.sweep import atomic_write_json
+def _e2_runs(args) -> list:
+    """(configuration, mode) of every E2 run the command names, in order."""
+    from companion.experiments.e2 import pipeline as p
+
+    if args.mode in ("pilot", "study"):
+        runs = []
+        for arm in tuple(p.ARMS) if args.arm == "all" else (args.arm,):
+            for kind in p.ARMS[arm]:
+                if args.mode == "study" and (arm, kind) not in p.STUDY:
+                    print(f"study {arm} {kind}: waiting for its pilot's choice (run e2 "
+                          "--pilot, then commit the choice as the pre-registration's pilot "
+                          "outcome)")
+                    continue
+                runs += [(c, args.mode) for c in (p.pilot_configs(arm, kind) if args.mode ==
+                                                  "pilot" else [p.STUDY[arm, kind]])]
+        return runs
+    if args.reading is None and args.mode != "full":
+        return [(getattr(p, f"E2_{args.mode.upper()}"), args.mode)]
+    names = ("X", "S-code", "S-random") if args.reading in (None, "all") else (args.reading,)
+    if args.mode == "quick" and names != ("S-code",):
+        raise _UsageError("--quick exists for --reading S-code only (the book's live run); "
+                          "use --smoke or --full")
+    return [({"quick": {"S-code": p.READING_QUICK}, "smoke": p.READINGS_SMOKE,
+              "full": p.READINGS_FULL}[args.mode][n], args.mode) for n in names]
+
+
+def _run_e2(args, device: str) -> int:
+    """Every E2 mode: its runs into the results folder, then what the mode judges."""
+    try:
+        import companion.experiments.e2.pipeline as p
+    except ImportError as exc:
+        raise _UsageError(f"e2 is not available: companion.experiments.e2.pipeline could not "
+                          f"be imported ({exc}); reinstall the package (bash "
+                          "scripts/setup_env.sh)") from exc
 
     folder = args.out if args.out is not None else "results"
-    if not folder.strip():
-        raise _UsageError("--out must name a folder, got an empty path")
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise _UsageError(f"--out {folder}: with --reading (or e2 --full) --out is a folder "
-                          "for the readings' files; this is a file")
-    names = (("X", "S-code", "S-random") if args.reading in (None, "all")
-             else (args.reading,))
-    if args.mode == "quick":
-        if names != ("S-code",):
-            raise _UsageError("--quick exists for --reading S-code only (the book's live run); "
-                              "use --smoke or --full")
-        configs = {"S-code": READING_QUICK}
-    else:
-        configs = {n: (READINGS_FULL if args.mode == "full" else READINGS_SMOKE)[n]
-                   for n in names}
-    for name, cfg in configs.items():
-        path = reading_path(folder, name, args.mode)
+    if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
+        raise _UsageError(f"--out {folder!r}: e2 writes a folder of results files; this is "
+                          "not a folder")
+    runs = _e2_runs(args)
+    for cfg, mode in runs:
+        path = p.e2_path(folder, cfg, mode)
         with _writing(path, args.command):
-            run_reading(cfg, **_sweep(args, device, path))
+            res = p.run_e2(cfg, **_sweep(args, device, path))
         print(f"results: {path}")
-    if args.mode == "full":  # judge every complete full reading in the folder
-        readings = {}
-        for name in ("X", "S-code", "S-random"):
-            path = reading_path(folder, name, "full")
-            if path.exists() and (res := load_reading(path)) is not None:
-                readings[name] = res
-        stored = load_e2_protocols(os.path.join(folder, "e2_protocols"))  # {} if none
-        summary = e2_summary(readings, stored)
-        atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
-        for name, r in summary["readings"].items():
-            for ro, tests in r["by_readout"].items():
-                v = tests["uniform"]
-                stars = [s["r_star"] for s in v["per_size"]]
-                print(f"{name} {ro} uniform: r* per size {stars}: {v['verdict']} "
-                      f"({v['reason']})")
-        print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
+        for m, width in res.get("widths", {}).items():
+            print(f"m={m}: transition rank (median accuracy >= {cfg.threshold}) "
+                  f"{width['transition_r']}")
+    if args.mode == "full":
+        _judge_readings(folder)
+    elif args.mode == "pilot":
+        _report_pilots(runs, folder)
+    elif args.mode == "study":
+        _judge_study(folder)
     return 0
 
 
-def _run_study(args, device: str) -> int:
+def _judge_readings(folder: str) -> None:
+    """Judge every complete full reading in the folder into e2_summary.json."""
+    from companion.experiments.e2 import pipeline as p
+    from companion.experiments.e2.verdicts import e2_summary
+    from companion.files import atomic_write_json
+
+    readings = {}
+    for name, cfg in p.READINGS_FULL.items():
+        path = p.e2_path(folder, cfg)
+        if path.exists() and "sizes" in (res := p.load_e2(path)):
+            readings[name] = res
+    summary = e2_summary(readings, p.load_e2_protocols(os.path.join(folder, "e2_protocols")))
+    atomic_write_json(os.path.join(folder, "e2_summary.json"), summary)
+    for name, r in summary["readings"].items():
+        for ro, tests in r["by_readout"].items():
+            v = tests["uniform"]
+            print(f"{name} {ro} uniform: r* per size {[s['r_star'] for s in v['per_size']]}: "
+                  f"{v['verdict']} ({v['reason']})")
+    print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
+
+
+def _report_pilots(runs, folder: str) -> None:
     import json
 
-    from companion.experiments.e2 import study
-    from companion.experiments.sweep import atomic_write_json
+    from companion.experiments.e2 import pipeline as p
+    from companion.experiments.e2.study import pilot_choice
 
-    folder = args.out if args.out is not None else "results/e2_study"
-    if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
-        raise _UsageError(f"--out {folder!r}: with --pilot or --study --out is a folder")
-    arms = tuple(study.ARMS) if args.arm == "all" else (args.arm,)
-    for arm in arms:
-        for kind in study.ARMS[arm]:
-            if args.mode == "study" and (arm, kind) not in study.STUDY:
-                print(f"study {arm} {kind}: waiting for its pilot's choice (run e2 --pilot, "
-                      "then commit the choice as the pre-registration's pilot outcome)")
-                continue
-            configs = (study.pilot_configs(arm, kind) if args.mode == "pilot"
-                       else [study.STUDY[arm, kind]])
-            for cfg in configs:
-                path = study.study_path(folder, cfg)
-                with _writing(path, args.command):
-                    study.run_study(cfg, **_sweep(args, device, path))
-                print(f"results: {path}")
-            if args.mode == "pilot":
-                choice = study.pilot_choice([study.load_study(study.study_path(folder, c))
-                                             for c in configs])
-                print(f"pilot {arm} {kind}: " + json.dumps(
-                    {k: v for k, v in choice.items() if k != "options"}))
-    if args.mode == "study":
-        paths = {f"{a}_{k}": study.study_path(folder, c) for (a, k), c in study.STUDY.items()}
-        runs = {n: study.load_study(p) for n, p in paths.items() if p.exists()}
-        every = sum(len(kinds) for kinds in study.ARMS.values())
-        if len(runs) == every and all(study.study_complete(r) for r in runs.values()):
-            summary = study.study_summary(runs)
-            atomic_write_json(os.path.join(folder, "e2_study_summary.json"), summary)
-            for arm, kinds in summary["arms"].items():
-                for kind, tests in kinds.items():
-                    for test, fam in tests.items():
-                        print(f"{arm} {kind} {test}: {fam['verdict']} ({fam['reason']})")
-    return 0
+    for arm, kind in dict.fromkeys((c.design, c.kind) for c, _ in runs):
+        choice = pilot_choice([p.load_e2(p.e2_path(folder, c))
+                               for c in p.pilot_configs(arm, kind)])
+        print(f"pilot {arm} {kind}: " + json.dumps(
+            {k: v for k, v in choice.items() if k != "options"}))
+
+
+def _judge_study(folder: str) -> None:
+    """Judge the study into e2_study/e2_study_summary.json once every (arm, kind) is complete."""
+    from companion.experiments.e2 import pipeline as p
+    from companion.experiments.e2.study import study_summary
+    from companion.files import atomic_write_json
+
+    paths = {f"{a}_{k}": p.e2_path(folder, c) for (a, k), c in p.STUDY.items()}
+    runs = {n: p.load_e2(path) for n, path in paths.items() if path.exists()}
+    if len(runs) == sum(map(len, p.ARMS.values())) and all(map(p.study_complete,
+                                                               runs.values())):
+        summary = study_summary(runs)
+        atomic_write_json(os.path.join(folder, "e2_study", "e2_study_summary.json"), summary)
+        for arm, kinds in summary["arms"].items():
+            for kind, tests in kinds.items():
+                for test, fam in tests.items():
+                    print(f"{arm} {kind} {test}: {fam['verdict']} ({fam['reason']})")
 
 
 if __name__ == "__main__":

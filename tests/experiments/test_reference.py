@@ -15,16 +15,15 @@ from companion.experiments.e1 import (
     run_e1_sweep,
     train_e1_live,
 )
-from companion.experiments.e2.protocols import (
+from companion.experiments.e2.pipeline import (
     E2_LIVE,
     E2_QUICK,
     E2_SMOKE,
     e2_live_result,
-    e2_model_values,
-    load_e2_result,
-    run_e2_sweep,
-    stored_config_hash,
+    load_e2,
+    run_e2,
 )
+from companion.experiments.e2.verdicts import e2_model_values
 from companion.experiments.reference import ReferenceCheck, check_against_reference
 from companion.experiments.sweep import config_hash
 
@@ -137,8 +136,8 @@ def test_e1_live_subset_rejects_ranks_outside_one_group(family):
 
 
 def test_e2_live_subset_trains_the_sweeps_models(tmp_path):
-    sweep = run_e2_sweep(E2_SMOKE, out=tmp_path / "e2.json")
-    assert load_e2_result(tmp_path / "e2.json")["widths"] == sweep["widths"]
+    sweep = run_e2(E2_SMOKE, out=tmp_path / "e2.json")
+    assert load_e2(tmp_path / "e2.json")["widths"] == sweep["widths"]
     live = e2_live_result(E2_SMOKE, width=8, ranks=(1, 4), seeds=(0,))
     got = e2_model_values(live, "uniform", seeds=(0,), width=8)
     ref = e2_model_values(sweep["widths"]["8"], "uniform", seeds=E2_SMOKE.seeds, width=8)
@@ -160,9 +159,9 @@ def test_e2_live_subset_rejects_bad_arguments():
 
 def test_committed_references_belong_to_the_chapters_configurations():
     assert load_e1_results(RESULTS / "e1_quick.json")["config_hash"] == config_hash(E1_QUICK)
-    assert stored_config_hash(RESULTS / "e2_quick.json") == config_hash(E2_QUICK)
-    assert set(load_e2_result(RESULTS / "e2_quick.json")["widths"]) == {
-        str(m) for m in E2_QUICK.widths}
+    quick = load_e2(RESULTS / "e2_quick.json")
+    assert quick["config_hash"] == config_hash(E2_QUICK)
+    assert set(quick["widths"]) == {str(m) for m in E2_QUICK.widths}
 
 
 def test_tolerances_are_at_least_three_times_the_measured_spread():

@@ -219,7 +219,7 @@ def test_long_rationals_and_odd_paths_are_one_line_errors(tmp_path, capsys):
     long for the file system and an oversized file give one line each, exit 2."""
     import time
 
-    from companion.checks import MAX_JSON_BYTES
+    from companion.files import MAX_JSON_BYTES
 
     data = json.loads((ROOT / "results" / "heads" / "paley_rows_23_signed.json").read_text())
     data["queries"][0]["features"][0] = "1" * 3000 + "/7"

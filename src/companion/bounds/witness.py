@@ -30,7 +30,7 @@ from companion.checks import (
 )
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
 from companion.core.exact import exact_max_error
-from companion.core.task import check_convention, query_index, query_target
+from companion.core.task import check_convention, query_index, query_target, token_index
 
 __all__ = ["witness_family", "verify_certificate", "without_rows", "certificate_error",
            "max_error_exact", "kernel_ratio_matrix", "ratio_matrix_facts"]
@@ -316,7 +316,7 @@ def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact:
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)
     S = family.S
-    index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
+    index = token_index(family.tokens)
     comp_ids = [index[(1 - x).tobytes()] for x in S]
     M = np.empty((len(S), len(S)), dtype=object if exact else np.float64)
     for i in range(len(S)):

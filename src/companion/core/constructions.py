@@ -21,7 +21,7 @@ from companion.checks import (
     check_token,
 )
 from companion.core.attention import KernelAttentionHead, SoftmaxAttentionHead
-from companion.core.task import all_tokens, check_convention, query_index
+from companion.core.task import all_tokens, check_convention, query_index, token_index
 
 __all__ = ["rank_one_head", "rank_one_length_three_worst_inputs", "softmax_min_ip_head",
            "softmax_kernel_head", "balanced_link_head", "indicator_head",
@@ -186,7 +186,7 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
     n, q, base = _family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
-    index, r = {k.tobytes(): r for r, k in enumerate(keys)}, len(keys)
+    index, r = token_index(keys), len(keys)
     return _family_head(r, lambda x: _powers(np.asarray(x, dtype=np.int64) @ keys.T, base),
                         lambda z, p: _one_hot(z, index if p != q else {}, r))
 
@@ -196,7 +196,7 @@ def query_indicator_head(family: WitnessFamily, base: int | None = None) -> Kern
     error) of :func:`indicator_head`."""
     n, q, base = _family_and_base(family, base)
     S = family.S
-    index, r = {x.tobytes(): i for i, x in enumerate(S)}, len(S)
+    index, r = token_index(S), len(S)
     return _family_head(r, lambda x: _one_hot(x, index, r),
                         lambda z, p: _powers(np.asarray(z, dtype=np.int64) @ S.T, base, p == q))
 

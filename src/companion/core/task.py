@@ -32,6 +32,18 @@ def overlaps(x: np.ndarray) -> np.ndarray:
     return x @ np.swapaxes(x, -1, -2)
 
 
+def token_index(tokens) -> dict[bytes, int]:
+    """Row k of a (T, m) token array by its int64 bytes: {t.tobytes(): k}."""
+    return {t.tobytes(): k for k, t in enumerate(np.asarray(tokens, dtype=np.int64))}
+
+
+def token_ids(index: dict[bytes, int], z) -> np.ndarray:
+    """The ids (...,) of tokens z (..., m) in a :func:`token_index`."""
+    z = np.asarray(z, dtype=np.int64)
+    flat = z.reshape(-1, z.shape[-1])
+    return np.array([index[t.tobytes()] for t in flat], dtype=np.int64).reshape(z.shape[:-1])
+
+
 def min_ip_targets(sequences) -> np.ndarray:
     """Min-IP targets t_i = min_j <x_i, x_j> (j = i included) for every position: (..., n)."""
     return overlaps(check_tokens(sequences)).min(axis=-1)

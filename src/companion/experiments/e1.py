@@ -18,7 +18,6 @@ from companion.bounds.codes import paley_subset
 from companion.bounds.gap_domination import LinkCheck, total_weights
 from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
-    check_bool,
     check_choice,
     check_device,
     check_float,
@@ -27,7 +26,7 @@ from companion.checks import (
     check_int_sequence,
 )
 from companion.core.attention import kernel_attention
-from companion.experiments.engine import train_batched
+from companion.experiments.engine import fit_batched
 from companion.experiments.heads import (
     FEATURES,
     group_ranks,
@@ -112,7 +111,7 @@ class E1Config(TrainingConfig):
             raise ValueError(f"rank_groups must partition ranks {list(self.ranks)}, got {groups}")
         put("rank_groups", groups)
         check_choice(self.feature, "feature", FEATURES)
-        put("positional", check_bool(self.positional, "positional"))
+        self._check_flags("positional")
         self._check_training(("d", "score_dim"), ("phi_std", "qk_std"))
 
 
@@ -146,14 +145,13 @@ def family_digest(family) -> str:
 
 
 def train_on_family(cfg, family, model, device="cpu"):
-    """train_batched on the whole family with the configuration's schedule (E1, probes)."""
+    """Train stacked models on the whole family with the configuration's schedule (E1, probes;
+    the engine's unchecked core: the caller's configuration is checked)."""
     ids = torch.as_tensor(np.asarray(family.token_ids, dtype=np.int64), device=device)
     y = torch.as_tensor(np.asarray(family.targets, dtype=np.float64), dtype=torch.float32,
                         device=device)
-    return train_batched(model, ids, y, steps=cfg.steps, lr=cfg.lr,
-                         final_lr_fraction=cfg.final_lr_fraction,
-                         surrogate_steps=cfg.surrogate_steps,
-                         surrogate_power=cfg.surrogate_power, device=device)
+    return fit_batched(model, ids, y, cfg.steps, cfg.lr, cfg.final_lr_fraction,
+                       cfg.surrogate_steps, cfg.surrogate_power, torch.device(device))
 
 
 def model_records(res, labels, keys=("kind", "rank", "seed"), full: bool = True) -> list[dict]:
@@ -184,14 +182,17 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
     """One unit's stacked models and labels: a rank group x seeds, or (group None) dense heads."""
     cfg = check_instance(cfg, "cfg", E1Config)
     family = check_instance(family, "family", WitnessFamily)
-    if group is not None:
-        group = check_int_sequence(group, "group", 1)
-    if seeds is not None:
-        seeds = check_int_sequence(seeds, "seeds", 0)
+    group = None if group is None else check_int_sequence(group, "group", 1)
+    seeds = None if seeds is None else check_int_sequence(seeds, "seeds", 0)
+    if group is None and not (cfg.dense_seeds if seeds is None else seeds):
+        raise ValueError("seeds must not be empty: the configuration has no dense seeds")
+    return unit_models(cfg, family, group, seeds)
+
+
+def unit_models(cfg: E1Config, family, group, seeds):
+    """:func:`build_unit` without the checks (the units')."""
     if group is None:
         seeds = list(cfg.dense_seeds if seeds is None else seeds)
-        if not seeds:
-            raise ValueError("seeds must not be empty: the configuration has no dense seeds")
         model = table_softmax_heads(seeds, len(family.tokens),
                                     np.asarray(family.token_ids).shape[1],
                                     score_dim=cfg.score_dim,
@@ -205,14 +206,20 @@ def build_unit(cfg: E1Config, family, group: Sequence[int] | None,
 def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
                   seeds: Sequence[int] | None = None, device="cpu"):
     """Train one unit of :func:`build_unit`; returns (per-model records, TrainResult)."""
-    check_device(device)
     model, labels = build_unit(cfg, family, group, seeds)
+    res = train_on_family(cfg, family, model, check_device(device))
+    return model_records(res, labels), res
+
+
+def train_unit(cfg: E1Config, family, group, seeds, device) -> tuple[list, object]:
+    """:func:`train_e1_unit` without the checks (the sweep's units)."""
+    model, labels = unit_models(cfg, family, group, seeds)
     res = train_on_family(cfg, family, model, device)
     return model_records(res, labels), res
 
 
 def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
-    records, res = train_e1_unit(cfg, family, group, seeds=seeds, device=device)
+    records, res = train_unit(cfg, family, group, seeds, device)
     return {"models": records}, res.model
 
 

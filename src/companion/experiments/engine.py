@@ -59,9 +59,12 @@ class TrainResult:
 
 def lr_at(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
     """Cosine decay: lr at step 0, final_lr_fraction * lr at step total - 1."""
-    step, total = check_int(step, "step", 0), check_int(total, "total", 1)
-    lr = check_float(lr, "lr")
-    final_lr_fraction = check_float(final_lr_fraction, "final_lr_fraction")
+    return cosine_lr(check_int(step, "step", 0), check_int(total, "total", 1),
+                     check_float(lr, "lr"), check_float(final_lr_fraction, "final_lr_fraction"))
+
+
+def cosine_lr(step: int, total: int, lr: float, final_lr_fraction: float) -> float:
+    """:func:`lr_at` without the checks (the training loop's, once per step)."""
     if total <= 1:
         return lr
     progress = step / (total - 1)
@@ -159,9 +162,8 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
     if not torch.all(torch.isfinite(targets)):
         raise ValueError("targets contains NaN or infinite entries")
 
-    with _no_uninitialised_fill():
-        return _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction,
-                      surrogate_steps, surrogate_power, device, progress, monitor, eval_every)
+    return fit_batched(model, inputs, targets, steps, lr, final_lr_fraction, surrogate_steps,
+                       surrogate_power, device, progress, monitor, eval_every)
 
 
 @contextlib.contextmanager
@@ -176,49 +178,34 @@ def _no_uninitialised_fill():
         torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
-def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surrogate_steps,
-           surrogate_power, device, progress, monitor, eval_every) -> TrainResult:
-    start = time.perf_counter()
-    model = model.to(device)
-    inputs = _map_inputs(inputs, lambda t: t.to(device))
-    targets = targets.to(device=device, dtype=next(model.parameters()).dtype)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("model has no trainable parameters")
+class _Checkpoints:
+    """The kept checkpoint of every model: its parameters, step and training max error and
+    share within 1/2 (or its monitor score); updates touch only the models that improved."""
 
-    with torch.no_grad():
-        first = model(inputs)
-    if first.ndim != 2 or first.shape[1] != n_inputs:
-        raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got "
-                         f"{tuple(first.shape)}")
-    num_models = first.shape[0]
-    if targets.ndim == 2 and targets.shape[0] != num_models:
-        raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got "
-                         f"{targets.shape[0]}")
-    index = _model_index(model, num_models, device)
-    tgt_full = targets.expand(num_models, n_inputs)
+    def __init__(self, model, params, num_models: int, device):
+        self.params, self.best = params, [p.detach().clone() for p in params]
+        index = _model_index(model, num_models, device)
+        self.index = [index[id(p)] for p in params]
+        # which rows of the stacked output each parameter's leading slices belong to
+        self.spans = [(int(i[0]), int(i.numel())) for i in self.index]
+        self.on_cpu = device.type == "cpu"
+        self.err = torch.full((num_models,), math.inf, device=device)
+        self.frac = torch.zeros(num_models, device=device)
+        self.step = torch.full((num_models,), -1, dtype=torch.long, device=device)
+        self.score = torch.full((num_models,), -math.inf, device=device)
 
-    best_err = torch.full((num_models,), math.inf, device=device)
-    best_frac = torch.zeros(num_models, device=device)
-    best_step = torch.full((num_models,), -1, dtype=torch.long, device=device)
-    best_params = [p.detach().clone() for p in params]
-
-    # which rows of the stacked output each parameter's leading slices belong to
-    spans = [(int(index[id(p)][0]), int(index[id(p)].numel())) for p in params]
-    on_cpu = device.type == "cpu"
-
-    def keep(better: torch.Tensor) -> None:
+    def keep(self, better: torch.Tensor) -> None:
         """Copy the parameters of the models where ``better`` (M,) holds."""
-        if not on_cpu:  # masked copies: no host synchronisation on an accelerator
-            for p, bp in zip(params, best_params):
-                sel = better[index[id(p)]].view(-1, *([1] * (p.ndim - 1)))
+        if not self.on_cpu:  # masked copies: no host synchronisation on an accelerator
+            for p, bp, idx in zip(self.params, self.best, self.index):
+                sel = better[idx].view(-1, *([1] * (p.ndim - 1)))
                 bp.copy_(torch.where(sel, p.detach(), bp))
             return
         if bool(better.all()):
-            torch._foreach_copy_(best_params, [p.detach() for p in params])
+            torch._foreach_copy_(self.best, [p.detach() for p in self.params])
             return
         local_of = {}  # the parameters of one stacked module share their span of models
-        for p, bp, span in zip(params, best_params, spans):
+        for p, bp, span in zip(self.params, self.best, self.spans):
             if span not in local_of:
                 offset, size = span
                 local_of[span] = better[offset:offset + size].nonzero().squeeze(1)
@@ -228,98 +215,129 @@ def _train(model, inputs, targets, n_inputs, steps, lr, final_lr_fraction, surro
             elif local.numel():
                 bp.index_copy_(0, local, p.detach().index_select(0, local))
 
-    def record(pred: torch.Tensor, step: int, err: torch.Tensor | None = None) -> None:
-        """Keep the parameters of every model whose max error improved; ``err`` is
-        |pred - targets| when the caller already has it."""
-        if err is None:
-            err = (pred.detach() - tgt_full).abs()
+    def record(self, err: torch.Tensor, step: int) -> None:
+        """Keep every model whose max error improved; err = |pred - targets| (M, N)."""
         mx = err.amax(dim=-1)
-        better = mx < best_err
-        if not on_cpu:
-            best_err.copy_(torch.where(better, mx, best_err))
-            best_frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), best_frac))
-            best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
-            keep(better)
+        better = mx < self.err
+        if not self.on_cpu:
+            self.err.copy_(torch.where(better, mx, self.err))
+            self.frac.copy_(torch.where(better, (err < 0.5).float().mean(-1), self.frac))
+            self.step.copy_(torch.where(better, torch.full_like(self.step, step), self.step))
+            self.keep(better)
             return
         # on the CPU, touch only the improved models' slices: no pass over every parameter
         improved = better.nonzero().squeeze(1)
         if improved.numel() == 0:
             return
-        best_err.index_copy_(0, improved, mx.index_select(0, improved).to(best_err.dtype))
+        self.err.index_copy_(0, improved, mx.index_select(0, improved).to(self.err.dtype))
         frac = (err.index_select(0, improved) < 0.5).float().mean(-1)
-        best_frac.index_copy_(0, improved, frac.to(best_frac.dtype))
-        best_step.index_fill_(0, improved, step)
-        keep(better)
+        self.frac.index_copy_(0, improved, frac.to(self.frac.dtype))
+        self.step.index_fill_(0, improved, step)
+        self.keep(better)
 
-    best_score = torch.full((num_models,), -math.inf, device=device)
-    mon_steps, mon_hist = [], []
+    def select(self, scores: torch.Tensor, step: int) -> None:
+        """Keep every model whose monitor score (column 0 of scores (M, K)) improved."""
+        better = scores[:, 0] > self.score
+        self.score.copy_(torch.where(better, scores[:, 0], self.score))
+        self.step.copy_(torch.where(better, torch.full_like(self.step, step), self.step))
+        self.keep(better)
 
-    def evaluate(step: int) -> None:
-        """The monitor's scores now; keep the models whose selection score improved."""
-        was = model.training
-        model.eval()
+
+def _evaluate(model, monitor, best: _Checkpoints, step: int, steps: list, history: list):
+    """The monitor's scores now (no gradients, eval mode); keep the models that improved."""
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        scores = torch.as_tensor(monitor(model), device=best.err.device).reshape(
+            len(best.err), -1)
+    model.train(was)
+    best.select(scores, step)
+    steps.append(step)
+    history.append(scores.detach().to("cpu"))
+
+
+def _step_loss(err, surrogate: bool, power: int):
+    """Per-model loss (M,) of the errors pred - targets: the MSE, or a smooth L_p norm of
+    the errors scaled by the (detached) max for stability (and then |err|, detached)."""
+    if not surrogate:
+        return (err * err).mean(-1), None
+    a = err.abs()
+    abs_err = a.detach()
+    scale = abs_err.amax(dim=-1, keepdim=True).clamp_min(1e-12)
+    return scale[:, 0] * _int_power(a / scale, power).mean(-1) ** (1.0 / power), abs_err
+
+
+def fit_batched(model, inputs, targets, steps, lr, final_lr_fraction, surrogate_steps,
+                surrogate_power, device, progress=False, monitor=None,
+                eval_every=100) -> TrainResult:
+    """:func:`train_batched` without the checks of its arguments (the sweeps' units)."""
+    with _no_uninitialised_fill():
+        start = time.perf_counter()
+        model = model.to(device)
+        inputs = _map_inputs(inputs, lambda t: t.to(device))
+        targets = targets.to(device=device, dtype=next(model.parameters()).dtype)
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("model has no trainable parameters")
         with torch.no_grad():
-            scores = torch.as_tensor(monitor(model), device=device).reshape(num_models, -1)
-        model.train(was)
-        better = scores[:, 0] > best_score
-        best_score.copy_(torch.where(better, scores[:, 0], best_score))
-        best_step.copy_(torch.where(better, torch.full_like(best_step, step), best_step))
-        keep(better)
-        mon_steps.append(step)
-        mon_hist.append(scores.detach().to("cpu"))
+            first = model(inputs)
+        n_inputs = targets.shape[-1]
+        if first.ndim != 2 or first.shape[1] != n_inputs:
+            raise ValueError(f"model(inputs) must return (M, N) with N = {n_inputs}, got "
+                             f"{tuple(first.shape)}")
+        num_models = first.shape[0]
+        if targets.ndim == 2 and targets.shape[0] != num_models:
+            raise ValueError(f"targets of shape (M, N) must have M = {num_models} rows, got "
+                             f"{targets.shape[0]}")
+        tgt = targets.expand(num_models, n_inputs)
+        best = _Checkpoints(model, params, num_models, device)
+        total = steps + surrogate_steps
+        stride = max(1, total // HISTORY_POINTS)
+        hist_steps, hist, mon_steps, mon_hist = [], [], [], []
+        optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+        bar = progress_bar(progress, total=total, desc="train", leave=False)
+        for step in range(total):
+            phase_step, phase_len = (step - steps, surrogate_steps) if step >= steps else (
+                step, steps)
+            for group in optimizer.param_groups:
+                group["lr"] = cosine_lr(phase_step, phase_len, lr, final_lr_fraction)
+            err = model(inputs) - tgt
+            per_model, abs_err = _step_loss(err, step >= steps, surrogate_power)
+            if monitor is None:  # the step's own errors: no second pass over the outputs
+                best.record(err.detach().abs() if abs_err is None else abs_err, step)
+            elif step % eval_every == 0:
+                _evaluate(model, monitor, best, step, mon_steps, mon_hist)
+            if step % stride == 0:
+                hist_steps.append(step)
+                hist.append(per_model.detach().to("cpu"))
+            optimizer.zero_grad(set_to_none=True)
+            per_model.sum().backward()
+            optimizer.step()
+            bar.update(1)
+        bar.close()
+        return _finish(model, inputs, tgt, params, best, total, monitor, num_models, start,
+                       hist, hist_steps, mon_hist, mon_steps)
 
-    total = steps + surrogate_steps
-    stride = max(1, total // HISTORY_POINTS)
-    hist_steps, hist = [], []
-    optimizer = torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
-    bar = progress_bar(progress, total=total, desc="train", leave=False)
 
-    for step in range(total):
-        surrogate = step >= steps
-        phase_step, phase_len = (step - steps, surrogate_steps) if surrogate else (step, steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(phase_step, phase_len, lr, final_lr_fraction)
-        pred = model(inputs)
-        err = pred - tgt_full
-        abs_err = None
-        if surrogate:
-            # smooth L_p norm of the errors, scaled by the (detached) max for stability
-            a = err.abs()
-            abs_err = a.detach()
-            scale = abs_err.amax(dim=-1, keepdim=True).clamp_min(1e-12)
-            per_model = scale[:, 0] * _int_power(a / scale, surrogate_power).mean(-1) ** (
-                1.0 / surrogate_power
-            )
-        else:
-            per_model = (err * err).mean(-1)
-        loss = per_model.sum()
-        if monitor is None:  # the step's own errors: no second pass over the outputs
-            record(pred, step, err.detach().abs() if abs_err is None else abs_err)
-        elif step % eval_every == 0:
-            evaluate(step)
-        if step % stride == 0:
-            hist_steps.append(step)
-            hist.append(per_model.detach().to("cpu"))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        bar.update(1)
-    bar.close()
+def _finish(model, inputs, tgt, params, best, total, monitor, num_models, start, hist,
+            hist_steps, mon_hist, mon_steps) -> TrainResult:
+    """The last evaluation, the kept parameters put back, and the TrainResult."""
     with torch.no_grad():
         final = model(inputs)
         if monitor is None:
-            record(final, total)
+            best.record((final - tgt).abs(), total)
         else:
-            evaluate(total)
-        final_abs = (final - tgt_full).abs()
+            _evaluate(model, monitor, best, total, mon_steps, mon_hist)
+        final_abs = (final - tgt).abs()
         final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
-        for p, bp in zip(params, best_params):
+        for p, bp in zip(params, best.best):
             p.copy_(bp)
+        best_err, best_frac = best.err, best.frac
         if monitor is not None:  # the kept checkpoint's training errors
-            kept = (model(inputs) - tgt_full).abs()
+            kept = (model(inputs) - tgt).abs()
             best_err, best_frac = kept.amax(-1), (kept < 0.5).float().mean(-1)
     return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
-                       best_step.cpu(),
+                       best.step.cpu(),
                        torch.stack(hist) if hist else torch.zeros(0, num_models),
                        torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start,
                        torch.stack(mon_hist) if mon_hist else None,

@@ -1,35 +1,30 @@
 """One resumable sweep protocol (chapters 6-8): :func:`run_sweep` runs the :class:`Unit` s its
 :class:`ResultStore` lacks, here or on Dask (``scheduler`` None, ``"local:N"`` or
 ``"tcp://HOST:PORT"``), each result written atomically into one locked JSON file
-``{"config", "config_hash", "units"}`` with its :func:`environment`."""
+``{"config", "config_hash", "units"}`` with its :func:`environment` (files:
+:mod:`companion.files`). A resumed or loaded file is checked for sense: its hash is its
+configuration's, every unit is one the configuration plans and holds its fields."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-import os
+import math
 import re
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from companion.book import MAX_THREADS, progress_bar, seed_everything
-from companion.checks import (
-    check_bool,
-    check_float,
-    check_int,
-    read_json_file,
-)
+from companion.checks import check_bool, check_float, check_int
+from companion.files import json_text, out_lock, read_json_file, writable_path, write_json
 
-__all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "atomic_write_json",
-           "check_writable", "ResultStore", "Unit", "environment",
-           "parse_scheduler", "sweep_records", "out_lock",
-           "ResultFileError", "UnwritablePathError", "OutputInUseError", "DaskMissingError",
-           "SchedulerUnreachableError", "UnitFailedError", "SweepInterrupted"]
+__all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "Unit", "run_sweep",
+           "environment", "parse_scheduler", "sweep_records", "load_sweep",
+           "ResultFileError", "DaskMissingError", "SchedulerUnreachableError",
+           "UnitFailedError", "SweepInterrupted"]
 
 #: Seconds to reach a Dask scheduler, and to wait for its first worker.
 CONNECT_TIMEOUT_S = 30
@@ -41,14 +36,6 @@ WORKERS_TIMEOUT_S = 120
 
 class ResultFileError(ValueError):
     """A results file that cannot be resumed (not one, another configuration, a damaged unit)."""
-
-
-class UnwritablePathError(OSError, ValueError):
-    """A path where no file can be written; its message names the argument."""
-
-
-class OutputInUseError(RuntimeError):
-    """Another live run holds the output's lock file; the message names it (pid, command)."""
 
 
 class DaskMissingError(ImportError):
@@ -71,27 +58,12 @@ class SweepInterrupted(KeyboardInterrupt):
         self.stored = stored
 
 
-def _unwritable(name: str, path, reason: str) -> UnwritablePathError:
-    err = UnwritablePathError(f"{name} {str(path)!r}: cannot write a file there ({reason})")
-    err.strerror = reason  # what the CLI prints after the path it already names
-    return err
-
-
 # --------------------------------------------------------------------------- configurations
 
 
 def canonical_json(obj) -> str:
     """Deterministic JSON text (sorted keys, no whitespace) used for hashing."""
-    return _json_text(obj, separators=(",", ":"))
-
-
-def _json_text(obj, **options) -> str:
-    try:
-        return json.dumps(obj, sort_keys=True, allow_nan=False, **options)
-    except (TypeError, ValueError) as exc:
-        kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"obj must be JSON data (dicts with str keys, lists, str, finite numbers, "
-                   f"bool, None): {exc}") from exc
+    return json_text(obj, separators=(",", ":"))
 
 
 class FrozenConfig:
@@ -99,6 +71,10 @@ class FrozenConfig:
 
     def _put(self, name: str, value) -> None:
         object.__setattr__(self, name, value)  # the dataclass is frozen once constructed
+
+    def _check_flags(self, *names: str) -> None:
+        for name in names:
+            self._put(name, check_bool(getattr(self, name), name))
 
     def _check_training(self, ints=(), stds=()) -> None:
         """E1's and the probes' shared fields: ``ints`` >= 1, ``stds`` in (0, 100], the schedule."""
@@ -131,199 +107,146 @@ def config_dict(config) -> dict:
 
 def config_hash(config) -> str:
     """First 16 hex digits of SHA-256(canonical JSON of the configuration)."""
-    config = config_dict(config)
     try:
-        text = canonical_json(config)
-    except (TypeError, ValueError) as exc:
+        text = canonical_json(config_dict(config))
+    except ValueError as exc:
         raise ValueError(f"config must be JSON-serialisable with finite numbers: {exc}") from exc
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# --------------------------------------------------------------------------- files
+# --------------------------------------------------------------------------- what a unit holds
 
 
-def _writable_target(path, name: str) -> Path:
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
-    path = Path(path)
-    if str(path) in ("", ".") or path.is_dir():
-        raise _unwritable(name, path, "it is a folder, not a file")
-    if path.exists() and not path.is_file():  # replacing /dev/null would break the machine
-        raise _unwritable(name, path, "it is a device, pipe or socket, not a regular file")
-    return path
+def numbers(low: float = 0, high: float = math.inf, integer: bool = False,
+            empty: bool = False) -> Callable:
+    """A field check: a finite number (an int if `integer`; bool refused) in [low, high], or
+    lists and dicts (non-empty unless `empty`) of them; it returns what is wrong, or None."""
+    kind = f"{'an int' if integer else 'a number'} in [{low}, {high}]"
+
+    def check(value, empty=empty):
+        if isinstance(value, (list, dict)):
+            items = value.values() if isinstance(value, dict) else value
+            if not (items or empty):
+                return f"is empty, not {kind} or a list of them"
+            return next(filter(None, (check(v, False) for v in items)), None)
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            return f"is a {type(value).__name__}, not {kind}"
+        if not (math.isfinite(value) and low <= value <= high):
+            return f"is {value!r:.40}, not {kind}"
+        return None
+    return check
 
 
-def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # a dead run's: see out_lock
+def records(fields: dict) -> Callable:
+    """A field check: a non-empty list of model records, each holding `fields`, no two of one
+    model (the same str labels, heads, rank and seed)."""
+    def check(value):
+        if not isinstance(value, list) or not value:
+            return "is not a non-empty list of model records"
+        seen = {}
+        for i, rec in enumerate(value):
+            if bad := damage(rec, fields):
+                return f"record {i}: {bad}"
+            label = tuple(sorted((k, v) for k, v in rec.items() if isinstance(v, str)
+                                 or k in ("heads", "rank", "seed")))
+            if label in seen:
+                return f"records {seen[label]} and {i} are the same model {label}"
+            seen[label] = i
+        return None
+    return check
+
+
+def damage(item, fields: dict) -> str | None:
+    """What is wrong with `item` against `fields` (field -> a type, a tuple of types or a
+    check), or None."""
+    if not isinstance(item, dict):
+        return "it is not a mapping"
+    for name, need in fields.items():
+        if name not in item:
+            return f"field {name!r} is missing"
+        if isinstance(need, (type, tuple)):
+            types = need if isinstance(need, tuple) else (need,)
+            if not isinstance(item[name], need) or (isinstance(item[name], bool)
+                                                    and bool not in types):
+                return (f"field {name!r} is a {type(item[name]).__name__}, not "
+                        + " or ".join(t.__name__ for t in types))
+        elif bad := need(item[name]):
+            return f"field {name!r} {bad}"
+    return None
+
+
+SHARES, ERRORS, COUNTS = numbers(0, 1), numbers(), numbers(integer=True)
+#: What a model record holds, and every unit of :func:`run_sweep` (by default).
+RECORD_FIELDS = {"kind": str, "rank": COUNTS, "seed": COUNTS, "best_max_error": ERRORS,
+                 "fraction_within_half": SHARES}
+RUN_FIELDS = {"wall_time": ERRORS, "environment": dict}
+UNIT_FIELDS = {"models": records(RECORD_FIELDS), **RUN_FIELDS}
+
+
+def check_units(where: str, data, fields: dict, planned=None, fix: str = "") -> dict:
+    """`data` if it is a results file whose hash is its configuration's and whose every unit
+    (one of `planned`, when given) holds `fields`; else a ResultFileError naming `where`."""
+    if not (isinstance(data, dict) and isinstance(data.get("units"), dict)
+            and isinstance(data.get("config"), dict)):
+        raise ResultFileError(f"{where} is JSON but not a results file (no 'config' and "
+                              f"'units' mappings){fix}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), tmp
-    except OSError as exc:
-        raise _unwritable(name, path, exc.strerror or str(exc)) from exc
+        same = config_hash(data["config"]) == data.get("config_hash")
+    except ValueError:
+        same = False
+    if not same:
+        raise ResultFileError(f"{where}: its configuration does not hash to its config_hash "
+                              f"{str(data.get('config_hash'))!r:.24} (edited?){fix}")
+    for key, unit in data["units"].items():
+        if planned is not None and key not in planned:
+            raise ResultFileError(f"{where}: unit {key!r:.60} is not one its configuration "
+                                  f"plans{fix}")
+        if bad := damage(unit, fields):
+            raise ResultFileError(f"{where}: unit {key!r:.60} is damaged ({bad}){fix}")
+    return data
 
 
-def atomic_write_json(path, obj) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically: readers see the old file or the new one."""
-    path = _writable_target(path, "path")
-    text = _json_text(obj, indent=1)
-    fd, tmp = _open_temporary(path, "path")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def check_writable(path, name: str = "path") -> Path:
-    """`path` as a Path once a file could be created beside it (its folder made if needed);
-    otherwise :class:`UnwritablePathError` naming `name`. An existing file is not touched."""
-    path = _writable_target(path, name)
-    fd, tmp = _open_temporary(path, name)
-    os.close(fd)
-    tmp.unlink()
-    return path
-
-
-# --------------------------------------------------------------------------- the output lock
-
-_HELD: dict[str, int] = {}  # lock files this process holds -> nesting depth
-
-
-def _start_time(pid: int) -> str:
-    """A process's start time (field 22 of /proc/PID/stat; '' where unknown): tells a live
-    lock holder from a later process that reuses its pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _alive(pid: int, started: str = "") -> bool:
-    if pid == os.getpid():
-        return False  # not held by this process (see _HELD): left by an earlier one
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, run by another user
-    return not started or not _start_time(pid) or _start_time(pid) == started
-
-
-def _lock_owner(lock: Path) -> tuple[int | None, str, str]:
-    """(pid, start time, command) written in a lock file; pid None if unreadable."""
-    try:
-        pid, started, command = lock.read_text().split("\n", 2)
-        return int(pid), started, command.strip()
-    except (OSError, ValueError):
-        return None, "", ""
-
-
-def _clean_temporaries(path: Path) -> None:
-    """Remove temporary files of `path` left by runs that died (their pid is gone)."""
-    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
-        pid = tmp.name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
-
-
-def _acquire(path: Path, lock: Path, command: str) -> None:
-    me = f"{os.getpid()}\n{_start_time(os.getpid())}\n{command}\n"
-    for _ in range(5):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            pid, started, other = _lock_owner(lock)
-            if pid is None:  # being written this instant, or garbage: old garbage is stale
-                with contextlib.suppress(OSError):
-                    if time.time() - lock.stat().st_mtime > 10:
-                        lock.unlink()
-                time.sleep(0.1)
-                continue
-            if _alive(pid, started):
-                raise OutputInUseError(
-                    f"{path} is in use by another run (pid {pid}: {other}); wait for it to "
-                    f"finish or choose another output") from None
-            lock.unlink(missing_ok=True)  # stale: its run died without removing it
-            continue
-        except OSError as exc:
-            raise _unwritable("path", path, exc.strerror or str(exc)) from exc
-        with os.fdopen(fd, "w") as fh:
-            fh.write(me)
-        return
-    raise OutputInUseError(f"{path}: its lock {lock} could not be taken; remove it if no run "
-                           "is using the file")
-
-
-@contextlib.contextmanager
-def out_lock(path, command: str | None = None):
-    """Hold ``<path>.lock`` (O_EXCL; this pid and `command`) while the block runs; a dead
-    run's lock and temporaries are taken over. Re-entrant; None: no lock. A live holder
-    raises :class:`OutputInUseError`."""
-    if path is None:
-        yield
-        return
-    path = Path(path)
-    lock = path.with_name(path.name + ".lock")
-    key = os.path.abspath(lock)
-    if key not in _HELD:
-        _acquire(path, lock, command or " ".join(["python"] + sys.argv))
-        _clean_temporaries(path)
-    _HELD[key] = _HELD.get(key, 0) + 1
-    try:
-        yield
-    finally:
-        _HELD[key] -= 1
-        if not _HELD[key]:
-            del _HELD[key]
-            if _lock_owner(lock)[0] == os.getpid():
-                lock.unlink(missing_ok=True)
+def load_sweep(path, what: str = "results file", fields: dict = UNIT_FIELDS,
+               planned=None) -> dict:
+    """A stored sweep (the JSON :func:`run_sweep` writes), checked for sense: its hash, every
+    unit's `fields` and (given the keys `planned`) that it plans every unit."""
+    return check_units(f"path {str(path)!r}", read_json_file(path, what), fields, planned)
 
 
 # --------------------------------------------------------------------------- the store
 
 
-#: What every unit of :func:`run_sweep` holds, and each of its model records: field -> type.
-UNIT_FIELDS = {"models": list, "wall_time": (int, float), "environment": dict}
-RECORD_FIELDS = {"kind": str, "rank": int, "seed": int, "best_max_error": (int, float),
-                 "fraction_within_half": (int, float)}
-
-
 class ResultStore:
-    """Per-unit results of one configuration, written atomically (path None: in memory);
-    ``fields``: the unit schema a resumed file must hold (:data:`UNIT_FIELDS`: with records)."""
+    """Per-unit results of one configuration, written atomically at `path`, a Path that
+    :func:`~companion.files.writable_path` returned (None: in memory). A resumed file is
+    checked (:func:`check_units`) against `fields` and the `planned` keys."""
 
-    def __init__(self, path, config, restart: bool = False, fields: dict | None = None):
+    def __init__(self, path: Path | None, config, restart: bool = False,
+                 fields: dict | None = None, planned=None):
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
-        self.path = None if path is None else check_writable(path, "path")
-        self.fields = fields or {}
+        self.path = path
         self.units: dict[str, dict] = {}
         if self.path is not None and self.path.exists() and not restart:
-            self.units = self._read_units()
+            self.units = self._read_units(fields or {}, planned)
 
-    def _read_units(self) -> dict:
-        fix = "pass restart=True (CLI: --restart) to overwrite it, or another output path"
+    def _read_units(self, fields: dict, planned) -> dict:
+        fix = "; pass restart=True (CLI: --restart) to overwrite it, or another output path"
         try:
             data = read_json_file(self.path, "results file")
         except ValueError as exc:
-            raise ResultFileError(f"{exc}; {fix}") from None
+            raise ResultFileError(f"{exc}{fix}") from None
         if isinstance(data, dict) and isinstance(data.get("units"), dict) and \
                 data.get("config_hash") != self.hash:
             raise ResultFileError(f"{self.path} holds results for configuration "
-                                  f"{data.get('config_hash')}, not {self.hash}; {fix}")
-        return dict(_check_units(str(self.path), data, self.fields, "; " + fix)["units"])
+                                  f"{str(data.get('config_hash'))[:40]}, not {self.hash}{fix}")
+        return dict(check_units(str(self.path), data, fields, planned, fix)["units"])
 
     def put(self, key: str, result: dict) -> None:
         """Store one unit: in the file first, so that `units` never holds more than it."""
         units = {**self.units, key: result}
         if self.path is not None:
-            atomic_write_json(self.path, {**self.as_dict(), "units": units})
+            write_json(self.path, {**self.as_dict(), "units": units})
         self.units = units
 
     def as_dict(self) -> dict:
@@ -331,34 +254,6 @@ class ResultStore:
 
 
 # --------------------------------------------------------------------------- units
-
-
-def _check_units(where: str, data, fields: dict, fix: str = "") -> dict:
-    """`data` if every unit (and model record) holds `fields`; else a ResultFileError."""
-    if not (isinstance(data, dict) and isinstance(data.get("units"), dict)):
-        raise ResultFileError(f"{where} is JSON but not a results file (no 'units' mapping){fix}")
-    for key, unit in data["units"].items():
-        items = [(f"unit {key!r}", unit, fields)]
-        if "models" in fields and isinstance(unit, dict) and isinstance(unit.get("models"), list):
-            items += [(f"unit {key!r} record {i}", rec, RECORD_FIELDS)
-                      for i, rec in enumerate(unit["models"])]
-        for name, item, need in items:
-            bad = "it is not a mapping" if not isinstance(item, dict) else next((
-                f"field {f!r} " + ("is missing" if f not in item else
-                                   f"is a {type(item[f]).__name__}, not {_names(t)}")
-                for f, t in need.items() if not isinstance(item.get(f), t)), None)
-            if bad:
-                raise ResultFileError(f"{where}: {name} is damaged ({bad}){fix}")
-    return data
-
-
-def load_sweep(path, what: str = "results file") -> dict:
-    """A stored sweep (the JSON :func:`run_sweep` writes), every unit's schema checked."""
-    return _check_units(f"path {str(path)!r}", read_json_file(path, what), UNIT_FIELDS)
-
-
-def _names(types) -> str:
-    return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
 
 
 @dataclass(frozen=True)
@@ -554,16 +449,19 @@ def run_sweep(config, units: Sequence[Unit], out=None, restart: bool = False,
               scheduler: str | None = None, threads: int = 1, progress: bool = False,
               keep_models: bool = False, client=None, fields: dict = UNIT_FIELDS) -> dict:
     """Run (or resume) `units`: ``{"config", "config_hash", "units": {key: {"models",
-    "wall_time", "environment"}}, "models"}``; ``out``: the locked JSON file (None: memory);
-    ``fields``: the unit schema a resumed file is checked against."""
-    out = None if out is None else check_writable(out, "out")
+    "wall_time", "environment"}}, "models"}``; ``out``: the locked JSON file (None: memory;
+    a symlink: its target); ``fields``: what every unit holds (a resumed file is checked
+    against them and against the keys of `units`)."""
+    if not isinstance(units, Sequence) or not all(isinstance(u, Unit) for u in units):
+        raise TypeError(f"units must be a sequence of Unit, got {type(units).__name__}")
+    out = None if out is None else writable_path(out, "out")
     restart, progress = check_bool(restart, "restart"), check_bool(progress, "progress")
     threads = check_int(threads, "threads", 1, MAX_THREADS)
     parse_scheduler(scheduler)
     if check_bool(keep_models, "keep_models") and (scheduler is not None or client is not None):
         raise ValueError("keep_models needs the units to run here: pass scheduler=None")
     with out_lock(out):
-        store = ResultStore(out, config, restart=restart, fields=fields)
+        store = ResultStore(out, config, restart, fields, {u.key for u in units})
         models = run_units(units, store, scheduler, threads, progress, client, keep_models)
     return {**store.as_dict(), "models": models}
 

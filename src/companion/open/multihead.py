@@ -16,7 +16,7 @@ from companion.checks import check_instance, check_int, check_tokens
 from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
-from companion.core.task import check_convention, query_target
+from companion.core.task import check_convention, query_target, token_ids, token_index
 
 __all__ = [
     "multihead_max_error_exact",
@@ -53,10 +53,6 @@ def multihead_max_error_exact(heads, sequences, convention="bidirectional") -> F
 
 
 # --------------------------------------------------------------- two heads on a witness
-
-
-def _token_lookup(tokens: np.ndarray) -> dict[bytes, int]:
-    return {np.asarray(t, dtype=np.int64).tobytes(): i for i, t in enumerate(tokens)}
 
 
 def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
@@ -96,8 +92,8 @@ def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
         if len(f2) != len(keys):
             raise ValueError(f"the links of query S[{i}] are not a forest")
         scores2.append(f2)
-    index = _token_lookup(family.tokens)
-    query_index = _token_lookup(S)
+    index = token_index(family.tokens)
+    query_index = token_index(S)
     N = len(S)
     v1 = np.zeros((T, N), dtype=object)
     v2 = np.zeros((T, N), dtype=object)
@@ -108,9 +104,7 @@ def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
             v1[tid, i] = Fraction(int(family.tokens[tid] @ S[i])) - val
 
     def ids(z):
-        z = np.asarray(z, dtype=np.int64)
-        flat = z.reshape(-1, z.shape[-1])
-        return np.array([index[t.tobytes()] for t in flat], dtype=np.int64).reshape(z.shape[:-1])
+        return token_ids(index, z)
 
     def one_hot_query(x):
         x = np.asarray(x, dtype=np.int64)

@@ -23,7 +23,7 @@ from companion.checks import (
 )
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import rank_factorisation
-from companion.core.task import check_convention, query_index
+from companion.core.task import check_convention, query_index, token_index
 from companion.sandwich.heads import token_lookup
 
 __all__ = [
@@ -210,8 +210,7 @@ def overlap_kernel_head(family, kernel, shift=Fraction(9, 20)):
             table[i, j] = val
     U, V = rank_factorisation(table)
     r = U.shape[1]
-    q_index = {x.tobytes(): i for i, x in enumerate(S)}
-    t_index = {t.tobytes(): j for j, t in enumerate(tokens)}
+    q_index, t_index = token_index(S), token_index(tokens)
     qpos, zero = family.query_position, (Fraction(0),) * r
 
     def key_features(z, p):

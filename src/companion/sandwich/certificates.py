@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.rank_bounds import sharp_rank_bound
-from companion.checks import check_fraction, check_instance, check_path, read_json_file
+from companion.checks import check_fraction, check_instance, check_path
+from companion.files import read_json_file
 from companion.sandwich.head_files import (
     family_from_spec,
     parse_rational,

@@ -15,9 +15,10 @@ import numpy as np
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, witness_family
-from companion.checks import check_instance, check_int, check_mapping, check_path, read_json_file
+from companion.checks import check_instance, check_int, check_mapping, check_path
 from companion.core.attention import kernel_attention, kernel_weights
 from companion.core.exact import exact_max_error
+from companion.files import read_json_file
 from companion.sandwich.heads import ExactHead, all_nonnegative, tables_to_kernel_head
 from companion.sandwich.matrix import exact_rank
 

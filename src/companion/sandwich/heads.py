@@ -15,6 +15,7 @@ from companion.bounds.witness import WitnessFamily
 from companion.checks import check_fraction
 from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import solve
+from companion.core.task import token_index
 from companion.sandwich.matrix import (
     RatioBounds,
     admissibility_violations,
@@ -71,7 +72,7 @@ def tables_to_kernel_head(family, query_features, key_features, self_features,
     """The KernelAttentionHead of :class:`ExactHead`'s tables (tokens outside: zero)."""
     S = np.asarray(family.S, dtype=np.int64)
     r, q = query_features.shape[1], family.query_position
-    qrow = {x.tobytes(): i for i, x in enumerate(S)}
+    qrow = token_index(S)
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
     lookup = token_lookup

@@ -13,6 +13,7 @@ import numpy as np
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_array, check_fraction, check_instance, check_int
 from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, chapter 3)
+from companion.core.task import token_index
 
 __all__ = ["ratio_bounds", "admissibility_violations", "spread_products", "indicator_factors",
            "spread_factors"]
@@ -51,7 +52,7 @@ def ratio_bounds(family: WitnessFamily) -> RatioBounds:
     cert = family.certificate
     S = np.asarray(cert.S, dtype=np.int64)
     N = len(S)
-    index = {t.tobytes(): k for k, t in enumerate(family.tokens)}
+    index = token_index(family.tokens)
     columns = tuple(index[(1 - x).astype(np.int64).tobytes()] for x in S)
     upper = np.empty((N, N), dtype=object)
     gaps = np.zeros((N, N), dtype=np.int64)

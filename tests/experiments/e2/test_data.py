@@ -25,7 +25,7 @@ def test_multiset_codes_ignore_order_and_separate_different_multisets():
     assert codes[0] == codes[1] and len(set(codes.tolist())) == 3
 
 
-def test_gap_and_tight_triples_have_their_defining_property():
+def test_gap_triples_have_their_defining_property():
     pool = token_pool(12, 300, 1)
     gram = pool @ pool.T
     rng = np.random.default_rng(0)
@@ -34,11 +34,6 @@ def test_gap_and_tight_triples_have_their_defining_property():
         assert (data.query_gaps(pool[idx]) == gap).any(axis=1).all()
         assert (idx[:, 0] != idx[:, 1]).all() and (idx[:, 1] != idx[:, 2]).all()
         assert (idx[:, 0] != idx[:, 2]).all()
-    idx = data.draw_triples("tight", pool, 400, rng, gram)
-    g = _gram_of(pool, idx)
-    cross = np.stack([g[:, 0, 1], g[:, 0, 2], g[:, 1, 2]], 1)
-    assert (cross.max(1) - cross.min(1) == 1).all()
-    assert ((data.query_gaps(pool[idx]) == 1).sum(1) >= 2).all()
     # uniform triples are a different distribution: many queries face a gap >= 2
     u = data.query_gaps(pool[data.draw_triples("uniform", pool, 400, rng, gram)])
     assert (u >= 2).mean() > 0.2
@@ -51,27 +46,9 @@ def test_a_pool_without_near_ties_fails_instead_of_hanging():
         data.draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
 
 
-def test_partner_triples_put_a_low_overlap_partner_against_a_worse_key():
-    pool = token_pool(12, 400, 3)
-    gram = pool @ pool.T
-    g = gram.astype(np.float64)
-    np.fill_diagonal(g, np.inf)
-    part = np.argsort(g, axis=1, kind="stable")[:, :4]  # each token's 4 lowest-overlap others
-    idx = data._partner_triples(gram, 300, np.random.default_rng(1), k=4, min_gap=2)
-    for row in idx:
-        ok = False
-        for q in range(3):
-            x = row[q]
-            others = [row[j] for j in range(3) if j != q]
-            for z, w in (others, others[::-1]):
-                if z in part[x] and gram[x, w] - gram[x, z] >= 2:
-                    ok = True
-        assert ok
-
-
 def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
     pool = paley_hadamard_code(11)
-    comp = data._complement_index(pool)
+    comp = data.complement_index(pool)
     assert (comp >= 0).all() and (comp[comp] == np.arange(len(pool))).all()
     idx = data._witness_triples(pool, 500, np.random.default_rng(0))
     mixed = 0
@@ -90,7 +67,7 @@ def test_complement_closed_pool_pairs_each_token_with_its_complement():
     assert len({tuple(t) for t in pool}) == 40
 
 
-@pytest.mark.parametrize("name", ["uniform", "gap1", "gap2", "tight", "partner"])
+@pytest.mark.parametrize("name", ["uniform", "gap1", "gap2"])
 def test_shared_pool_train_and_test_share_no_sequence(name):
     pool = token_pool(10, 120, 4)
     d = data.shared_pool_split(pool, 2000, 300, {"uniform": 0.5, name: 0.5}, (name, "uniform"),
@@ -172,3 +149,90 @@ def test_pool_inputs_rows_line_up_with_targets():
     assert rows.tolist() == [[0, 0, 1, 2], [1, 0, 1, 2], [2, 0, 1, 2],
                              [3, 3, 3, 1], [3, 3, 3, 1], [1, 3, 3, 1]]
     assert pool.bits.shape == (4, 4) and pool.bits.dtype == torch.float32
+
+
+# --------------------------------------------------------------------------- the study's splits
+
+
+def _token_codes(tokens):
+    return {int("".join(map(str, t)), 2) for t in tokens}
+
+
+@pytest.mark.parametrize("m", [6, 10])
+def test_arm_a_splits_the_cube_by_complementary_pairs(m):
+    d = data.study_split("A", m, 0, n_train=300, n_eval=200)
+    pools = [d["train"][0], d["val"]["uniform"][0], d["evals"]["test/uniform"][0]]
+    sides = [_token_codes(p) for p in pools]
+    full = 2**m - 1
+    assert sum(map(len, sides)) == 2**m and set().union(*sides) == set(range(2**m))
+    for side in sides:  # a token and its complement always on the same side
+        assert {full ^ c for c in side} == side
+    if m == 10:  # 60 / 20 / 20 of the cube, whatever m: coverage does not shrink with m
+        assert [round(len(s) / 2**m, 1) for s in sides] == [0.6, 0.2, 0.2]
+    # near-tie triples: some query's two competitors differ in overlap by exactly 1
+    pool, idx = d["evals"]["test/witness"]
+    assert (data.query_gaps(pool[idx]) == 1).any(axis=1).all() and idx.shape == (200, 3)
+    other = data.study_split("A", m, 1, n_train=300, n_eval=200)
+    assert _token_codes(other["train"][0]) != sides[0]  # another split, other tokens
+    again = data.study_split("A", m, 0, n_train=300, n_eval=200)
+    assert np.array_equal(again["train"][1], d["train"][1])  # seeded
+
+
+def test_arm_b_sylvester_pool_and_multiset_split():
+    import itertools
+
+    for n in (8, 16, 32):
+        pool = data.sylvester_code(n)
+        gram = pool @ pool.T
+        p = 2 * n - 2
+        assert pool.shape == (p, n) and len(_token_codes(pool)) == p
+        assert set(np.unique(gram)) == {0, n // 4, n // 2}
+        assert (gram[np.arange(p // 2), np.arange(p // 2) + p // 2] == 0).all()
+    d = data.study_split("B", 8, 2, 1, 1)
+    pool = d["train"][0]
+    sets = [d["train"][1], d["val"]["uniform"][1], d["evals"]["test/uniform"][1]]
+    every = list(itertools.combinations_with_replacement(range(14), 3))
+    seen = [tuple(r) for s in sets for r in np.sort(s, axis=1)]
+    assert sorted(seen) == every  # each multiset once, on exactly one side
+    wit = d["evals"]["test/witness"][1]
+    assert set(map(tuple, wit)) <= set(map(tuple, sets[2]))
+    assert all(any(a % 7 == b % 7 and a != b for a, b in itertools.combinations(r, 2))
+               for r in wit)  # each holds a word and its complement
+    # on these sequences the targets are 0 (a complementary pair), n/4 or n/2
+    assert set(np.unique(min_ip_targets(pool[sets[0]]))) <= {0, 2, 4}
+
+
+# --------------------------------------------------------------------------- explicit heads
+
+
+def test_complement_power_heads_have_the_stated_rank_and_nonnegative_weights():
+    from companion.core.task import all_tokens
+
+    cube = all_tokens(6)
+    for k in range(4):
+        weight = (2 * (cube @ (1 - cube).T) + 1) ** k
+        assert (weight > 0).all()
+        assert np.linalg.matrix_rank(weight.astype(np.float64)) == data.complement_power_rank(
+            6, k)
+
+
+def test_complement_power_heads_climb_with_degree_and_are_exact_counts():
+    from fractions import Fraction
+
+    pool = data.complement_closed_pool(8, 40, 0)
+    idx = data._witness_triples(pool, 300, np.random.default_rng(0))
+    acc = [data.complement_power_head_accuracy(pool, idx, k) for k in range(1, 5)]
+    assert all(isinstance(a, Fraction) and (a * 300).denominator == 1 for a in acc)
+    assert acc[0] < Fraction(1, 2) < acc[-1] and acc == sorted(acc)
+    # a solved sequence, checked by hand in exact arithmetic
+    tokens = pool[idx[0]]
+    outs = []
+    for i in range(3):
+        w = [Fraction((2 * int(tokens[i] @ (1 - tokens[j])) + 1) ** 4) for j in range(3)]
+        f = [int(tokens[i] @ tokens[j]) for j in range(3)]
+        outs.append(sum(a * b for a, b in zip(w, f)) / sum(w))
+    t = min_ip_targets(tokens[None])[0]
+    solved = all(abs(o - int(ti)) < Fraction(1, 2) for o, ti in zip(outs, t))
+    assert data.complement_power_head_accuracy(pool, idx[:1], 4) == int(solved)
+    with pytest.raises(ValueError, match="idx"):
+        data.complement_power_head_accuracy(pool, idx[:, :2], 2)

@@ -1,20 +1,19 @@
-"""The converged E2 study (companion.experiments.e2.study): its splits, pools, one unit with a
-validation-selected checkpoint, the pilot's choice, the bootstrap, both sharpness rules and
-the registered verdict, resuming, and the CLI."""
+"""The converged E2 study's analysis (companion.experiments.e2.study): the pilot's choice,
+the bootstrap, both sharpness rules and the registered verdict, the committed summary and
+ledger, and the chapter's readers on a tiny complete study (its data and units:
+test_data.py, test_pipeline.py)."""
 
-import dataclasses
-import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from companion.book import seed_everything
-from companion.cli import main
-from companion.core.task import min_ip_targets
+from companion.experiments.e2 import pipeline as pl
 from companion.experiments.e2 import study as st
+from companion.experiments.e2.verdicts import verdict_table
+from companion.experiments.sweep import config_dict
 
 RESULTS = Path(__file__).resolve().parents[3] / "results" / "e2_study"
 
@@ -22,123 +21,6 @@ RESULTS = Path(__file__).resolve().parents[3] / "results" / "e2_study"
 @pytest.fixture(autouse=True)
 def _one_thread():
     seed_everything(0, threads=1)
-
-
-def _codes(tokens):
-    return {int("".join(map(str, t)), 2) for t in tokens}
-
-
-# --------------------------------------------------------------------------- data
-
-
-@pytest.mark.parametrize("m", [6, 10])
-def test_arm_a_splits_the_cube_by_complementary_pairs(m):
-    d = st.study_data("A", m, 0, n_train=300, n_eval=200)
-    pools = [d["train"][0], d["val"]["uniform"][0], d["test"]["uniform"][0]]
-    sides = [_codes(p) for p in pools]
-    full = 2**m - 1
-    assert sum(map(len, sides)) == 2**m and set().union(*sides) == set(range(2**m))
-    for side in sides:  # a token and its complement always on the same side
-        assert {full ^ c for c in side} == side
-    if m == 10:  # 60 / 20 / 20 of the cube, whatever m: coverage does not shrink with m
-        assert [round(len(s) / 2**m, 1) for s in sides] == [0.6, 0.2, 0.2]
-    # near-tie triples: some query's two competitors differ in overlap by exactly 1
-    pool, idx = d["test"]["witness"]
-    g = np.einsum("sim,sjm->sij", pool[idx], pool[idx])
-    gaps = np.abs(g[:, [0, 1, 2], [1, 0, 0]] - g[:, [0, 1, 2], [2, 2, 1]])
-    assert (gaps == 1).any(axis=1).all() and idx.shape == (200, 3)
-    other = st.study_data("A", m, 1, n_train=300, n_eval=200)
-    assert _codes(other["train"][0]) != sides[0]  # another split, other tokens
-    again = st.study_data("A", m, 0, n_train=300, n_eval=200)
-    assert np.array_equal(again["train"][1], d["train"][1])  # seeded
-
-
-def test_arm_b_sylvester_pool_and_multiset_split():
-    for n in (8, 16, 32):
-        pool = st._sylvester_code(n)
-        gram = pool @ pool.T
-        p = 2 * n - 2
-        assert pool.shape == (p, n) and len(_codes(pool)) == p
-        assert set(np.unique(gram)) == {0, n // 4, n // 2}
-        assert (gram[np.arange(p // 2), np.arange(p // 2) + p // 2] == 0).all()
-    d = st.study_data("B", 8, 2)
-    pool = d["train"][0]
-    sets = [d["train"][1], d["val"]["uniform"][1], d["test"]["uniform"][1]]
-    every = list(itertools.combinations_with_replacement(range(14), 3))
-    seen = [tuple(r) for s in sets for r in np.sort(s, axis=1)]
-    assert sorted(seen) == every  # each multiset once, on exactly one side
-    wit = d["test"]["witness"][1]
-    assert set(map(tuple, wit)) <= set(map(tuple, sets[2]))
-    assert all(any(a % 7 == b % 7 and a != b for a, b in itertools.combinations(r, 2))
-               for r in wit)  # each holds a word and its complement
-    # on these sequences the targets are 0 (a complementary pair), n/4 or n/2
-    assert set(np.unique(min_ip_targets(pool[sets[0]]))) <= {0, 2, 4}
-
-
-def test_bad_arguments_name_themselves():
-    with pytest.raises(ValueError, match="arm"):
-        st.study_data("C", 6, 0)
-    with pytest.raises(ValueError, match="size"):
-        st.study_data("B", 12, 0)
-    with pytest.raises(ValueError, match="size"):
-        st.study_data("A", 10**6, 0)
-    with pytest.raises(ValueError, match="kind"):
-        st.StudyConfig(arm="B", kind="mlp")
-    with pytest.raises(ValueError, match="rank_groups"):
-        st.StudyConfig(ranks=(1, 2), rank_groups=((1,),))
-    with pytest.raises(TypeError, match="rank_groups"):
-        st.StudyConfig(rank_groups=None)
-    with pytest.raises(ValueError, match="sizes"):
-        st.StudyConfig(arm="B", kind="overlap", sizes=(12,))
-    with pytest.raises(TypeError, match="pilot"):
-        st.StudyConfig(pilot="yes")
-
-
-# --------------------------------------------------------------------------- one unit
-
-
-TINY = st.StudyConfig(arm="A", kind="mlp", sizes=(6,), ranks=(2, 8), rank_groups=((2, 8),),
-                      seeds=(0, 1), splits=(0,), n_train=300, n_eval=100, steps=40,
-                      eval_every=10, hidden=(8,), lr=0.03)
-
-
-def test_a_unit_keeps_the_best_validation_step_and_reads_test_there():
-    out = st.train_study_unit(TINY, 6, 0, (2, 8))
-    assert out["eval_steps"] == [0, 10, 20, 30, 40]
-    assert [(r["rank"], r["seed"]) for r in out["models"]] == [(2, 0), (2, 1), (8, 0), (8, 1)]
-    for rec in out["models"]:
-        hist = rec["val_history"]
-        best = int(np.argmax(hist))  # earliest maximum
-        assert rec["best_step"] == out["eval_steps"][best] and rec["val"] == hist[best]
-        assert rec["fit"] == rec["train_history"][best]
-        assert set(rec["test"]) == {"uniform", "witness"}
-    assert out["sizes"]["train"] == 300 and out["sizes"]["test/witness"] == 100
-    pilot = st.train_study_unit(dataclasses.replace(TINY, pilot=True), 6, 0, "dense")
-    assert all(rec["test"] == {} and rec["kind"] == "dense" for rec in pilot["models"])
-
-
-def test_mlp_values_are_affine_in_the_bits():
-    from companion.experiments.heads import mlp_kernel_heads
-
-    model = mlp_kernel_heads(6, [4], [0], hidden=(8,), value_dim=5, affine_values=True)
-    bits = torch.tensor(np.random.default_rng(0).integers(0, 2, (7, 6)), dtype=torch.float32)
-    *_, v, a, b = model.token_maps(bits)
-    w, c = model.weights[-1][0], model.biases[-1][0]
-    expect = bits @ w + c
-    assert torch.allclose(torch.cat([v[0], a[0], b[0, :, None]], -1), expect, atol=1e-6)
-
-
-def test_the_study_resumes_and_is_complete(tmp_path):
-    cfg = dataclasses.replace(TINY, ranks=(2,), rank_groups=((2,),), steps=10)
-    path = st.study_path(tmp_path, cfg)
-    first = st.run_study(cfg, out=path)
-    assert st.study_complete(first) and sorted(first["units"]) == ["A6/split0/dense",
-                                                                   "A6/split0/r2"]
-    loaded = st.load_study(path)
-    assert loaded["units"] == first["units"]
-    loaded["units"].pop("A6/split0/dense")
-    assert not st.study_complete(loaded)
-    assert st.run_study(cfg, out=path)["units"] == first["units"]  # nothing re-trained
 
 
 # --------------------------------------------------------------------------- the pilot
@@ -167,44 +49,35 @@ def test_pilot_choice_maximises_validation_with_the_registered_ties():
     assert choice["dense_lr"] == 0.03  # dense: the best lr at 2000 steps, no surrogate
 
 
-def test_pilot_grid_is_the_registered_one():
-    cfgs = st.pilot_configs("A", "mlp")
-    assert len(cfgs) == 6 and all(c.pilot and c.ranks == (16, 256) and c.seeds == (0, 1)
-                                  and c.splits == (0,) and c.sizes == (8, 10)
-                                  and c.surrogate_steps == 2000 for c in cfgs)
-    assert {(c.lr, c.steps) for c in cfgs} == {(lr, s) for lr in (3e-3, 1e-2, 3e-2)
-                                               for s in (2000, 5000)}
-
-
 def test_the_committed_choices_are_what_the_rule_makes_of_the_committed_pilots():
-    files = st.study_files(RESULTS)
-    for key, choice in st.PILOT_CHOICE.items():
+    files = pl.study_files(RESULTS)
+    for key, choice in pl.PILOT_CHOICE.items():
         runs = files["pilot"][key]
-        assert len(runs) == len(st.pilot_configs(*key)) and all(map(st.study_complete, runs))
+        assert len(runs) == len(pl.pilot_configs(*key)) and all(map(pl.study_complete, runs))
         assert {k: v for k, v in st.pilot_choice(runs).items() if k != "options"} == choice
-        cfg = st.STUDY[key]
-        assert (cfg.lr, cfg.steps, cfg.surrogate_steps, cfg.dense_lr) == (
+        cfg = pl.STUDY[key]
+        assert (cfg.lr, cfg.steps, cfg.surrogate_steps, cfg.dense_lr[0][1]) == (
             choice["lr"], choice["steps"], choice["surrogate_steps"], choice["dense_lr"])
     assert st.planned_units("A", "mlp") == 4 * 3 * 7 and st.planned_units("B", "learned") == 63
 
 
 def test_the_committed_study_summary_is_what_the_rule_makes_of_the_committed_study():
-    runs = st.study_files(RESULTS)["study"]
-    assert set(runs) == set(st.STUDY)  # every (arm, kind), each the registered configuration
+    runs = pl.study_files(RESULTS)["study"]
+    assert set(runs) == set(pl.STUDY)  # every (arm, kind), each the registered configuration
     for key, run in runs.items():
-        assert run["config"] == json.loads(json.dumps(dataclasses.asdict(st.STUDY[key])))
-        assert st.study_complete(run), key
+        assert run["config"] == config_dict(pl.STUDY[key])
+        assert pl.study_complete(run), key
     stored = json.loads((RESULTS / "e2_study_summary.json").read_text())
     again = st.study_summary({f"{a}_{k}": run for (a, k), run in runs.items()})
     assert json.loads(json.dumps(again)) == stored
     # what the issue asks of it: both arms at all their sizes, ranks up to >= 512, >= 9
     # replicates per point, a convergence flag per rank and an interval per threshold
     for arm, kinds in stored["arms"].items():
-        assert set(kinds) == set(st.ARMS[arm])
+        assert set(kinds) == set(pl.ARMS[arm])
         for tests in kinds.values():
             for fam in tests.values():
                 assert max(fam["ranks"]) >= 512
-                assert [line["size"] for line in fam["per_size"]] == list(st.SIZES[arm])
+                assert [line["size"] for line in fam["per_size"]] == list(pl.SIZES[arm])
                 for line in fam["per_size"]:
                     assert line["replicates"] >= 9
                     assert len(line["converged"]) == len(fam["ranks"])
@@ -297,16 +170,6 @@ def test_the_verdict_in_its_registered_order():
     assert st._verdict(dense)[1] == "dense attention is not exact at every size"
 
 
-# --------------------------------------------------------------------------- the CLI
-
-
-def test_cli_study_wants_a_folder(tmp_path, capsys):
-    f = tmp_path / "file.json"
-    f.write_text("{}")
-    assert main(["e2", "--study", "--out", str(f)]) == 2
-    assert "folder" in capsys.readouterr().err
-
-
 def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
     import matplotlib
 
@@ -315,10 +178,10 @@ def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
 
     runs = {}
     for arm, kind, sizes in (("A", "exp-affine", (6, 7)), ("B", "overlap", (8, 16))):
-        cfg = st.StudyConfig(arm=arm, kind=kind, sizes=sizes, ranks=(1, 2),
-                             rank_groups=((1, 2),), seeds=(0,), splits=(0, 1), n_train=60,
-                             n_eval=30, steps=3, eval_every=1)
-        runs[f"{arm}_{kind}"] = st.run_study(cfg, out=st.study_path(tmp_path, cfg))
+        cfg = pl.study_config(arm, kind, sizes, ranks=(1, 2), rank_groups=((1, 2),),
+                              seeds=(0,), splits=(0, 1), n_train=60, n_test=30, steps=3,
+                              eval_every=1)
+        runs[f"{arm}_{kind}"] = pl.run_e2(cfg, out=pl.e2_path(tmp_path, cfg))
     summary = st.study_summary(runs)
     fam = summary["arms"]["A"]["exp-affine"]["uniform"]
     assert [s["size"] for s in fam["per_size"]] == [6, 7]
@@ -328,12 +191,15 @@ def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
     assert fam["verdict"] in ("reproduced", "reproduced with our sizes",
                               "refuted at convergence", "inconclusive")
     assert set(summary["arms"]["B"]["overlap"]) == {"uniform", "witness"}
-    table = st.verdict_table(summary)
+    table = verdict_table(summary)
     assert len(table.values) == 4 and sum("(headline)" in r[0] for r in table.values) == 2
-    files = st.study_files(tmp_path)
+    assert len(verdict_table(summary, "witness").values) == 2
+    files = pl.study_files(tmp_path / "e2_study")
     assert set(files["study"]) == {("A", "exp-affine"), ("B", "overlap")}
     run = files["study"]["A", "exp-affine"]
-    assert st.complete_sizes(run) == [6, 7]
+    assert pl.complete_sizes(run) == [6, 7] and pl.study_complete(run)
+    partial = {**run, "units": {k: u for k, u in run["units"].items() if k[:2] != "A7"}}
+    assert pl.complete_sizes(partial) == [6] and not pl.study_complete(partial)
     assert len(st.size_table(run, "uniform").values) == 2
     assert len(st.gap_table(run, "witness").values) == 2
     assert "A" in str(st.status_table(files))
@@ -343,15 +209,6 @@ def test_summary_and_chapter_readers_on_a_tiny_complete_study(tmp_path):
     plt.close(fig)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
-def test_a_unit_runs_on_cuda_as_on_the_cpu():
-    cpu = st.train_study_unit(TINY, 6, 0, (2, 8))
-    gpu = st.train_study_unit(TINY, 6, 0, (2, 8), device="cuda")
-    for a, b in zip(cpu["models"], gpu["models"]):
-        assert abs(a["val_history"][0] - b["val_history"][0]) < 0.05  # same init, same data
-        assert set(a["test"]) == set(b["test"])
-
-
 def test_the_sizing_script_times_a_unit():
     import importlib.util
 
@@ -359,13 +216,8 @@ def test_the_sizing_script_times_a_unit():
     spec = importlib.util.spec_from_file_location("size_e2_study", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    seconds = module.step_seconds(TINY, 6, (2, 8), probe=2)
+    tiny = pl.study_config("A", "mlp", (6,), ranks=(2, 8), rank_groups=((2, 8),),
+                           seeds=(0, 1), splits=(0,), n_train=300, n_test=100, hidden=(8,))
+    seconds = module.step_seconds(tiny, (6, 64), (2, 8), probe=2)
     assert 0 <= seconds < 5
-
-
-def test_cli_study_waits_for_a_committed_pilot_choice(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(st, "STUDY", {})
-    assert main(["e2", "--study", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("waiting for its pilot's choice") == 4
-    assert not (tmp_path / "e2_study_summary.json").exists()
+    assert st.planned_units("A", "mlp") == 4 * 3 * 7 and st.planned_units("B", "learned") == 63

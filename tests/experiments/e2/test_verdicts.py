@@ -7,26 +7,25 @@ from pathlib import Path
 
 import numpy as np
 
-from companion.experiments.e2 import readings as er
+from companion.experiments.e2 import pipeline as pl
 from companion.experiments.e2 import verdicts as rv
-from companion.experiments.e2.protocols import load_e2_protocols
 from companion.experiments.sweep import config_dict
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def _committed():
-    readings = {name: er.load_reading(er.reading_path(RESULTS, name, "full"))
-                for name in er.READINGS}
-    assert all(r is not None for r in readings.values()), "a full reading is incomplete"
+    readings = {name: pl.load_e2(pl.e2_path(RESULTS, cfg))
+                for name, cfg in pl.READINGS_FULL.items()}
+    assert all("sizes" in r for r in readings.values()), "a full reading is incomplete"
     return readings
 
 
 def test_the_committed_summary_is_what_the_rule_makes_of_the_committed_runs():
     readings = _committed()
     for name, res in readings.items():  # the stored runs are the pre-registered configs
-        assert res["config"] == config_dict(er.READINGS_FULL[name]), name
-    again = rv.e2_summary(readings, load_e2_protocols(RESULTS / "e2_protocols"))
+        assert res["config"] == config_dict(pl.READINGS_FULL[name]), name
+    again = rv.e2_summary(readings, pl.load_e2_protocols(RESULTS / "e2_protocols"))
     stored = json.loads((RESULTS / "e2_summary.json").read_text())
     assert json.loads(json.dumps(again)) == stored
     # what the issue asks of it: >= 2 new protocols x >= 3 sizes, each size with its r*,
@@ -87,8 +86,7 @@ def test_chapter_7_readers_agree_with_the_committed_summary():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from companion.experiments.e2.readings import READINGS, load_reading
-    from companion.experiments.e2.verdicts import code_facts, plot_reading, summary_line
+    from companion.experiments.e2 import READINGS, code_facts, load_e2, plot_reading, summary_line
 
     results = Path(__file__).resolve().parents[3] / "results"
     summary = json.loads((results / "e2_summary.json").read_text())
@@ -97,7 +95,7 @@ def test_chapter_7_readers_agree_with_the_committed_summary():
     assert line["per_size"] == per and line["verdict"] == summary["readings"]["X"][
         "by_readout"]["learned"]["uniform"]["verdict"]
     assert line["transition r*"].count("→") == len(per) - 1
-    reading = load_reading(results / "e2_S-code_full.json")
+    reading = load_e2(results / "e2_S-code_full.json")
     assert "S-code" in READINGS
     facts = code_facts(reading["sizes"]["m12-P22"]["overlap"], reading["config"]["ranks"])
     assert all(facts.values())
@@ -105,3 +103,25 @@ def test_chapter_7_readers_agree_with_the_committed_summary():
     plot_reading(ax, reading, summary, "S-code", "overlap", "witness")
     assert len(ax.lines) >= len(reading["sizes"])
     plt.close(fig)
+
+
+def test_one_verdict_table_for_both_registered_rules():
+    readings = json.loads((RESULTS / "e2_summary.json").read_text())
+    study = json.loads((RESULTS / "e2_study" / "e2_study_summary.json").read_text())
+    first = rv.verdict_table(readings, "witness")
+    assert first.columns[0] == "protocol" and len(first.values) == 6  # S-* and X, 2 readouts
+    assert len(rv.verdict_table(readings).values) == len(rv._protocol_rows(readings, "uniform"))
+    second = rv.verdict_table(study)
+    assert second.columns[0] == "arm" and len(second.values) == 8
+    assert [r[0] for r in rv.verdict_table(study, "witness").values].count("B (headline)") == 1
+
+
+def test_the_stored_protocols_summary_matches_the_raw_result():
+    res = pl.load_e2(RESULTS / "e2_quick.json")
+    rows = rv.summarise_e2(res)
+    e = res["widths"]["8"]
+    assert [r["m"] for r in rows] == [8, 10, 12]
+    assert rows[0]["median_uniform"] == [float(np.median(a)) for a in e["accuracy"]["uniform"]]
+    assert rows[0]["dense_min_near_tie"] == min(e["dense"]["near_tie"])
+    assert rows[0]["transition_uniform"] == e["transition_r"]["uniform"]
+    assert "m = 8" in str(rv.accuracy_table(res, "train").columns)

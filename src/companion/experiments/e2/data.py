@@ -1,24 +1,32 @@
 """E2's data (chapter 7): token pools, distributions of length-3 sequences (index triples into
 a pool; seeded rejection samplers on the pool's Gram matrix, see :func:`draw_triples`) and the
 splits of train from test: disjoint tokens by complementary pairs (reading X) or by distinct
-random tokens (the stored protocols), or disjoint *sequences* over one pool (S-*).
+random tokens (the stored protocols), disjoint *sequences* over one pool (S-*), and the
+converged study's hashed three-way splits (:func:`study_split`); the explicit
+complement-power heads scored on them, in integers.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import torch
 
-from companion.checks import check_array, check_device, check_tokens
-from companion.core.task import split_pool, token_pool
+from companion.checks import check_array, check_device, check_int, check_tokens
+from companion.core.task import all_tokens, overlaps, split_pool, token_pool
 
-__all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs"]
+__all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs", "complement_power_rank",
+           "complement_power_head_accuracy"]
 
-HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "tight", "partner", "witness")
+HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "witness")
 #: The stored protocols' distributions, train mixture and tests alike.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
+#: Every distribution a configuration may name.
+DISTRIBUTIONS = (*HARD_DISTRIBUTIONS, "near_tie")
 #: Largest pool a configuration accepts (the samplers hold P x P int64 overlaps).
 MAX_POOL = 2**12
 #: Most training or test sequences a configuration accepts (the full runs use <= 8000).
@@ -78,27 +86,7 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
     raise ValueError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
 
 
-def _partner_triples(gram, count: int, rng, k: int = 4, min_gap: int = 2) -> np.ndarray:
-    """(x, z, z'): z one of x's k lowest-overlap partners, z' a partner of another token, with
-    <x, z'> >= <x, z> + `min_gap` (as in the witness family)."""
-    size = len(gram)
-    g = np.asarray(gram, dtype=np.float64).copy()
-    np.fill_diagonal(g, np.inf)
-    part = np.argsort(g, axis=1, kind="stable")[:, :k]  # the k lowest-overlap other tokens
-
-    def draw(b):  # x, y uniform; z, w partners of x and y
-        x, y = rng.integers(0, size, size=b), rng.integers(0, size, size=b)
-        return np.stack([x, part[x, rng.integers(0, k, size=b)],
-                         part[y, rng.integers(0, k, size=b)]], axis=1)
-
-    def accept(c):
-        x, z, w = c.T
-        return (x != w) & (z != w) & (gram[x, w] - gram[x, z] >= min_gap)
-
-    return _rejection(draw, accept, count, rng, "partner")
-
-
-def _complement_index(pool: np.ndarray) -> np.ndarray:
+def complement_index(pool: np.ndarray) -> np.ndarray:
     """For every pool token, the index of its complement in the pool, or -1: (P,)."""
     weights = 1 << np.arange(pool.shape[1], dtype=np.int64)
     where = {int(c): i for i, c in enumerate(pool @ weights)}
@@ -108,7 +96,7 @@ def _complement_index(pool: np.ndarray) -> np.ndarray:
 def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
     """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
     (x, y, y) with y != x, as the certificate needs."""
-    comp = _complement_index(pool)
+    comp = complement_index(pool)
     have = np.flatnonzero(comp >= 0)
     size = len(comp)
     n_pure = int(round(0.25 * count))
@@ -128,8 +116,8 @@ def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
 
 def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
     """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
-    differ in overlap by exactly 1 or 2); ``tight`` (cross overlaps within 1); ``partner``;
-    ``witness``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time)."""
+    differ in overlap by exactly 1 or 2); ``witness``; the stored protocols' ``near_tie``
+    (gap 1, drawn one triple at a time)."""
     if name == "uniform":
         return rng.integers(0, len(gram), size=(count, 3))
     if name == "near_tie":
@@ -138,11 +126,6 @@ def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarr
         gap = int(name[-1])
         return _distinct_triples(gram, count, rng, f"gap-{gap}",
                                  lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
-    if name == "tight":  # cross overlaps within 1, not all equal: two queries face a gap 1
-        return _distinct_triples(gram, count, rng, "tight", lambda x, z, w: np.ptp(
-            np.stack([gram[x, z], gram[x, w], gram[z, w]], axis=1), axis=1) == 1)
-    if name == "partner":
-        return _partner_triples(gram, count, rng)
     return _witness_triples(pool, count, rng)
 
 
@@ -159,19 +142,24 @@ def query_gaps(seqs) -> np.ndarray:
     s = check_tokens(seqs, "seqs", 3)
     if s.ndim != 3 or s.shape[1] != 3:
         raise ValueError(f"seqs must have shape (S, 3, m), got {s.shape}")
-    g = np.einsum("sim,sjm->sij", s, s)
+    return gaps(s)
+
+
+def gaps(seqs: np.ndarray) -> np.ndarray:
+    """:func:`query_gaps` without the checks."""
+    g = np.einsum("sim,sjm->sij", seqs, seqs)
     return np.abs(g[:, [0, 1, 2], [1, 0, 0]] - g[:, [0, 1, 2], [2, 2, 1]])
 
 
 def _data(train_pool, test_pool, parts: dict, tests: dict, train_evals: dict) -> dict:
-    """The sequences of one size, as :func:`~.readings.reading_data` returns them."""
+    """The sequences of one size, as :func:`~.pipeline.e2_data` returns them."""
     train = np.concatenate(list(parts.values()))
     evals = {f"test/{k}": (test_pool, v) for k, v in tests.items()}
     evals.update({f"fit/{k}": (train_pool, v) for k, v in parts.items()})
     evals["fit/all"] = (train_pool, train)
     evals.update({f"train/{k}": (train_pool, v) for k, v in train_evals.items()})
-    return {"train": (train_pool, train), "evals": evals, "pool_train": len(train_pool),
-            "pool_test": len(test_pool)}
+    return {"train": (train_pool, train), "val": {}, "evals": evals,
+            "pool_train": len(train_pool), "pool_test": len(test_pool)}
 
 
 def _counts(n_train: int, train_mix: dict) -> dict:
@@ -271,7 +259,7 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     return _data(pool, pool, parts, test_idx, {})
 
 
-def index_rows(idx, size: int) -> np.ndarray:
+def _index_rows(idx, size: int) -> np.ndarray:
     """`idx` checked as a non-empty (S, 3) int array of indices into a pool of `size` tokens."""
     rows = check_array(idx, "idx", 2)
     if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
@@ -293,8 +281,106 @@ def pool_inputs(pool, idx, device="cpu"):
     3s + i is (query, the three tokens) for position i of sequence s, as `min_ip_targets`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    idx = index_rows(idx, len(pool))
+    return pool_rows(pool, _index_rows(idx, len(pool)), device)
+
+
+def pool_rows(pool: np.ndarray, idx: np.ndarray, device) -> tuple:
+    """:func:`pool_inputs` without the checks (the units')."""
     rows = np.concatenate([idx[:, :, None], np.broadcast_to(idx[:, None, :], idx.shape + (3,))],
                           axis=-1).reshape(-1, 4)
     bits = torch.as_tensor(pool, dtype=torch.float32, device=device)
     return (torch.as_tensor(rows, dtype=torch.long, device=device), PoolBits(bits))
+
+
+def sequence_targets(pool: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Min-IP targets (S, 3) of the sequences pool[idx] (0/1 int64 pools: no checks)."""
+    return overlaps(pool[idx]).min(axis=-1)
+
+
+# --------------------------------------------------------------------------- the study's splits
+
+_SHARES = {"A": (0.6, 0.8), "B": (0.7, 0.8)}  # cumulative train, validation shares
+
+
+def sylvester_code(n: int) -> np.ndarray:
+    """The n - 1 non-constant rows of the order-n Sylvester-Hadamard matrix as 0/1 words,
+    then their complements: (2n - 2, n); distinct words overlap in n/4, complements in 0."""
+    h = np.ones((1, 1), dtype=np.int64)
+    while len(h) < n:
+        h = np.block([[h, h], [h, -h]])
+    rows = (h[1:] > 0).astype(np.int64)
+    return np.concatenate([rows, 1 - rows])
+
+
+def _sides(keys: np.ndarray, arm: str, split: int, salt: int) -> np.ndarray:
+    """0 train, 1 validation, 2 test for each key, by a seeded hash of the key."""
+    u = unit_hash(keys, int(np.random.SeedSequence([split, salt, 27]).generate_state(1)[0]))
+    first, second = _SHARES[arm]
+    return (u >= first).astype(np.int64) + (u >= second)
+
+
+def study_split(arm: str, m: int, split: int, n_train: int, n_eval: int) -> dict:
+    """The converged study's sequences of one size and split, as :func:`_data` lays them out
+    ("val": the validation sets). A: the cube {0,1}^m, complementary pairs hashed to train /
+    validation / test (60 / 20 / 20), uniform and near-tie ("witness", gap 1) triples drawn
+    on each side; B: the Sylvester pool of order m, every multiset of three words on one side
+    (70 / 10 / 20); held out: all, and those with a complementary pair ("witness")."""
+    if arm == "A":
+        tokens = all_tokens(m)
+        codes = np.arange(2**m, dtype=np.int64)
+        side = _sides(np.minimum(codes, codes ^ (2**m - 1)), arm, split, m)
+        pools = [tokens[side == k] for k in range(3)]
+        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence([split, m, 1]).spawn(5)]
+        grams = [q @ q.T for q in pools]
+        draw = [(pools[k], draw_triples(name, pools[k], count, rngs[i], grams[k]))
+                for i, (k, name, count) in enumerate(
+                    [(0, "uniform", n_train), (1, "uniform", n_eval), (1, "gap1", n_eval),
+                     (2, "uniform", n_eval), (2, "gap1", n_eval)])]
+        return {"train": draw[0], "val": dict(zip(("uniform", "witness"), draw[1:3])),
+                "evals": dict(zip(("test/uniform", "test/witness"), draw[3:5])),
+                "pool_train": len(pools[0]), "pool_test": len(pools[2])}
+    pool = sylvester_code(m)
+    p = len(pool)
+    idx = np.array(list(itertools.combinations_with_replacement(range(p), 3)), dtype=np.int64)
+    side = _sides(multiset_codes(idx, p), arm, split, m)
+    comp = (idx[:, :, None] % (p // 2) == idx[:, None, :] % (p // 2)) & (
+        idx[:, :, None] != idx[:, None, :])  # word i's complement is word i + P/2
+    pair = comp.any(axis=(1, 2))
+    return {"train": (pool, idx[side == 0]), "val": {"uniform": (pool, idx[side == 1])},
+            "evals": {"test/uniform": (pool, idx[side == 2]),
+                      "test/witness": (pool, idx[(side == 2) & pair])},
+            "pool_train": p, "pool_test": p}
+
+
+# --------------------------------------------------------------------------- explicit heads
+
+
+def complement_power_rank(m: int, k: int) -> int:
+    """Feature rank of the complement-power kernel of degree k on width-m tokens:
+    sum_{j <= k} C(m, j) (its multilinear monomials of degree <= k)."""
+    m, k = check_int(m, "m", 1, 62), check_int(k, "k", 0, 62)
+    return sum(math.comb(m, j) for j in range(min(k, m) + 1))
+
+
+def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
+    """Exact-sequence accuracy, in integers, of the head alpha(x, z) = (2<x, 1 - z> + 1)^k
+    (overlap readout, rank :func:`complement_power_rank`) on the triples ``idx`` of ``pool``."""
+    tokens = check_tokens(pool, "pool", 2)
+    k = check_int(k, "k", 0, 6)
+    if tokens.ndim != 2 or len(tokens) > MAX_POOL:
+        raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
+                         f"shape {tokens.shape}")
+    rows = _index_rows(idx, len(tokens))
+    m = tokens.shape[1]
+    if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
+        raise ValueError("k and the width make the integer weights too large for int64")
+    gram = tokens @ tokens.T
+    weight = (2 * (tokens @ (1 - tokens).T) + 1) ** k
+    target = sequence_targets(tokens, rows)
+    solved = np.ones(len(rows), dtype=bool)
+    for i in range(3):  # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
+        q = rows[:, i]
+        a, f = weight[q[:, None], rows], gram[q[:, None], rows]
+        num, den = (a * f).sum(1), a.sum(1)
+        solved &= np.abs(2 * num - 2 * target[:, i] * den) < den
+    return Fraction(int(solved.sum()), len(rows))

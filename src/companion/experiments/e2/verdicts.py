@@ -1,5 +1,6 @@
 """The pre-registered rule applied to E2's readings and stored protocols (chapter 7): the
-content of results/e2_summary.json, the chapter's tables and figures."""
+content of results/e2_summary.json, the chapter's tables and figures, and the one
+:func:`verdict_table` of both registered rules (this one's and the converged study's)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from companion.book import Table
-from companion.checks import check_choice, check_mapping
-from companion.experiments.e2.data import HARD_DISTRIBUTIONS
-from companion.experiments.e2.readings import HEADLINE, READINGS
+from companion.checks import check_choice, check_instance, check_int_sequence, check_mapping
+from companion.experiments.e2.data import DISTRIBUTIONS, TEST_DISTRIBUTIONS
+from companion.experiments.e2.pipeline import HEADLINE, READINGS
 from companion.experiments.e2.rule import (
     PAPER_TRANSITIONS,
     RULE_DENSE_EXACT,
@@ -20,17 +21,20 @@ from companion.experiments.e2.rule import (
     dense_exact,
     verdict,
 )
+from companion.experiments.e2.study import star
 
-__all__ = ["e2_summary", "verdict_table", "decomposition_table",
-           "gaps_by_rank_table", "curve_table", "summary_line", "plot_reading", "code_facts"]
+__all__ = ["e2_summary", "verdict_table", "decomposition_table", "gaps_by_rank_table",
+           "curve_table", "summary_line", "plot_reading", "code_facts", "summarise_e2",
+           "accuracy_table", "e2_model_values"]
 
 
 def _check_result(result, readout, test) -> dict:
-    """A reading result (:func:`~.readings.load_reading`) holding `readout` and `test`."""
+    """A reading's result (:func:`~.pipeline.load_e2`) holding `readout` and `test`."""
     cfg = check_mapping(result, "result").get("config")
-    if not (isinstance(cfg, dict) and cfg.get("reading") in READINGS
+    if not (isinstance(cfg, dict) and cfg.get("design") in READINGS
             and isinstance(result.get("sizes"), dict)):
-        raise ValueError("result must be a reading result (load_reading): 'config', 'sizes'")
+        raise ValueError("result must be a reading's complete result (load_e2): 'config', "
+                         "'sizes'")
     check_choice(readout, "readout", tuple(cfg["readouts"]))
     check_choice(test, "test", tuple(cfg["tests"]))
     return result
@@ -39,7 +43,7 @@ def _check_result(result, readout, test) -> dict:
 def _sizes(result: dict, readout: str):
     """Per size of a reading: m, P, the problem size (m or P), its label, the readout's units."""
     cfg = result["config"]
-    what = READINGS[cfg["reading"]][2]
+    what = READINGS[cfg["design"]][2]
     for (m, p), e in zip(cfg["sizes"], result["sizes"].values(), strict=True):
         size = m if what == "m" else p
         yield m, p, size, f"{what} = {size}", e[readout]
@@ -84,8 +88,8 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     try:
         for name, res in readings.items():
             cfg = res["config"]
-            if cfg["reading"] != name:
-                raise ValueError(f"the result under {name!r:.40} is reading {cfg['reading']!r}")
+            if cfg["design"] != name:
+                raise ValueError(f"the result under {name!r:.40} is reading {cfg['design']!r}")
             out["readings"][name] = {
                 "problem_size": READINGS[name][2], "sizes": [list(s) for s in cfg["sizes"]],
                 "ranks": cfg["ranks"], "seeds": len(cfg["seeds"]),
@@ -94,14 +98,15 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
                                for ro in cfg["readouts"]}}
         for name, res in check_mapping(stored or {}, "stored").items():
             cfg = res["config"]
+            pools = dict(map(tuple, cfg["sizes"]))
             out["stored_protocols"][name] = {
-                "problem_size": "m", "readout": cfg["readout"], "test": "uniform",
+                "problem_size": "m", "readout": cfg["readouts"][0], "test": "uniform",
                 "seeds": len(cfg["seeds"]), **_judged([
-                    (int(m), cfg["pool_sizes"][cfg["widths"].index(int(m))], int(m),
-                     e["accuracy"]["uniform"], e["train_accuracy"], e["dense"]["uniform"])
+                    (int(m), pools[int(m)], int(m), e["accuracy"]["uniform"],
+                     e["train_accuracy"], e["dense"]["uniform"])
                     for m, e in res["widths"].items()], cfg["ranks"], cfg["threshold"])}
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-        raise ValueError(f"readings, stored: reading results (load_reading) and stored "
+        raise ValueError(f"readings, stored: the readings' results (load_e2) and stored "
                          f"protocols (load_e2_protocols) by name; reading them failed: "
                          f"{exc!r:.160}") from exc
     return out
@@ -124,7 +129,7 @@ def _dense(per_size) -> str:
 def _protocol_rows(summary, test: str) -> list:
     """(protocol, readout, problem size, judged curve) per curve of `test` in an E2 summary."""
     check_mapping(summary, "summary")
-    check_choice(test, "test", HARD_DISTRIBUTIONS)
+    check_choice(test, "test", DISTRIBUTIONS)
     if not (isinstance(summary.get("readings"), dict)
             and isinstance(summary.get("stored_protocols"), dict)):
         raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
@@ -136,16 +141,30 @@ def _protocol_rows(summary, test: str) -> list:
         for name, r in summary["stored_protocols"].items() if test == "uniform"]
 
 
-def verdict_table(summary: dict, test: str = "uniform", caption: str | None = None):
-    """Per protocol and readout: sizes, r* and transition width per size, dense exact, verdict."""
+def verdict_table(summary: dict, test: str | None = None, caption: str | None = None):
+    """The verdicts of a summary, one row per curve: of the study's (:func:`~.study.
+    study_summary`; every test, or `test`) per arm, kind and test, r* at tau = 0.9 per size
+    with its 95 % interval, the verdict and its reason, the arm's headline family marked; of
+    E2's readings and stored protocols (:func:`e2_summary`; `test` default uniform) per
+    protocol and readout: sizes, r* and transition width per size, dense exact, verdict."""
+    if "arms" not in check_mapping(summary, "summary"):
+        return Table([{
+            "protocol": name, "readout": readout,
+            "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
+            "r* per size": _stars(v["per_size"], "—"),
+            "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f")
+                                           for s in v["per_size"]),
+            "dense exact": _dense(v["per_size"]), "verdict": v["verdict"],
+            "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]}
+            for name, readout, what, v in _protocol_rows(summary, test or "uniform")],
+            caption=caption)
     return Table([{
-        "protocol": name, "readout": readout,
-        "sizes": f"{what} = " + ", ".join(str(s["size"]) for s in v["per_size"]),
-        "r* per size": _stars(v["per_size"], "—"),
-        "width (doublings)": ", ".join(_dash(s["width_doublings"], ".1f") for s in v["per_size"]),
-        "dense exact": _dense(v["per_size"]), "verdict": v["verdict"],
-        "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]}
-        for name, readout, what, v in _protocol_rows(summary, test)], caption=caption)
+        "arm": arm + (" (headline)" if (kind, t) == tuple(summary["headlines"][arm]) else ""),
+        "kind, test": f"{kind}, {t}",
+        "r* at 0.9 [95 % interval]": "; ".join(star(s, 0.9) for s in fam["per_size"]),
+        "verdict": f"{fam['verdict']} ({fam['reason']})"}
+        for arm, kinds in summary["arms"].items() for kind, tests in kinds.items()
+        for t, fam in tests.items() if test in (None, t)], caption=caption)
 
 
 def decomposition_table(summary: dict, test: str = "uniform", caption: str | None = None):
@@ -240,3 +259,59 @@ def code_facts(run: Mapping, ranks: Sequence[int]) -> dict:
     return {"low regime at r = 4": bool(np.median(fit[ranks.index(4)]) < 0.9),
             "r = 64 fits on every seed": bool((fit[ranks.index(64)] >= 0.95).all()),
             "dense exact on every seed": dense_exact(dense)["all_exact"]}
+
+
+# --------------------------------------------------------------------------- stored protocols
+
+
+def _summary_row(m: str, e: dict) -> dict:
+    row = {"m": int(m), "ranks": e["ranks"]}
+    for name in TEST_DISTRIBUTIONS:
+        row[f"median_{name}"] = [float(np.median(a)) for a in np.asarray(e["accuracy"][name])]
+        row[f"transition_{name}"] = e["transition_r"][name]
+        row[f"dense_min_{name}"] = float(min(e["dense"][name]))
+    row["median_train"] = [float(np.median(a)) for a in np.asarray(e["train_accuracy"])]
+    return row
+
+
+def summarise_e2(result: dict) -> list[dict]:
+    """Per width of a stored protocol: median accuracy per rank (tests, train), the rule's r*,
+    the dense worst seed."""
+    check_mapping(result, "result")
+    try:
+        return [_summary_row(m, e)
+                for m, e in sorted(result["widths"].items(), key=lambda kv: int(kv[0]))]
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise ValueError(f"result must be a stored protocol's result (load_e2: config, widths "
+                         f"with ranks, accuracy, dense, ...); reading it failed: "
+                         f"{exc!r:.120}") from exc
+
+
+def accuracy_table(result: dict, distribution: str, caption: str | None = None) -> Table:
+    """Accuracy by rank and width, 'median [min, max]' over seeds (the median alone on "train")."""
+    check_choice(distribution, "distribution", (*TEST_DISTRIBUTIONS, "train"))
+    train = distribution == "train"
+    return rank_table(result["config"]["ranks"], {
+        f"m = {m}": ((e["train_accuracy"], e["dense_train_accuracy"]) if train
+                     else (e["accuracy"][distribution], e["dense"][distribution]))
+        for m, e in result["widths"].items()}, spread=not train, caption=caption)
+
+
+def e2_model_values(width_result: dict, distribution: str = "uniform", seeds=None,
+                    width=None) -> dict:
+    """{(width, rank or "dense", seed): test accuracy} of one width's record."""
+    check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
+    check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
+    try:
+        heads, dense = width_result["accuracy"][distribution], width_result["dense"][distribution]
+        ranks = width_result["ranks"]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"width_result must be a width's result with 'ranks', 'dense' and "
+                         f"'accuracy' per distribution ({exc!r:.80})") from exc
+    seeds = list(range(len(dense))) if seeds is None else check_int_sequence(seeds, "seeds", 0)
+    if len(seeds) != len(dense):
+        raise ValueError(f"seeds must name the result's {len(dense)} seeds, got {len(seeds)}")
+    out = {(width, r, s): float(heads[i][j]) for i, r in enumerate(ranks)
+           for j, s in enumerate(seeds)}
+    out.update({(width, "dense", s): float(dense[j]) for j, s in enumerate(seeds)})
+    return out
