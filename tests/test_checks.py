@@ -18,7 +18,13 @@ import pytest
 import torch
 from fuzz_harness import exception_kind
 
-from companion.checks import check_array, check_device, check_mapping, check_path
+from companion.checks import (
+    check_array,
+    check_device,
+    check_exact_array,
+    check_mapping,
+    check_path,
+)
 from companion.core.task import token_pool
 from companion.experiments.e2.data import pool_inputs
 from companion.experiments.engine import lr_at
@@ -33,13 +39,13 @@ from companion.experiments.sweep import (
 def test_check_array_accepts_real_arrays_and_exact_tables():
     assert check_array([[1, 2], [3, 4]], "a", 2).shape == (2, 2)
     exact = np.array([Fraction(1, 3), 2], dtype=object)
-    assert check_array(exact, "a", allow_object=True) is not None
+    assert check_exact_array(exact, "a").tolist() == [Fraction(1, 3), 2]
     assert check_array(np.float32(0.5), "a").ndim == 0
 
 
 @pytest.mark.parametrize("bad, kind", [
     ([[0, 1], [1]], TypeError),                      # ragged
-    (np.array([None, 1], dtype=object), TypeError),  # object without allow_object
+    (np.array([None, 1], dtype=object), TypeError),  # object arrays: check_exact_array
     (np.array(["a", "b"]), TypeError),               # strings
     (np.ones(2, dtype=complex), TypeError),
     (None, TypeError), ("0101", TypeError), ({}, TypeError),

@@ -14,7 +14,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from companion.checks import check_beta, check_float, check_int, checked_comb
+from companion.checks import check_beta, check_float, check_fraction, check_int, checked_comb
 from companion.core.attention import softmax_attention
 from companion.core.constructions import softmax_min_ip_head
 from companion.core.task import check_convention, iter_sequences, query_index, query_target
@@ -166,11 +166,7 @@ MAX_EXACT_PROFILE_WORK = 10**6
 
 def _check_exact(decay, n, m) -> tuple[Fraction, int, int]:
     """decay = e^{-beta} as an exact rational in (0, 1], n and m (m * bits(decay) <= 2**14)."""
-    if isinstance(decay, bool) or not isinstance(decay, (int, Fraction)):
-        raise TypeError(f"decay (= e^-beta) must be an int or Fraction, got {type(decay).__name__}")
-    y = Fraction(decay)
-    if not 0 < y <= 1:
-        raise ValueError(f"decay (= e^-beta) must lie in (0, 1], got {y}")
+    y = check_fraction(decay, "decay (= e^-beta)", 0, 1, low_open=True)
     bits = max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
     n = check_int(n, "n (sequence length)", 2)
     return y, n, check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // bits)

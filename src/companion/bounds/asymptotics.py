@@ -35,7 +35,6 @@ def _check_bases(bases) -> list[BaseCode]:
 
 
 def _check_widths(widths, low: int = 1) -> list[int]:
-    widths = widths.tolist() if isinstance(widths, np.ndarray) else widths
     return sorted(set(check_int_sequence(widths, "widths", low, MAX_WIDTH)))
 
 

@@ -69,9 +69,8 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1):
     (``cor-error-floor``); exact for a rational ratio, float64 (array) otherwise."""
     g, n, k = _check_gap_k(g, n, k)
     if isinstance(ratio, Rational) and not isinstance(ratio, bool):
-        if ratio <= 0:
-            raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
-        return Fraction(n - 1 - k) * g / (2 * (k * Fraction(ratio) + n - 1 - k))
+        ratio = check_fraction(ratio, "ratio (D(z)/D(z'))", 0, low_open=True)
+        return Fraction(n - 1 - k) * g / (2 * (k * ratio + n - 1 - k))
     r = np.asarray(ratio, dtype=np.float64)
     if not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise ValueError("ratio (D(z)/D(z')) must be finite and > 0")

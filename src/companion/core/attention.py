@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.checks import check_instance, check_tokens
+from companion.checks import check_exact_array, check_instance, check_tokens
 from companion.core.task import check_convention, query_index
 
 __all__ = ["kernel_attention", "softmax_attention", "softmax_weights"]
@@ -49,10 +49,17 @@ def _prepare(sequences, convention):
 
 
 def _table(value, dtype, name: str, shape: tuple) -> np.ndarray:
-    arr = np.asarray(value)
-    if dtype is np.int64 and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError("kernel_attention_integer needs a head whose maps return integer arrays")
-    arr = arr.astype(dtype)
+    """A map's output as float64 (finite), as exact numbers (dtype object: checks.check_exact,
+    so float maps are read exactly) or as integers (dtype int: an int or object array)."""
+    if dtype is object:
+        arr = check_exact_array(value, name)
+    else:
+        arr = np.asarray(value)
+        if dtype is int and not (arr.dtype.kind in "iu" or (arr.dtype == object and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr.flat))):
+            raise TypeError("head: exhaustive checks need maps that return integer arrays, "
+                            f"but {name} returned dtype {arr.dtype}")
+        arr = arr.astype(object if dtype is int else dtype)
     if arr.shape != shape:
         raise ValueError(f"{name} must return shape {shape}, got {arr.shape}")
     if dtype is np.float64 and not np.all(np.isfinite(arr)):
@@ -92,27 +99,55 @@ def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirection
     return (phi_k * phi_q[..., None, :]).sum(axis=-1)
 
 
+def _scale_out(features: np.ndarray, axes) -> np.ndarray:
+    """features times a power of two per sequence (max |entry| in [1/2, 1)): an exact scaling,
+    so y is unchanged bit for bit and no product of two features overflows float64."""
+    top = np.max(np.abs(features), axis=axes, keepdims=True) if features.size else 0.0
+    return np.ldexp(features, -np.frexp(top)[1])
+
+
 def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirectional",
                      exact: bool = False) -> np.ndarray:
-    """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...)."""
+    """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...); with `exact` every
+    map's output is read exactly (ints and Fractions) and y is exact."""
     x, query = _prepare(sequences, convention)
     phi_q, phi_k, vals, a, b = _features(head, x, query, object if exact else np.float64)
+    if not exact:
+        phi_q, phi_k = _scale_out(phi_q, -1), _scale_out(phi_k, (-2, -1))
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
     total = _weights_total(alpha)
     num = (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1)
     if not exact:
-        return num / total + b
+        y = num / total + b
+        if not np.all(np.isfinite(y)):
+            raise ValueError("head: its values times readout weights overflow float64 on some "
+                             "input; use exact=True")
+        return y
     out = np.empty(np.shape(num), dtype=object)
     out.reshape(-1)[:] = [Fraction(u) / Fraction(v) for u, v in
                           zip(np.ravel(num).tolist(), np.ravel(total).tolist())]
     return out + b
 
 
+#: Most exhaustive sequences evaluated in Python ints when a head's integers exceed int64.
+MAX_BIG_INTEGER_SEQUENCES = 2**14
+
+
 def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="bidirectional"):
-    """(num, den) int64 arrays with y = num / den for heads whose maps return ints (chapter 1's
-    exhaustive checks): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den."""
+    """(num, den) with y = num / den for heads whose maps return ints (chapter 1's exhaustive
+    checks): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den; int64 arrays when a
+    bound on every product fits int64, else object arrays of Python ints."""
     x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, np.int64)
+    phi_q, phi_k, vals, a, b = _features(head, x, query, int)
+    n, (r, d) = x.shape[-2], (phi_q.shape[-1], vals.shape[-1])
+    top = [max(map(abs, t.flat), default=0) for t in (phi_q, phi_k, vals, a, b)]
+    alpha_top = r * top[0] * top[1]
+    if n * alpha_top * (d * top[2] * top[3] + top[4]) < 2**62:
+        phi_q, phi_k, vals, a, b = (t.astype(np.int64) for t in (phi_q, phi_k, vals, a, b))
+    elif len(x) > MAX_BIG_INTEGER_SEQUENCES:
+        raise ValueError(f"head: its integers (up to 2**{max(top).bit_length()}) exceed int64 "
+                         f"products, and checks of more than MAX_BIG_INTEGER_SEQUENCES = "
+                         f"{MAX_BIG_INTEGER_SEQUENCES} sequences are int64 only")
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
     den = _weights_total(alpha)
     return (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1) + b * den, den

@@ -13,9 +13,9 @@ import numpy as np
 from companion.bounds.rank_bounds import RankLowerBound, SharpRankBound
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
-    check_array,
     check_bool,
     check_choice,
+    check_exact_array,
     check_fraction,
     check_instance,
     check_int,
@@ -162,10 +162,10 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
 
 
 def _values(values) -> list[Fraction]:
-    values = check_array(values, "values", 1, allow_object=True)
-    if not 0 < len(values) <= 4096:
-        raise ValueError(f"values must hold 1 to 4096 numbers, got {len(values)}")
-    return [check_fraction(v, "values[i]") for v in values.tolist()]
+    values = check_exact_array(values, "values", 1, 4096)
+    if not len(values):
+        raise ValueError("values must hold 1 to 4096 numbers, got none")
+    return [Fraction(v) for v in values.tolist()]
 
 
 def _newton(vals: list[Fraction]) -> list[Fraction]:
