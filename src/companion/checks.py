@@ -141,7 +141,7 @@ def check_exact_array(values, name: str, ndim: int | None = None,
     never passes through float64); of `ndim` dimensions when given, at most `max_entries`."""
     if values is None or isinstance(values, (str, bytes, Mapping)):
         raise TypeError(f"{name} must be an array of numbers, got {type(values).__name__}")
-    if isinstance(values, np.ndarray) and values.dtype.kind not in "iufO":
+    if isinstance(values, np.ndarray) and values.dtype.kind not in "biufO":  # bool: below
         raise TypeError(f"{name} must be an array of numbers, got dtype {values.dtype}")
     size = values.size if isinstance(values, np.ndarray) else None
     try:
@@ -280,7 +280,9 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
         arr = np.asarray(x)
     except ValueError as exc:  # ragged nested lists
         raise TypeError(f"{name} must be a rectangular array of 0/1 entries ({exc})") from exc
-    if arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
+    if arr.dtype == object:  # numpy scalars, Fractions: each read by check_exact
+        arr = check_exact_array(arr, name)
+    elif arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
         raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
     if arr.ndim < min_ndim:
         raise ValueError(

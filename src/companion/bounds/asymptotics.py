@@ -15,7 +15,13 @@ from companion.bounds.amplification import best_chain_factor, log2_rho_table
 from companion.bounds.code_search import search_code
 from companion.bounds.codes import check_code, paley_hadamard_code
 from companion.bounds.rank_bounds import certified_rank_bound
-from companion.checks import check_instance, check_int, check_int_sequence
+from companion.checks import (
+    check_eps,
+    check_instance,
+    check_int,
+    check_int_sequence,
+    check_length,
+)
 
 __all__ = ["base_codes", "explicit_code_log2_bounds", "asymptotic_rows",
            "large_context_limit_log2_bounds", "every_width_rank_bound"]
@@ -189,6 +195,7 @@ def asymptotic_rows(bases: list[BaseCode], widths, n: int = 3,
                     eps=Fraction(1, 2)) -> list[AsymptoticRow]:
     """One AsymptoticRow per width in [4, 10000] (floats from exact ints)."""
     bases, widths = _check_bases(bases), _check_widths(widths, 4)
+    n, eps = check_length(n), check_eps(eps)
     certified = explicit_code_log2_bounds(bases, widths, n, eps)
     plan = _plan(bases, widths[-1], n, eps)
     log2_rho = log2_rho_table(widths[-1] // 2, n, eps)

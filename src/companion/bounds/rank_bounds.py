@@ -16,6 +16,7 @@ import numpy as np
 from companion.bounds.amplification import best_chain_factor
 from companion.bounds.codes import check_code
 from companion.checks import (
+    check_bool,
     check_eps,
     check_exact,
     check_exact_array,
@@ -246,9 +247,9 @@ def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
     N = check_int(N, "N (matrix size)", 1)
     counts: Counter = Counter()
     if isinstance(off_diagonal_bounds, dict):
-        if len(off_diagonal_bounds) > N * (N - 1):
-            raise ValueError(f"off_diagonal_bounds must hold at most N(N-1) = {N * (N - 1)} "
-                             f"bounds, got {len(off_diagonal_bounds)}")
+        if len(off_diagonal_bounds) > MAX_DISTINCT_BOUNDS:
+            raise ValueError(f"off_diagonal_bounds must hold at most MAX_DISTINCT_BOUNDS = "
+                             f"{MAX_DISTINCT_BOUNDS} bounds, got {len(off_diagonal_bounds)}")
         for u, k in off_diagonal_bounds.items():
             counts[check_exact(u, "off_diagonal_bounds key")] += check_int(
                 k, "off_diagonal_bounds count", 0)
@@ -289,8 +290,13 @@ def unit_diagonal_from_factors(A, B):
 
 def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 150):
     """Float factors A, B (N x k; |.| if nonnegative) by gradient ascent of the shifted trace
-    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch)."""
+    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch).
+    Limits: N, k <= MAX_MATRIX_SIZE, steps <= 10**4."""
     import torch  # only this search needs torch; the exact bounds do not
+
+    N, k = check_int(N, "N", 1, MAX_MATRIX_SIZE), check_int(k, "k", 1, MAX_MATRIX_SIZE)
+    nonnegative, steps = check_bool(nonnegative, "nonnegative"), check_int(steps, "steps", 0, 10**4)
+    check_instance(gen, "gen", torch.Generator)
 
     A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
     B = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)

@@ -21,8 +21,8 @@ from companion.bounds.rank_bounds import (
     rank_bound_from_rhos,
 )
 from companion.checks import (
-    check_array,
     check_eps,
+    check_exact_array,
     check_instance,
     check_int,
     check_length,
@@ -281,13 +281,12 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
     """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
-    arr = check_array(rows, "rows")
-    if not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"rows must be int row indices, got dtype {arr.dtype}")
-    if arr.ndim > 1 or (arr.size and not 0 <= arr.min() <= arr.max() < len(family)):
-        raise ValueError(f"rows must be row indices in [0, {len(family) - 1}] (an int or a "
-                         f"1-d sequence), got {rows!r:.80}")
-    keep = np.delete(np.arange(len(family)), arr.astype(np.int64))
+    arr = check_exact_array(rows, "rows")
+    if arr.ndim > 1:
+        raise ValueError(f"rows must be an int or a 1-d sequence of row indices, got shape "
+                         f"{arr.shape}")
+    rows = [check_int(v, "rows", 0, len(family) - 1) for v in arr.ravel().tolist()]
+    keep = np.delete(np.arange(len(family)), np.asarray(rows, dtype=np.int64))
     return dataclasses.replace(family, sequences=family.sequences[keep],
                                targets=family.targets[keep], token_ids=family.token_ids[keep],
                                query_ids=family.query_ids[keep], kinds=family.kinds[keep])

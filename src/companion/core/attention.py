@@ -71,14 +71,14 @@ def _features(head: KernelAttentionHead, x, query, dtype):
     """Query features (..., r), key features (..., n, r), values (..., n, d), a, b."""
     check_instance(head, "head", KernelAttentionHead)
     batch, n, r = x.shape[:-2], x.shape[-2], head.rank
-    phi_q = _table(head.query_features(query), dtype, "query_features", batch + (r,))
-    phi_k = np.stack([_table(head.key_features(x[..., p, :], p), dtype, "key_features",
+    phi_q = _table(head.query_features(query), dtype, "head.query_features", batch + (r,))
+    phi_k = np.stack([_table(head.key_features(x[..., p, :], p), dtype, "head.key_features",
                              batch + (r,)) for p in range(n)], axis=-2)
     vals = [np.asarray(head.values(x[..., p, :], p)) for p in range(n)]
     d = vals[0].shape[-1] if vals[0].ndim == len(batch) + 1 else "d"
-    vals = np.stack([_table(v, dtype, "values", batch + (d,)) for v in vals], axis=-2)
-    a = _table(head.readout_weights(query), dtype, "readout_weights", batch + (d,))
-    b = _table(head.readout_bias(query), dtype, "readout_bias", batch)
+    vals = np.stack([_table(v, dtype, "head.values", batch + (d,)) for v in vals], axis=-2)
+    a = _table(head.readout_weights(query), dtype, "head.readout_weights", batch + (d,))
+    b = _table(head.readout_bias(query), dtype, "head.readout_bias", batch)
     return phi_q, phi_k, vals, a, b
 
 

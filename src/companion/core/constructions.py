@@ -115,8 +115,8 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
     ratio = (check_fraction if exact else check_float)(ratio, "ratio (D(z)/D(z'))", 0,
                                                         low_open=True)
-    if shift is None:
-        shift = min_error_for_ratio(ratio, g, n, 1)
+    shift = (min_error_for_ratio(ratio, g, n, 1) if shift is None else
+             (check_fraction if exact else check_float)(shift, "shift"))
     q = query_index(n, convention)
     dtype = object if exact else np.float64
     one = Fraction(1) if exact else 1.0

@@ -64,9 +64,9 @@ class BlockConstruction:
     q: int
     s: int
 
-    def __post_init__(self):
-        check_positive_int(self.q, "q")
-        check_positive_int(self.s, "s")
+    def __post_init__(self):  # stored as Python ints: numpy ints would overflow (s+1)**q
+        object.__setattr__(self, "q", check_positive_int(self.q, "q"))
+        object.__setattr__(self, "s", check_positive_int(self.s, "s"))
 
     @property
     def m(self) -> int:
@@ -322,8 +322,8 @@ def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS
 
 def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
     """Bits in L layers of H b-bit sketches (S, u) with S in R^{r x d}, u in R^r."""
-    for name, v in (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)):
-        check_positive_int(v, name)
+    L, H, r, d, b = (check_positive_int(v, name) for name, v in
+                     (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)))
     return L * H * r * (d + 1) * b
 
 
