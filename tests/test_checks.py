@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fuzz_harness import exception_kind
+from fuzz_harness import digest, exception_kind
 
 from companion.checks import (
     check_array,
@@ -181,7 +181,6 @@ import dataclasses  # noqa: E402
 import importlib  # noqa: E402
 import inspect  # noqa: E402
 import pkgutil  # noqa: E402
-from collections.abc import Mapping  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -288,28 +287,6 @@ def dress(value, kind):
     if isinstance(value, (list, tuple)):
         return type(value)(dress(v, kind) for v in value)
     return value
-
-
-def digest(obj):
-    """A comparable picture of a result: types kept (a numpy scalar is not an int), floats by
-    repr, arrays by dtype and entries, dataclasses and objects by their fields, no callables."""
-    if isinstance(obj, float):
-        return ("float", repr(obj))
-    if isinstance(obj, (bool, int, Fraction, str, type(None))):
-        return (type(obj).__name__, obj)
-    if isinstance(obj, np.generic):
-        return ("numpy", obj.dtype.str, repr(obj))
-    if isinstance(obj, np.ndarray):
-        return ("array", obj.dtype.str, obj.shape, digest(obj.tolist()))
-    if isinstance(obj, Mapping):
-        return ("dict", sorted((repr(digest(k)), digest(v)) for k, v in obj.items()))
-    if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, [digest(v) for v in obj])
-    if callable(obj) and not dataclasses.is_dataclass(obj):
-        return "<callable>"
-    fields = (dataclasses.asdict(obj) if False else {f.name: getattr(obj, f.name) for f in
-              dataclasses.fields(obj)}) if dataclasses.is_dataclass(obj) else vars(obj)
-    return (type(obj).__name__, digest({k: v for k, v in fields.items() if not callable(v)}))
 
 
 def outcome(fn, spec, kind, post):

@@ -49,10 +49,6 @@ SKIP = {
     "companion.bounds.witness:ratio_matrix_facts": "chapter 6's two facts of Theorem E on a "
     "head's ratio matrix, through kernel_ratio_matrix (fuzzed); tested in "
     "tests/bounds/test_witness.py",
-    **{f"companion.bounds.rank_bounds:{f}": "chapter 3's generator of test matrices for the "
-       "attack on lem-shifted-trace (no argument checks by design: the chapter feeds it); "
-       "tested in tests/bounds/test_rank_bounds.py"
-       for f in ("unit_diagonal_from_factors", "shifted_trace_attack")},
     "companion.core.task:CONVENTIONS": "a constant",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e1:E1_FULL", "e1:E1_QUICK", "e1:E1_SMOKE", "e1:E1_LIVE_RANKS", "e1:E1_LIVE_SEEDS",
@@ -210,6 +206,8 @@ NOMINAL = {
     "key_factor": KF, "factor": np.array([[0.5, 0.25]]), "denominator": 1024,
     "width_result": {"ranks": [1], "accuracy": {"uniform": [[0.5]]},
                      "dense": {"uniform": [0.7]}},
+    "A": [[1, 2], [0, 1], [3, 1]], "B": [[1, 0], [2, 1], [1, 1]], "nonnegative": False,
+    "gen": Lazy("torch:Generator"),
 }
 
 CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
@@ -396,7 +394,7 @@ ARRAY_NAMES = set("sequences S x z z_prime pool M values codes token predictions
                   "prob log2_rho accuracy key_features query_features readout_weights "
                   "readout_bias idx outputs off_diagonal_bounds inputs arr query_factor key_factor "
                   "factor self_features self_value_scale bias gram seqs acc train_acc "
-                  "dense_acc".split())
+                  "dense_acc A B".split())
 STR_NAMES = set("convention device mode feature encoding name distribution key kind "
                 "caption text variant quantity construction which reading test".split())
 BOOL_NAMES = set("exact integer complements progress restart keep_models allow_empty "
@@ -591,6 +589,99 @@ def test_random_arguments(runner, target):
         judge(target, [problem] if problem else [])
 
     check()
+
+
+# --------------------------------------------------------------------------- numbers in every dtype
+# Issue 41: the numbers of a nominal call dressed as numpy scalars of every width, Fractions
+# of numpy ints, floats of every width, numpy / object arrays and numpy-int sequences. A
+# dressed call may answer only what the plain call answers (same result, compared by digest
+# on the theory floors, whose results are deterministic) or refuse naming the argument; the
+# dressings that hold the same value exactly as an int (or a float as a float) must answer.
+
+#: kind -> (must the call answer as the plain one?, dresser); a dresser returns None where
+#: the kind cannot hold the value exactly.
+_INTS = {"int8": np.int8, "uint8": np.uint8, "int64": np.int64, "uint64": np.uint64}
+_FLOATS = {"float16": np.float16, "float32": np.float32, "longdouble": np.longdouble}
+
+
+def _fits(t, v) -> bool:
+    return np.iinfo(t).min <= v <= np.iinfo(t).max
+
+
+def _as_float(t, v):
+    """v as the numpy float t, if that holds it exactly."""
+    with np.errstate(over="ignore"):
+        f = t(float(v)) if abs(v) < 2**60 else None
+    return f if f is not None and np.isfinite(f) and Fraction(*f.as_integer_ratio()) == v \
+        else None
+
+
+def dressings(value):
+    """(kind, dressed value, must answer) for one nominal argument value."""
+    if isinstance(value, bool) or isinstance(value, Lazy):
+        return
+    if isinstance(value, int):
+        for k, t in _INTS.items():
+            if _fits(t, value):
+                yield k, t(value), True
+        yield "fraction-np", Fraction(np.int64(value)) if _fits(np.int64, value) else None, False
+        if value in (0, 1):
+            yield "bool", np.bool_(value), False
+        for k, t in _FLOATS.items():
+            yield k, _as_float(t, value), False
+    elif isinstance(value, (Fraction, float)):
+        for k, t in _FLOATS.items():
+            yield k, _as_float(t, value), True
+        if value == int(value) and _fits(np.int64, int(value)):
+            yield "fraction-np", Fraction(np.int64(int(value))), False
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size:
+        for k, t in {**_INTS, **_FLOATS}.items():
+            cast = value.astype(t)
+            if np.array_equal(cast.astype(value.dtype), value):
+                yield k, cast, value.dtype.kind in "iu" and k in _INTS
+        yield "object", value.astype(object), False
+    elif (isinstance(value, (list, tuple)) and value
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        if all(_fits(np.int64, v) for v in value):
+            yield "numpy-ints", type(value)(np.int64(v) for v in value), True
+            yield "array", np.array(value, dtype=np.int64), False
+    elif isinstance(value, dict) and value and all(
+            isinstance(k, (int, Fraction)) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in value.items()):
+        if all(_fits(np.int64, v) for v in value.values()):
+            yield "numpy-counts", {k: np.int64(v) for k, v in value.items()}, True
+
+
+THEORY = ("companion.core", "companion.bounds", "companion.sandwich", "companion.transcript",
+          "companion.open", "companion.softmax", "companion.book", "companion.checks")
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("target", TARGETS)
+def test_numbers_in_every_dtype(runner, target):
+    """Each numeric argument of the nominal call in every dtype: the same answer, or a refusal
+    naming it; never another answer, a hang, a MemoryError or a crash."""
+    obj = dict(zip(TARGETS, [c[2] for c in SURFACE]))[target]
+    module, name = target.split(":")
+    nominal, params, _ = plan(module, name, obj)
+    theory = module.startswith(THEORY)
+    plain = runner.call(target, nominal, digest=theory)
+    if plain[0] != "ok":
+        return  # the nominal call refuses (a path that must not exist): nothing to compare
+    failures = []
+    for p, value in nominal.items():
+        for kind, dressed, must in dressings(value):
+            if dressed is None or not (theory or kind in ("int64", "float32", "numpy-ints")):
+                continue  # the kind cannot hold it; off the floors: the two common dtypes
+            kwargs = {**nominal, p: dressed}
+            got = runner.call(target, kwargs, digest=theory)
+            if got == plain:
+                continue
+            if got[0] == "ok":
+                failures.append(f"{p} as {kind}: another answer than with {value!r:.40}")
+            elif must or verdict(target, [p], kwargs, got):
+                failures.append(f"{p} as {kind}: {got[0]} {got[1]}: {got[2][:160]}")
+    assert not failures, "\n".join(failures)
 
 
 # --------------------------------------------------------------------------- the CLI

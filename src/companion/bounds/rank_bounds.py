@@ -38,7 +38,7 @@ MAX_EXACT_COST = 10**7
 MAX_DISTINCT_BOUNDS = 2**13
 
 
-def _cleared(values: list, name: str, work: int) -> tuple[list[int], int]:
+def _check_integers(values: list, name: str, work: int) -> tuple[list[int], int]:
     """(values times D, D) for D the common denominator of the exact `values`, if `work` times
     (1 + bits/64)**2 stays within MAX_EXACT_COST (bits: the largest cleared integer's)."""
     bits = int(64 * max(MAX_EXACT_COST / max(work, 1) - 1, 0) ** 0.5)
@@ -209,7 +209,7 @@ def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
     if any(rows[i][i] != 1 for i in range(N)):
         raise ValueError("M must have unit diagonal (M[x,x] = 1) for the sharper lemma")
     c = None if c is None else check_fraction(c, "c", 0, 1, high_open=True)
-    ints, D = _cleared([v for row in rows for v in row], "M", N * N)
+    ints, D = _check_integers([v for row in rows for v in row], "M", N * N)
     s, f = Fraction(sum(ints), D), Fraction(sum(v * v for v in ints), D * D)
 
     def value(t: Fraction) -> Fraction:  # ||M - tJ||^2 = f - 2 t s + N^2 t^2 > 0 for M != J
@@ -267,7 +267,7 @@ def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
     if len(counts) > MAX_DISTINCT_BOUNDS:
         raise ValueError(f"off_diagonal_bounds must hold at most MAX_DISTINCT_BOUNDS = "
                          f"{MAX_DISTINCT_BOUNDS} distinct bounds, got {len(counts)}")
-    _cleared(list(counts), "off_diagonal_bounds", len(counts))  # the cost of _sharp's sums
+    _check_integers(list(counts), "off_diagonal_bounds", len(counts))  # the cost of _sharp's sums
     value, c = _sharp(N, {Fraction(u): k for u, k in counts.items()})
     return SharpRankBound(N, value, c, math.ceil(value), N if value == N else math.floor(value) + 1)
 
@@ -281,7 +281,8 @@ def unit_diagonal_from_factors(A, B):
         raise ValueError(f"A and B must both be N x k, 1 <= N <= {MAX_MATRIX_SIZE}, k >= 1, got "
                          f"shapes {A.shape} and {B.shape}")
     work = A.shape[0] ** 2 * A.shape[1]
-    (a, _), (b, _) = (_cleared(F.ravel().tolist(), name, work) for F, name in ((A, "A"), (B, "B")))
+    (a, _), (b, _) = (_check_integers(F.ravel().tolist(), name, work)
+                      for F, name in ((A, "A"), (B, "B")))
     G = np.array(a, dtype=object).reshape(A.shape) @ np.array(b, dtype=object).reshape(B.shape).T
     if any(G[i, i] == 0 for i in range(len(G))):
         return None  # the common denominators cancel in M

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.checks import check_exact_array, check_instance, check_tokens
+from companion.checks import check_bool, check_exact_array, check_instance, check_tokens
 from companion.core.task import check_convention, query_index
 
 __all__ = ["kernel_attention", "softmax_attention", "softmax_weights"]
@@ -43,9 +43,14 @@ class SoftmaxAttentionHead:
     readout_bias: TokenMap
 
 
-def _prepare(sequences, convention):
-    x = check_tokens(sequences)
-    return x, x[..., query_index(x.shape[-2], check_convention(convention)), :]
+def _check_head(head, kind, sequences, convention) -> tuple[np.ndarray, str]:
+    """(0/1 tokens as int64, the convention) for a head of class `kind`."""
+    check_instance(head, "head", kind)
+    return check_tokens(sequences), check_convention(convention)
+
+
+def _query(x: np.ndarray, convention: str) -> np.ndarray:
+    return x[..., query_index(x.shape[-2], convention), :]
 
 
 def _table(value, dtype, name: str, shape: tuple) -> np.ndarray:
@@ -69,7 +74,6 @@ def _table(value, dtype, name: str, shape: tuple) -> np.ndarray:
 
 def _features(head: KernelAttentionHead, x, query, dtype):
     """Query features (..., r), key features (..., n, r), values (..., n, d), a, b."""
-    check_instance(head, "head", KernelAttentionHead)
     batch, n, r = x.shape[:-2], x.shape[-2], head.rank
     phi_q = _table(head.query_features(query), dtype, "head.query_features", batch + (r,))
     phi_k = np.stack([_table(head.key_features(x[..., p, :], p), dtype, "head.key_features",
@@ -93,9 +97,9 @@ def _weights_total(alpha) -> np.ndarray:
 
 def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirectional",
                    exact: bool = False) -> np.ndarray:
-    """alpha_p(x, x_p) for every position p: shape (..., n). Unnormalised."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, *_ = _features(head, x, query, object if exact else np.float64)
+    """alpha_p(x, x_p) for every position p: shape (..., n), unnormalised (checked tokens)."""
+    x = np.asarray(sequences)
+    phi_q, phi_k, *_ = _features(head, x, _query(x, convention), object if exact else np.float64)
     return (phi_k * phi_q[..., None, :]).sum(axis=-1)
 
 
@@ -110,8 +114,15 @@ def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirecti
                      exact: bool = False) -> np.ndarray:
     """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...); with `exact` every
     map's output is read exactly (ints and Fractions) and y is exact."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, object if exact else np.float64)
+    x, convention = _check_head(head, KernelAttentionHead, sequences, convention)
+    return attention_output(head, x, convention, check_bool(exact, "exact"))
+
+
+def attention_output(head: KernelAttentionHead, x: np.ndarray, convention: str,
+                     exact: bool = False) -> np.ndarray:
+    """:func:`kernel_attention` on checked arguments (int64 tokens): the package's own calls."""
+    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention),
+                                         object if exact else np.float64)
     if not exact:
         phi_q, phi_k = _scale_out(phi_q, -1), _scale_out(phi_k, (-2, -1))
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
@@ -135,10 +146,10 @@ MAX_BIG_INTEGER_SEQUENCES = 2**14
 
 def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="bidirectional"):
     """(num, den) with y = num / den for heads whose maps return ints (chapter 1's exhaustive
-    checks): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den; int64 arrays when a
-    bound on every product fits int64, else object arrays of Python ints."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, int)
+    checks, on checked tokens): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den; int64
+    arrays when a bound on every product fits int64, else object arrays of Python ints."""
+    x = np.asarray(sequences)
+    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention), int)
     n, (r, d) = x.shape[-2], (phi_q.shape[-1], vals.shape[-1])
     top = [max(map(abs, t.flat), default=0) for t in (phi_q, phi_k, vals, a, b)]
     alpha_top = r * top[0] * top[1]
@@ -153,9 +164,8 @@ def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="b
     return (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1) + b * den, den
 
 
-def _softmax_scores(head: SoftmaxAttentionHead, sequences, convention):
-    check_instance(head, "head", SoftmaxAttentionHead)
-    x, query = _prepare(sequences, convention)
+def _softmax_scores(head: SoftmaxAttentionHead, x, convention):
+    query = _query(x, convention)
     q = np.asarray(head.query_map(query), dtype=np.float64)
     logits = (np.asarray(head.key_map(x), dtype=np.float64) * q[..., None, :]).sum(axis=-1)
     return x, query, logits
@@ -164,7 +174,8 @@ def _softmax_scores(head: SoftmaxAttentionHead, sequences, convention):
 def softmax_attention(head: SoftmaxAttentionHead, sequences,
                       convention="bidirectional") -> np.ndarray:
     """Dense softmax head in float64 (max-subtracted, so large temperatures do not overflow)."""
-    x, query, logits = _softmax_scores(head, sequences, convention)
+    x, convention = _check_head(head, SoftmaxAttentionHead, sequences, convention)
+    x, query, logits = _softmax_scores(head, x, convention)
     w = np.exp(logits - logits.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
     scores = (np.asarray(head.values(x), dtype=np.float64)
@@ -175,4 +186,5 @@ def softmax_attention(head: SoftmaxAttentionHead, sequences,
 
 def softmax_weights(head: SoftmaxAttentionHead, sequences, convention="bidirectional"):
     """Unnormalised softmax weights exp(<q(x), k(x_p)>) for every position: shape (..., n)."""
-    return np.exp(_softmax_scores(head, sequences, convention)[2])
+    x, convention = _check_head(head, SoftmaxAttentionHead, sequences, convention)
+    return np.exp(_softmax_scores(head, x, convention)[2])

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.checks import check_exact_array, check_int
+from companion.checks import check_exact_array, check_instance, check_int
 from companion.core.attention import KernelAttentionHead, kernel_attention_integer
 from companion.core.task import check_convention, iter_sequences, query_target
 
@@ -41,6 +41,7 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     """Evaluate an integer-valued head exactly on every length-n sequence over {0,1}^m
     (n*m <= MAX_EXHAUSTIVE_BITS); |y - t| = |num - t den| / den is compared in integers (int64
     where every product fits, else Python ints on at most MAX_BIG_INTEGER_SEQUENCES a chunk)."""
+    check_instance(head, "head", KernelAttentionHead)
     check_convention(convention)
     n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     chunk = check_int(chunk, "chunk", 1, 2**24)

@@ -96,7 +96,7 @@ def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
 def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     """Every reason M is not admissible (empty list: admissible). Exact arithmetic."""
     N = check_instance(bounds, "bounds", RatioBounds).size
-    M = exact_factor(M, "M", N, N)
+    M = check_exact_factor(M, "M", N, N)
     problems = []
     for x in range(N):
         if M[x, x] != 1:
@@ -117,7 +117,8 @@ def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     return problems
 
 
-def exact_factor(F, name: str, rows: int | None = None, cols: int | None = None) -> np.ndarray:
+def check_exact_factor(F, name: str, rows: int | None = None,
+                       cols: int | None = None) -> np.ndarray:
     """F (exact numbers: checks.check_exact) as an object array of Fractions of shape (rows,
     cols), each None for any size >= 1; at most MAX_FACTOR_ENTRIES entries."""
     arr = check_exact_array(F, name, 2, MAX_FACTOR_ENTRIES)
