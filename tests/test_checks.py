@@ -923,3 +923,17 @@ def test_exact_inputs_agree_across_dtypes(target):
                 assert outcome(fn, kwargs, f"{bad}-{w}", post) == ref, (bad, w)
 
     check()
+
+
+def test_spec_writers_refuse_numbers_json_cannot_hold(tmp_path):
+    """A spec is written as given: a numpy int in it is refused naming the spec (one check,
+    checks.check_json_data), before any file is touched."""
+    from companion.sandwich.certificates import write_certificate_file
+
+    spec = {"code": "paley_subset", "a": np.int64(11), "b": 3, "q": 11, "n": 3, "eps": "1/2",
+            "convention": "bidirectional"}
+    with pytest.raises(TypeError, match="spec must be JSON data"):
+        write_certificate_file(tmp_path / "c.json", spec)
+    assert not list(tmp_path.iterdir())
+    write_certificate_file(tmp_path / "c.json", {**spec, "a": 11})
+    assert (tmp_path / "c.json").is_file()

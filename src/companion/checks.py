@@ -203,6 +203,16 @@ def check_mapping(value, name: str) -> Mapping:
     return _require(value, name, Mapping, "a dict")
 
 
+def check_json_data(value, name: str):
+    """`value` if JSON holds it as it is (str keys, finite numbers, no numpy scalars): what is
+    written as given is refused before any file is touched."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be JSON data (str keys, finite numbers): {exc}") from None
+    return value
+
+
 def check_path(path, name: str) -> Path:
     """A file or folder path (str or os.PathLike) as a Path."""
     return Path(_require(path, name, (str, os.PathLike), "a str or os.PathLike path"))

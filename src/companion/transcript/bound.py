@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion.checks import (
-    check_array,
     check_instance,
     check_int,
+    check_int_sequence,
     check_positive_int,
     check_tokens,
 )
@@ -114,13 +114,11 @@ class BlockConstruction:
 
     def representative(self, counts) -> np.ndarray:
         """The key token with the first counts[i] coordinates of each B_i set."""
-        counts = check_array(counts, "counts")
-        if counts.shape != (self.q,) or not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"counts must be q={self.q} ints, got {counts!r}")
-        if np.any(counts < 0) or np.any(counts > self.s):
-            raise ValueError(f"counts must lie in [0, s={self.s}], got {counts.tolist()}")
+        counts = check_int_sequence(counts, "counts", 0, self.s)
+        if len(counts) != self.q:
+            raise ValueError(f"counts must be q={self.q} ints, got {len(counts)}")
         z = np.zeros(self.m, dtype=np.int64)
-        for i, c in enumerate(counts.tolist()):
+        for i, c in enumerate(counts):
             z[i * self.s: i * self.s + c] = 1
         return z
 
