@@ -56,6 +56,28 @@ def test_check_array_refuses_with_the_name(bad, kind):
         check_array(bad, "table", 2)
 
 
+def test_the_conversion_rule_on_its_own():
+    from companion.checks import check_exact
+
+    big = np.uint64(2**64 - 1)
+    assert check_exact(big, "v") == 2**64 - 1 and type(check_exact(big, "v")) is int
+    for f in (Fraction(np.int64(2**40)), Fraction(1, np.int64(3))):  # numpy parts kept by Fraction
+        v = check_exact(f, "v")
+        assert v == f and type(v.numerator) is int is type(v.denominator)
+    assert check_exact(np.longdouble(1) / 3, "v") == Fraction(
+        *(np.longdouble(1) / 3).as_integer_ratio())  # every bit of the extended float
+    assert check_exact(np.float16(0.1), "v") == Fraction(819, 8192)
+    for bad, kind in ((np.float32("nan"), ValueError), (-np.inf, ValueError), (True, TypeError),
+                      (np.bool_(False), TypeError), ("1/2", TypeError), (1j, TypeError)):
+        with pytest.raises(kind, match="^v must be"):
+            check_exact(bad, "v")
+    assert check_exact_array([[1, 2**70], [0.5, np.int8(-3)]], "M").tolist() == [
+        [1, 2**70], [Fraction(1, 2), -3]]  # a list never through float64
+    for bad in ([[0, 1], [1]], np.ones(2, dtype=bool), np.array(["1"]), None, {1: 2}):
+        with pytest.raises(TypeError, match="^M must be"):
+            check_exact_array(bad, "M")
+
+
 def test_check_device_mapping_path():
     assert check_device("cpu") == "cpu"
     assert check_device(torch.device("cpu")) == torch.device("cpu")

@@ -107,6 +107,9 @@ def check_exact(value, name: str) -> int | Fraction:
     Python int (operator.index); a rational with numerator and denominator so read; a finite
     float (Python or numpy, any width) as the Fraction it equals. NaN and infinity are a
     ValueError, bool and anything else a TypeError, each naming the argument."""
+    if type(value) is int or (type(value) is Fraction
+                              and type(value.numerator) is int is type(value.denominator)):
+        return value  # the common case, first: exact evaluations convert every table entry
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a number (int, Fraction or finite float), got bool")
     if isinstance(value, (int, np.integer)):
@@ -138,7 +141,8 @@ def check_exact_array(values, name: str, ndim: int | None = None,
                       max_entries: int = MAX_EXACT_ENTRIES) -> np.ndarray:
     """`values` (a numpy array of any int or float dtype, an object array, nested lists) as an
     object array of Python ints and Fractions, entry by entry by :func:`check_exact` (a list
-    never passes through float64); of `ndim` dimensions when given, at most `max_entries`."""
+    never passes through float64; a ragged one has list entries, refused there); of `ndim`
+    dimensions when given, at most `max_entries`."""
     if values is None or isinstance(values, (str, bytes, Mapping)):
         raise TypeError(f"{name} must be an array of numbers, got {type(values).__name__}")
     if isinstance(values, np.ndarray) and values.dtype.kind not in "biufO":  # bool: below
@@ -151,12 +155,10 @@ def check_exact_array(values, name: str, ndim: int | None = None,
     if arr is None or arr.size > max_entries:
         raise ValueError(f"{name} must have at most {max_entries} entries, got "
                          f"{size if arr is None else arr.size}")
-    if any(isinstance(v, (list, tuple, np.ndarray)) for v in arr.flat):
-        raise TypeError(f"{name} must be a rectangular array of numbers, got ragged rows")
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
     out = np.empty(arr.shape, dtype=object)
     out.reshape(-1)[:] = [check_exact(v, name) for v in arr.flat]
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
     return out
 
 
