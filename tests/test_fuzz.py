@@ -52,10 +52,6 @@ SKIP = {
     "companion.bounds.witness:ratio_matrix_facts": "chapter 6's two facts of Theorem E on a "
     "head's ratio matrix, through kernel_ratio_matrix (fuzzed); tested in "
     "tests/bounds/test_witness.py",
-    **{f"companion.bounds.rank_bounds:{f}": "chapter 3's generator of test matrices for the "
-       "attack on lem-shifted-trace (no argument checks by design: the chapter feeds it); "
-       "tested in tests/bounds/test_rank_bounds.py"
-       for f in ("unit_diagonal_from_factors", "shifted_trace_attack")},
     "companion.core.task:CONVENTIONS": "a constant",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e1:E1_FULL", "e1:E1_QUICK", "e1:E1_SMOKE", "e1:E1_LIVE_RANKS", "e1:E1_LIVE_SEEDS",
@@ -203,6 +199,8 @@ NOMINAL = {
     "key_factor": KF, "factor": np.array([[0.5, 0.25]]), "denominator": 1024,
     "width_result": {"ranks": [1], "accuracy": {"uniform": [[0.5]]},
                      "dense": {"uniform": [0.7]}},
+    "A": [[1, 2], [0, 1], [3, 1]], "B": [[1, 0], [2, 1], [1, 1]], "nonnegative": False,
+    "gen": Lazy("torch:Generator"),
 }
 
 CERT = Lazy("builtins:getattr", (FAMILY, "certificate"))
@@ -237,8 +235,21 @@ _ES = "companion.experiments.e2.study"
 TINY_STUDY = Lazy(f"{_ER}:study_config", ("A", "exp-affine", (6,)), {
     "ranks": (1,), "rank_groups": ((1,),), "seeds": (0,), "splits": (0,), "n_train": 20,
     "n_test": 10, "steps": 2, "eval_every": 1})
+_SOFTMAX = Lazy("companion.core.constructions:softmax_min_ip_head", (2.0,))
 OVERRIDES = {
     **_CH8,
+    # valid nominal calls, so that the dtype class compares answers (issue 41)
+    "companion.bounds.rank_bounds:sharp_rank_bound": {"N": 2},
+    "companion.core.attention:softmax_attention": {"head": _SOFTMAX},
+    "companion.core.attention:softmax_weights": {"head": _SOFTMAX},
+    "companion.core.constructions:spread_query_head": {"family": Lazy(
+        "companion.bounds.witness:witness_family", (_arr("companion.bounds.codes:paley_subset",
+                                                         4, 0, 7),), cache=True)},
+    "companion.open.signed:overlap_kernel_rank": {"m": 2},
+    "companion.sandwich.certificates:kneser_box_matrix": {"bounds": Lazy(
+        "companion.sandwich.matrix:ratio_bounds", (Lazy(
+            "companion.bounds.witness:witness_family", (_arr(
+                "companion.bounds.codes:paley_subset", 10, 0, 11),)),), cache=True)},
     "companion.bounds.codes:paley_subset": {"a": 11, "b": 3, "q": 11},
     "companion.bounds.codes:paley_hadamard_code": {"q": 11},
     "companion.transcript.bound:answer_vector_count": {"q": 2},
@@ -324,6 +335,8 @@ OVERRIDES = {
     f"{_ER}:e2_path": {"folder": "results/x", "cfg": TINY_STUDY},
     f"{_ER}:load_e2": {"path": "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json"},
     f"{_ER}:study_files": {"folder": "results/e2_study"},
+    f"{_TR}:checkpoint_convergence": {"run": Lazy(f"{_ER}:load_e2", (
+        "results/e2_study/e2_pilot_B_overlap_lr0.003_steps2000.json",), cache=True)},
     f"{_ER}:study_config": {"arm": "A", "kind": "mlp"},
     f"{_ER}:pilot_configs": {"arm": "A", "kind": "mlp"},
     f"{_PS}:complement_power_rank": {"m": 6, "k": 2},
@@ -379,7 +392,7 @@ ARRAY_NAMES = set("sequences S x z z_prime pool M values codes token predictions
                   "prob log2_rho accuracy key_features query_features readout_weights "
                   "readout_bias idx outputs off_diagonal_bounds inputs arr query_factor key_factor "
                   "factor self_features self_value_scale bias gram seqs acc train_acc "
-                  "dense_acc".split())
+                  "dense_acc A B".split())
 STR_NAMES = set("convention device mode feature encoding name distribution key kind "
                 "caption text variant quantity construction which reading test".split())
 BOOL_NAMES = set("exact integer complements progress restart keep_models allow_empty "
@@ -574,6 +587,99 @@ def test_random_arguments(runner, target):
         judge(target, [problem] if problem else [])
 
     check()
+
+
+# --------------------------------------------------------------------------- numbers in every dtype
+# Issue 41: the numbers of a nominal call dressed as numpy scalars of every width, Fractions
+# of numpy ints, floats of every width, numpy / object arrays and numpy-int sequences. A
+# dressed call may answer only what the plain call answers (same result, compared by digest
+# on the theory floors, whose results are deterministic) or refuse naming the argument; the
+# dressings that hold the same value exactly as an int (or a float as a float) must answer.
+
+#: kind -> (must the call answer as the plain one?, dresser); a dresser returns None where
+#: the kind cannot hold the value exactly.
+_INTS = {"int8": np.int8, "uint8": np.uint8, "int64": np.int64, "uint64": np.uint64}
+_FLOATS = {"float16": np.float16, "float32": np.float32, "longdouble": np.longdouble}
+
+
+def _fits(t, v) -> bool:
+    return np.iinfo(t).min <= v <= np.iinfo(t).max
+
+
+def _as_float(t, v):
+    """v as the numpy float t, if that holds it exactly."""
+    with np.errstate(over="ignore"):
+        f = t(float(v)) if abs(v) < 2**60 else None
+    return f if f is not None and np.isfinite(f) and Fraction(*f.as_integer_ratio()) == v \
+        else None
+
+
+def dressings(value):
+    """(kind, dressed value, must answer) for one nominal argument value."""
+    if isinstance(value, bool) or isinstance(value, Lazy):
+        return
+    if isinstance(value, int):
+        for k, t in _INTS.items():
+            if _fits(t, value):
+                yield k, t(value), True
+        yield "fraction-np", Fraction(np.int64(value)) if _fits(np.int64, value) else None, False
+        if value in (0, 1):
+            yield "bool", np.bool_(value), False
+        for k, t in _FLOATS.items():
+            yield k, _as_float(t, value), False
+    elif isinstance(value, (Fraction, float)):
+        for k, t in _FLOATS.items():
+            yield k, _as_float(t, value), True
+        if isinstance(value, Fraction) and value.denominator == 1 and _fits(np.int64, value):
+            yield "fraction-np", Fraction(np.int64(int(value))), False
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size:
+        for k, t in {**_INTS, **_FLOATS}.items():
+            cast = value.astype(t)
+            if np.array_equal(cast.astype(value.dtype), value):
+                yield k, cast, value.dtype.kind in "iu" and k in _INTS
+        yield "object", value.astype(object), False
+    elif (isinstance(value, (list, tuple)) and value
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        if all(_fits(np.int64, v) for v in value):
+            yield "numpy-ints", type(value)(np.int64(v) for v in value), True
+            yield "array", np.array(value, dtype=np.int64), False
+    elif isinstance(value, dict) and value and all(
+            isinstance(k, (int, Fraction)) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in value.items()):
+        if all(_fits(np.int64, v) for v in value.values()):
+            yield "numpy-counts", {k: np.int64(v) for k, v in value.items()}, True
+
+
+THEORY = ("companion.core", "companion.bounds", "companion.sandwich", "companion.transcript",
+          "companion.open", "companion.softmax", "companion.book", "companion.checks")
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("target", TARGETS)
+def test_numbers_in_every_dtype(runner, target):
+    """Each numeric argument of the nominal call in every dtype: the same answer, or a refusal
+    naming it; never another answer, a hang, a MemoryError or a crash."""
+    obj = dict(zip(TARGETS, [c[2] for c in SURFACE]))[target]
+    module, name = target.split(":")
+    nominal, params, _ = plan(module, name, obj)
+    theory = module.startswith(THEORY)
+    plain = runner.call(target, nominal, digest=theory)
+    if plain[0] != "ok":
+        return  # the nominal call refuses (a path that must not exist): nothing to compare
+    failures = []
+    for p, value in nominal.items():
+        for kind, dressed, must in dressings(value):
+            if dressed is None or not (theory or kind in ("int64", "float32", "numpy-ints")):
+                continue  # the kind cannot hold it; off the floors: the two common dtypes
+            kwargs = {**nominal, p: dressed}
+            got = runner.call(target, kwargs, digest=theory)
+            if got == plain:
+                continue
+            if got[0] == "ok":
+                failures.append(f"{p} as {kind}: another answer than with {value!r:.40}")
+            elif must or verdict(target, [p], kwargs, got):
+                failures.append(f"{p} as {kind}: {got[0]} {got[1]}: {got[2][:160]}")
+    assert not failures, "\n".join(failures)
 
 
 # --------------------------------------------------------------------------- the CLI

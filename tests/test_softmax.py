@@ -370,8 +370,11 @@ def test_large_n_counterexample_gap_three_matters_at_beta_one():
 
 
 def test_bad_input():
+    assert max_error_exact(0.5, 3, 2) == max_error_exact(Fraction(1, 2), 3, 2)  # read exactly
     with pytest.raises(TypeError, match="decay"):
-        max_error_exact(0.5, 3, 2)
+        max_error_exact("1/2", 3, 2)
+    with pytest.raises(ValueError, match="decay"):
+        max_error_exact(float("nan"), 3, 2)
     with pytest.raises(ValueError, match="decay"):
         max_error_exact(Fraction(3, 2), 3, 2)
     with pytest.raises(ValueError, match="n"):

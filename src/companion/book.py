@@ -84,6 +84,13 @@ class Table:
         self.caption = caption
         self.values = [[_plain(v) for v in row] for row in values]
         self._formats = formats
+        for column, fmt in formats.items():  # a format that does not apply: refused here
+            for value in (row[columns.index(column)] for row in self.values):
+                try:
+                    self._cell(column, value)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"format {fmt!r} of column {column!r} does not apply to "
+                                     f"{value!r}") from exc
 
     def _cell(self, column: str, value) -> str:
         fmt = self._formats.get(column)
@@ -93,11 +100,7 @@ class Table:
             return f"{float(value):.9g}"  # the exact value is the cell's tooltip (HTML)
         if fmt is None:
             return repr(value) if isinstance(value, float) else str(value)
-        try:
-            return format(value, fmt)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"format {fmt!r} of column {column!r} does not apply to "
-                             f"{value!r}") from exc
+        return format(value, fmt)
 
     def cells(self) -> list[list[str]]:
         """Every cell as the string both renderings show."""

@@ -4,7 +4,9 @@ each returns the value in its canonical type or raises TypeError (wrong kind) / 
 
 from __future__ import annotations
 
+import json
 import math
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -14,10 +16,6 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["check_device"]
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_real(value) -> bool:
@@ -33,14 +31,16 @@ def _require(value, name: str, types, kind: str):
 
 
 def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
-    """`value` as an int in [low, high] (either end may be open-ended: None); bool refused."""
-    if not _is_int(value):
+    """`value` as a Python int in [low, high] (either end None: open); a numpy int of any
+    width is read exactly (operator.index), bool refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = operator.index(value)
     if (low is not None and value < low) or (high is not None and value > high):
         accepted = (f"an int >= {low}" if high is None else f"an int <= {high}" if low is None
                     else f"an int in [{low}, {high}]")
         raise ValueError(f"{name} must be {accepted}, got {value}")
-    return int(value)
+    return value
 
 
 def check_positive_int(value, name: str, upper: int | None = None) -> int:
@@ -54,8 +54,10 @@ MAX_SEQUENCE_LENGTH = 10**6
 
 def check_int_sequence(values, name: str, low: int | None = None, high: int | None = None,
                        allow_empty: bool = False) -> list[int]:
-    """A sequence of at most 10**6 ints, each in [low, high], as a list (entries named
-    name[i]); non-empty unless `allow_empty`."""
+    """A sequence (or 1-d array) of at most 10**6 ints, each in [low, high], as a list of
+    Python ints (entries named name[i]); non-empty unless `allow_empty`."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = list(values[:MAX_SEQUENCE_LENGTH + 1])  # a longer one is refused below
     if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence)
             or (len(values) == 0 and not allow_empty)):
         kind = "a sequence" if allow_empty else "a non-empty sequence"
@@ -90,24 +92,73 @@ def check_float(value, name: str, low: float | None = None, high: float | None =
     """A finite real number (int, float, Fraction; bool refused) in the given range, as a float."""
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int or Fraction beyond float64
+        v = math.inf
     if not (math.isfinite(v) and _in_range(v, low, high, low_open, high_open)):
         raise _range_error(value, name, low, high, low_open, high_open)
     return v
 
 
+def check_exact(value, name: str) -> int | Fraction:
+    """The one conversion rule for exact inputs: an int (Python or numpy, any width) as a
+    Python int (operator.index); a rational with numerator and denominator so read; a finite
+    float (Python or numpy, any width) as the Fraction it equals. NaN and infinity are a
+    ValueError, bool and anything else a TypeError, each naming the argument."""
+    if type(value) is int or (type(value) is Fraction
+                              and type(value.numerator) is int is type(value.denominator)):
+        return value  # the common case, first: exact evaluations convert every table entry
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a number (int, Fraction or finite float), got bool")
+    if isinstance(value, (int, np.integer)):
+        return operator.index(value)
+    if isinstance(value, Rational):  # Fraction(np.int64(...)) keeps an int64 numerator
+        return Fraction(operator.index(value.numerator), operator.index(value.denominator))
+    if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+        return Fraction(*value.as_integer_ratio())  # exact for float16 ... longdouble
+    raise TypeError(f"{name} must be a number (int, Fraction or finite float), got "
+                    f"{type(value).__name__}")
+
+
 def check_fraction(value, name: str, low=None, high=None, *, low_open: bool = False,
                    high_open: bool = False) -> Fraction:
-    """An exact rational (int, Fraction, or a finite float read exactly) in the range."""
-    if not _is_real(value):
-        raise TypeError(
-            f"{name} must be a real number (int, Fraction or float), got {type(value).__name__}")
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    v = Fraction(value)
+    """:func:`check_exact`'s value as a Fraction in the range."""
+    v = Fraction(check_exact(value, name))
     if not _in_range(v, low, high, low_open, high_open):
         raise _range_error(value, name, low, high, low_open, high_open)
     return v
+
+
+#: Most entries :func:`check_exact_array` converts (one Python object each, ~1 s).
+MAX_EXACT_ENTRIES = 2**21
+
+
+def check_exact_array(values, name: str, ndim: int | None = None,
+                      max_entries: int = MAX_EXACT_ENTRIES) -> np.ndarray:
+    """`values` (a numpy array of any int or float dtype, an object array, nested lists) as an
+    object array of Python ints and Fractions, entry by entry by :func:`check_exact` (a list
+    never passes through float64; a ragged one has list entries, refused there); of `ndim`
+    dimensions when given, at most `max_entries`."""
+    if values is None or isinstance(values, (str, bytes, Mapping)):
+        raise TypeError(f"{name} must be an array of numbers, got {type(values).__name__}")
+    if isinstance(values, np.ndarray) and values.dtype.kind not in "biufO":  # bool: below
+        raise TypeError(f"{name} must be an array of numbers, got dtype {values.dtype}")
+    size = values.size if isinstance(values, np.ndarray) else None
+    try:
+        arr = np.asarray(values, dtype=object) if size is None or size <= max_entries else None
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"{name} must be a rectangular array of numbers ({exc})") from None
+    if arr is None or arr.size > max_entries:
+        raise ValueError(f"{name} must have at most {max_entries} entries, got "
+                         f"{size if arr is None else arr.size}")
+    out = np.empty(arr.shape, dtype=object)
+    out.reshape(-1)[:] = [check_exact(v, name) for v in arr.flat]
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
+    return out
 
 
 def check_bool(value, name: str) -> bool:
@@ -132,21 +183,16 @@ def check_instance(value, name: str, cls: type):
     return _require(value, name, cls, f"a {kind}")
 
 
-def check_array(values, name: str, ndim: int | None = None, *,
-                allow_object: bool = False) -> np.ndarray:
-    """`values` as an array of real numbers (with `allow_object`, also of Python ints and
-    Fractions), of `ndim` dimensions when given; finiteness is the caller's."""
+def check_array(values, name: str, ndim: int | None = None) -> np.ndarray:
+    """`values` as a numpy array of real numbers (bool included), of `ndim` dimensions when
+    given; finiteness is the caller's (exact inputs: :func:`check_exact_array`)."""
     if values is None or isinstance(values, (str, bytes, Mapping)):
         raise TypeError(f"{name} must be an array of real numbers, got {type(values).__name__}")
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError) as exc:  # ragged nested lists
         raise TypeError(f"{name} must be a rectangular array of real numbers ({exc})") from exc
-    if arr.dtype == object:
-        if not allow_object or not all(_is_real(v) for v in arr.flat):
-            raise TypeError(f"{name} must be an array of real numbers, got dtype object")
-    elif not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_) or \
-            np.issubdtype(arr.dtype, np.complexfloating):
+    if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
@@ -156,6 +202,16 @@ def check_array(values, name: str, ndim: int | None = None, *,
 def check_mapping(value, name: str) -> Mapping:
     """`value` if it is a mapping (a dict of counts, a result record)."""
     return _require(value, name, Mapping, "a dict")
+
+
+def check_json_data(value, name: str):
+    """`value` if JSON holds it as it is (str keys, finite numbers, no numpy scalars): what is
+    written as given is refused before any file is touched."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be JSON data (str keys, finite numbers): {exc}") from None
+    return value
 
 
 def check_path(path, name: str) -> Path:
@@ -200,7 +256,9 @@ def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
         arr = np.asarray(x)
     except ValueError as exc:  # ragged nested lists
         raise TypeError(f"{name} must be a rectangular array of 0/1 entries ({exc})") from exc
-    if arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
+    if arr.dtype == object:  # numpy scalars, Fractions: each read by check_exact
+        arr = check_exact_array(arr, name)
+    elif arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
         raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
     if arr.ndim < min_ndim:
         raise ValueError(

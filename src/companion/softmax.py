@@ -14,7 +14,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 
-from companion.checks import check_beta, check_float, check_int, checked_comb
+from companion.checks import check_beta, check_float, check_fraction, check_int, checked_comb
 from companion.core.attention import softmax_attention
 from companion.core.constructions import softmax_min_ip_head
 from companion.core.task import check_convention, iter_sequences, query_index, query_target
@@ -39,8 +39,16 @@ MIN_TOL = 1e-14
 MAX_BRUTE_FORCE_BITS = 24  # largest n*m of the brute force over all 2**(n*m) sequences
 
 
-def _check_nm(n, m, low_n: int = 2) -> tuple[int, int]:
-    return check_int(n, "n (sequence length)", low_n), check_int(m, "m (token width)", 1)
+def _check_nm(n, m, low_n: int = 2, profiles: bool = False) -> tuple[int, int]:
+    """n >= low_n, m >= 1; with `profiles`, C(m+n, n) overlap profiles of n entries within
+    MAX_PROFILES and MAX_PROFILE_ENTRIES."""
+    n, m = check_int(n, "n (sequence length)", low_n), check_int(m, "m (token width)", 1)
+    total = checked_comb(m + n, n, f"n={n}, m={m}") if profiles else 0
+    if total > MAX_PROFILES or total * n > MAX_PROFILE_ENTRIES:
+        raise ValueError(f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles of n entries, "
+                         f"above MAX_PROFILES={MAX_PROFILES} or MAX_PROFILE_ENTRIES="
+                         f"{MAX_PROFILE_ENTRIES}; choose a smaller n or m")
+    return n, m
 
 
 def count_profiles(n: int, m: int) -> int:
@@ -53,11 +61,6 @@ def count_profiles(n: int, m: int) -> int:
 def _overlap_profiles(n: int, m: int) -> np.ndarray:
     """Every (|x|, sorted key overlaps) of a length-n sequence on {0,1}^m, shape (C(m+n, n), n)
     (``lem-overlap-profiles``: the head sees a key only through <x, x_p>, in any order)."""
-    total = count_profiles(n, m)
-    if total > MAX_PROFILES or total * n > MAX_PROFILE_ENTRIES:
-        raise ValueError(f"n={n}, m={m} give C(m+n, n) = {total} overlap profiles of n entries, "
-                         f"above MAX_PROFILES={MAX_PROFILES} or MAX_PROFILE_ENTRIES="
-                         f"{MAX_PROFILE_ENTRIES}; choose a smaller n or m")
     rows = [(w,) + keys for w in range(m + 1)
             for keys in combinations_with_replacement(range(w + 1), n - 1)]
     return np.array(rows, dtype=np.int64).reshape(-1, n)
@@ -84,7 +87,7 @@ def _errors(beta, sequences, convention: str = "bidirectional") -> np.ndarray:
 def max_error(beta, n: int, m: int, convention: str = "bidirectional") -> float:
     """Exact worst case max |y - t| over all length-n inputs on {0,1}^m, by evaluating the
     head once per overlap profile (exhaustive by ``lem-overlap-profiles``)."""
-    beta, (n, m) = check_beta(beta), _check_nm(n, m, 1)
+    beta, (n, m) = check_beta(beta), _check_nm(n, m, 1, profiles=True)
     check_convention(convention)
     return float(_errors(beta, _profile_sequences(n, m, convention), convention).max())
 
@@ -107,7 +110,7 @@ def max_error_brute_force(beta, n: int, m: int, convention: str = "bidirectional
 
 def worst_profile(beta, n: int, m: int) -> tuple[int, ...]:
     """The overlap profile (|x|, key overlaps) where the worst case is attained."""
-    beta, (n, m) = check_beta(beta), _check_nm(n, m, 1)
+    beta, (n, m) = check_beta(beta), _check_nm(n, m, 1, profiles=True)
     errs = _errors(beta, _profile_sequences(n, m))
     return tuple(int(v) for v in _overlap_profiles(n, m)[int(np.argmax(errs))])
 
@@ -166,11 +169,7 @@ MAX_EXACT_PROFILE_WORK = 10**6
 
 def _check_exact(decay, n, m) -> tuple[Fraction, int, int]:
     """decay = e^{-beta} as an exact rational in (0, 1], n and m (m * bits(decay) <= 2**14)."""
-    if isinstance(decay, bool) or not isinstance(decay, (int, Fraction)):
-        raise TypeError(f"decay (= e^-beta) must be an int or Fraction, got {type(decay).__name__}")
-    y = Fraction(decay)
-    if not 0 < y <= 1:
-        raise ValueError(f"decay (= e^-beta) must lie in (0, 1], got {y}")
+    y = check_fraction(decay, "decay (= e^-beta)", 0, 1, low_open=True)
     bits = max(y.numerator.bit_length(), y.denominator.bit_length(), 1)
     n = check_int(n, "n (sequence length)", 2)
     return y, n, check_int(m, "m (token width)", 1, MAX_EXACT_SCAN_BITS // bits)
@@ -189,22 +188,26 @@ MAX_GAP_SCAN = 100_000
 MIN_SATURATION_BETA = 1e-4
 
 
-def _gaps_to_scan(beta: float, n: int, m: int) -> int:
-    """How many gaps d = 1.. the max over d <= m needs (beta > 0): all m, or past
-    MAX_GAP_SCAN only up to the overall maximiser _saturation_width(beta, n)."""
-    if m <= MAX_GAP_SCAN:
-        return m
-    if beta < MIN_SATURATION_BETA:
+def _check_scan(beta, n, m) -> tuple[float, int, int]:
+    """beta, n, m of the closed forms: past m = MAX_GAP_SCAN, beta = 0 or >= MIN_SATURATION_BETA."""
+    beta, (n, m) = check_beta(beta), _check_nm(n, m)
+    if m > MAX_GAP_SCAN and 0 < beta < MIN_SATURATION_BETA:
         raise ValueError(
             f"m must be <= {MAX_GAP_SCAN} when 0 < beta < {MIN_SATURATION_BETA} (the worst gap "
             f"is then near 1/beta and costs that many steps to find), got m={m}, beta={beta}")
-    return min(m, _saturation_width(beta, n))
+    return beta, n, m
+
+
+def _gaps_to_scan(beta: float, n: int, m: int) -> int:
+    """How many gaps d = 1.. the max over d <= m needs (beta > 0): all m, or past
+    MAX_GAP_SCAN only up to the overall maximiser _saturation_width(beta, n)."""
+    return m if m <= MAX_GAP_SCAN else min(m, _saturation_width(beta, n))
 
 
 def max_error_closed_form(beta, n: int, m: int) -> float:
     """The exact worst case in closed form, max_{1<=d<=m} (n-1) d / (e^{beta d} + n - 1) (past
     m = 10**5 the scan stops where the terms saturate)."""
-    beta, (n, m) = check_beta(beta), _check_nm(n, m)
+    beta, n, m = _check_scan(beta, n, m)
     if beta == 0:
         return _uniform_gap_error(beta, n, m)
     return max(_uniform_gap_error(beta, n, d) for d in range(1, _gaps_to_scan(beta, n, m) + 1))
@@ -213,7 +216,7 @@ def max_error_closed_form(beta, n: int, m: int) -> float:
 def worst_gap(beta, n: int, m: int) -> int:
     """The smallest gap d in [1, m] whose uniform-gap profile attains the worst case (bounded
     cost like :func:`max_error_closed_form`)."""
-    beta, (n, m) = check_beta(beta), _check_nm(n, m)
+    beta, n, m = _check_scan(beta, n, m)
     if beta == 0:
         return m  # (n-1) d / n increases with d
     values = [_uniform_gap_error(beta, n, d) for d in range(1, _gaps_to_scan(beta, n, m) + 1)]

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from companion.core.lp import FarkasCertificate, _check_farkas, _check_point, feasible_point
+from companion.core.lp import FarkasCertificate, _is_farkas, _is_point, feasible_point
 
 
 def test_exact_lp_point_and_certificate():
     A = [[1, 1], [-1, 0], [0, -1]]
     x = feasible_point(A, [4, -1, -2])
-    assert _check_point(A, [4, -1, -2], x)
+    assert _is_point(A, [4, -1, -2], x)
     cert = feasible_point(A, [2, -1, -2])  # x >= 1, y >= 2, x + y <= 2: empty
-    assert isinstance(cert, FarkasCertificate) and _check_farkas(A, [2, -1, -2], cert)
+    assert isinstance(cert, FarkasCertificate) and _is_farkas(A, [2, -1, -2], cert)
     # a doctored certificate fails its check
     cert.y[0] += 1
-    assert not _check_farkas(A, [2, -1, -2], cert)
+    assert not _is_farkas(A, [2, -1, -2], cert)
     assert feasible_point([[1], [-1]], [-1, 3]) == [Fraction(-1)]  # free variables
 
 

@@ -372,5 +372,5 @@ def test_other_bad_input():
         enc.read((0,))
     with pytest.raises(ValueError, match=r"symbols must be an int in \[0, 1\]"):
         enc.read((0, 2))
-    with pytest.raises(ValueError, match=r"counts must lie in \[0, s=1\]"):
+    with pytest.raises(ValueError, match=r"counts\[1\] must be an int in \[0, 1\]"):
         BlockConstruction(2, 1).representative(np.array([0, 2]))

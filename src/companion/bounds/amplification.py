@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.bounds.gap_domination import gap_domination_factor
+from companion.bounds.gap_domination import domination_factor
 from companion.checks import check_eps, check_gap, check_int, check_length
 
 __all__ = ["best_chain_factor", "best_chain", "brute_force_chain_factor",
@@ -35,7 +35,7 @@ def link_factor(g, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
     """max(c_{n,eps}(g), 0): what one link of gap g proves about D(z)/D(z')."""
     # a factor <= 0 proves nothing and must not be chained (two negative factors would
     # "prove" a positive ratio): clamped, such a chain is worth exactly 0
-    return max(gap_domination_factor(g, n, eps), Fraction(0))
+    return max(domination_factor(g, n, 2 * eps), Fraction(0))
 
 
 class _ChainTable:
@@ -129,10 +129,6 @@ class _ChainTable:
             self.parts.append(best_parts)
 
     def rho(self, G: int) -> Fraction:
-        if G * self.D.bit_length() > MAX_EXACT_BITS:
-            raise ValueError(f"G must be at most {MAX_EXACT_BITS // self.D.bit_length()} for an "
-                             f"exact rho(G) at eps = {self.eps} (its denominator (2p)**G), got "
-                             f"{G}; use log2_best_chain_factor")
         H, k, w = self.reduce(G)
         return Fraction(self.R[H] * w**k, self.D**G)
 
@@ -154,23 +150,30 @@ class _ChainTable:
 _TABLES: dict[tuple[int, Fraction], _ChainTable] = {}
 
 
-def _table(n, eps) -> _ChainTable:
-    key = (check_length(n), check_eps(eps))
-    if key not in _TABLES:
-        _TABLES[key] = _ChainTable(*key)
-    return _TABLES[key]
+def chain_table(n: int, eps: Fraction) -> _ChainTable:
+    """The cached DP table of (n, eps): .rho(G), .chain(G), .log2_rho(G) for checked G, n, eps
+    (the core of the functions below, for the package's own calls)."""
+    if (n, eps) not in _TABLES:
+        _TABLES[(n, eps)] = _ChainTable(n, eps)
+    return _TABLES[(n, eps)]
 
 
 def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
     """rho_{n,eps}(G), exact. Limit: G * bits(2p) <= 2**20 (eps = p/q; G <= 524288 at 1/2);
     past the DP's periodic regime rho(G + p) = c(p) rho(G) gives it in O(1) DP."""
-    return _table(n, eps).rho(check_gap(G))
+    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    if G * (2 * eps.numerator).bit_length() > MAX_EXACT_BITS:
+        raise ValueError(f"G must be at most {MAX_EXACT_BITS // (2 * eps.numerator).bit_length()}"
+                         f" for an exact rho(G) at eps = {eps} (its denominator (2p)**G), got "
+                         f"{G}; use log2_best_chain_factor")
+    return chain_table(n, eps).rho(G)
 
 
 def best_chain(G, n: int = 3, eps=Fraction(1, 2)) -> tuple[int, ...]:
     """An optimal composition of G with the fewest links (so the smallest witness family);
     () if rho(G) = 0. Limit: G**2 * bits(2p) <= 2**31 (G <= 32768 at eps = 1/2)."""
-    return _table(n, eps).chain(check_gap(G))
+    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    return chain_table(n, eps).chain(G)
 
 
 def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
@@ -199,7 +202,8 @@ def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 def log2_best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> float:
     """log2 rho_{n,eps}(G) (-inf when rho = 0) from the exact ints, for any G (exact period)."""
-    return _table(n, eps).log2_rho(check_gap(G))
+    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    return chain_table(n, eps).log2_rho(G)
 
 
 def _best_link(n: int, eps: Fraction, max_gap: int | None = None) -> tuple[int, float]:
@@ -231,9 +235,9 @@ def _exp_rate(log_rate: float, eps) -> float:
     return math.exp(log_rate)
 
 
-def log2_rho_table(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
+def log2_rho_table(G_max: int, n: int = 3, eps: Fraction = Fraction(1, 2)) -> np.ndarray:
     """log2 rho_{n,eps}(G) for G = 0..G_max (-inf where rho = 0) from the exact DP table."""
-    table = _table(n, eps)
+    table = chain_table(n, eps)
     table.grow(G_max)
     log2_D = math.log2(table.D)
     return np.array([math.log2(R) - G * log2_D if R > 0 else -math.inf
@@ -273,7 +277,7 @@ def chain_growth(n: int = 3, eps=Fraction(1, 2)) -> ChainGrowth:
         if c > 0 and c**g_star > c_star**g:
             raise ArithmeticError(f"g* = {g_star} is not a best link: c({g}) beats it")
     G0 = math.floor(2 * eps) + 1
-    kappa_power = min(best_chain_factor(r, n, eps) ** g_star / c_star**r
+    kappa_power = min(chain_table(n, eps).rho(r) ** g_star / c_star**r
                       for r in range(G0, G0 + g_star))
     return ChainGrowth(n, eps, g_star, c_star, G0, kappa_power)
 
@@ -285,7 +289,7 @@ def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
     growth = chain_growth(n, eps)
     g, c, kp = growth.best_link, growth.best_factor, growth.kappa_power
     for G in range(1, G_max + 1):
-        rho = best_chain_factor(G, n, eps)
+        rho = chain_table(growth.n, growth.eps).rho(G)
         if G < growth.first_positive:
             assert rho == 0, (G, rho)
             continue

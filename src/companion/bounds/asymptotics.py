@@ -11,11 +11,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.bounds.amplification import best_chain_factor, log2_rho_table
+from companion.bounds.amplification import chain_table, log2_rho_table
 from companion.bounds.code_search import search_code
-from companion.bounds.codes import check_code, paley_hadamard_code
+from companion.bounds.codes import paley_hadamard_code
 from companion.bounds.rank_bounds import certified_rank_bound
-from companion.checks import check_instance, check_int, check_int_sequence
+from companion.checks import (
+    check_eps,
+    check_instance,
+    check_int,
+    check_int_sequence,
+    check_length,
+)
 
 __all__ = ["base_codes", "explicit_code_log2_bounds", "asymptotic_rows",
            "large_context_limit_log2_bounds", "every_width_rank_bound"]
@@ -35,7 +41,6 @@ def _check_bases(bases) -> list[BaseCode]:
 
 
 def _check_widths(widths, low: int = 1) -> list[int]:
-    widths = widths.tolist() if isinstance(widths, np.ndarray) else widths
     return sorted(set(check_int_sequence(widths, "widths", low, MAX_WIDTH)))
 
 
@@ -57,7 +62,7 @@ def _concatenate(d1: dict[int, int], d2: dict[int, int]) -> dict[int, int]:
 def _trace_bound(dist: dict[int, int], n: int, eps) -> Fraction:
     """Theorem E's |S|^2 / sum_{x,y} rho(G_xy)^-2 from a gap distribution (G = 0: diagonal)."""
     size = dist[0]
-    inv_sq = Fraction(size) + sum((k / best_chain_factor(g, n, eps) ** 2
+    inv_sq = Fraction(size) + sum((k / chain_table(n, eps).rho(g) ** 2
                                    for g, k in dist.items() if g), Fraction(0))
     return Fraction(size) ** 2 / inv_sq
 
@@ -77,9 +82,9 @@ class BaseCode:
     dist: dict
 
     @classmethod
-    def from_code(cls, name: str, S) -> BaseCode:
-        arr, _ = check_code(S)
-        return cls(name, arr.shape[1], len(arr), _gap_distribution(arr))
+    def from_code(cls, name: str, S: np.ndarray) -> BaseCode:
+        """The base code of a constant-weight code the package built (Paley, search_code)."""
+        return cls(name, S.shape[1], len(S), _gap_distribution(S))
 
 
 def base_codes(n: int = 3, eps=Fraction(1, 2), widths=(12, 16, 20, 24, 28), seed: int = 0,
@@ -118,6 +123,7 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
     """Theorem E's bound of the explicit concatenated code per width (widths in [1, 10000]):
     log2 by float convolution, or with `exact` the Fraction itself."""
     bases, widths = _check_bases(bases), _check_widths(widths)
+    n, eps = check_length(n), check_eps(eps)
     plan = _plan(bases, widths[-1], n, eps)
     by_name = {b.name: b for b in bases}
     out: dict = {}
@@ -190,6 +196,7 @@ def asymptotic_rows(bases: list[BaseCode], widths, n: int = 3,
                     eps=Fraction(1, 2)) -> list[AsymptoticRow]:
     """One AsymptoticRow per width in [4, 10000] (floats from exact ints)."""
     bases, widths = _check_bases(bases), _check_widths(widths, 4)
+    n, eps = check_length(n), check_eps(eps)
     certified = explicit_code_log2_bounds(bases, widths, n, eps)
     plan = _plan(bases, widths[-1], n, eps)
     log2_rho = log2_rho_table(widths[-1] // 2, n, eps)

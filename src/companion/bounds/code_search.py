@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.bounds.amplification import best_chain_factor
+from companion.bounds.amplification import chain_table
 from companion.bounds.rank_bounds import certified_rank_bound
 from companion.checks import check_eps, check_int, check_int_sequence, check_length
 
@@ -56,7 +56,7 @@ def _expurgate(arr: np.ndarray, n: int = 3, eps=Fraction(1, 2)) -> np.ndarray:
     G = int(arr[0].sum()) - arr @ arr.T
     A = np.ones(G.shape)  # rho(G_xy)^-2, diagonal 1, inf where rho < 1
     for g in np.unique(G[~np.eye(len(arr), dtype=bool)]):  # greedy codes: every g >= 2
-        r = best_chain_factor(int(g), n, eps)
+        r = chain_table(n, eps).rho(int(g))
         A[G == g] = float(1 / (r * r)) if r >= 1 else np.inf
     np.fill_diagonal(A, 1.0)
     keep = np.ones(len(arr), dtype=bool)

@@ -12,8 +12,15 @@ from numbers import Rational
 
 import numpy as np
 
-from companion.checks import check_eps, check_fraction, check_int, check_length, check_token
-from companion.core.attention import kernel_attention, kernel_weights
+from companion.checks import (
+    check_eps,
+    check_fraction,
+    check_instance,
+    check_int,
+    check_length,
+    check_token,
+)
+from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
 from companion.core.task import check_convention, query_index, query_target
 
 __all__ = [
@@ -49,8 +56,14 @@ def _check_gap_k(g, n, k) -> tuple[int, int, int]:
 def gap_domination_factor(g, n: int = 3, eps=Fraction(1, 2), k: int = 1) -> Fraction:
     """c_{n,eps}(g) = (l/k) (g - 2 eps) / (2 eps), l = n - 1 - k (exact; k = 1 maximises it).
     A value <= 0 proves nothing about the weight ratio."""
-    eps = check_eps(eps)
-    return split_gap_domination_factor(g, n, eps, eps, k)
+    g, n, k = _check_gap_k(g, n, k)
+    return domination_factor(g, n, 2 * check_eps(eps), k)
+
+
+def domination_factor(g: int, n: int, total: Fraction, k: int = 1) -> Fraction:
+    """(l/k) (g - total) / total, l = n - 1 - k, for checked arguments (total = eps_P + eps_M > 0):
+    the core of the two functions around it, for the package's own calls."""
+    return Fraction(n - 1 - k, k) * (g - total) / total
 
 
 def split_gap_domination_factor(g, n: int, eps_pure, eps_mixed, k: int = 1) -> Fraction:
@@ -61,7 +74,7 @@ def split_gap_domination_factor(g, n: int, eps_pure, eps_mixed, k: int = 1) -> F
              + check_fraction(eps_mixed, "eps_mixed", 0, Fraction(1, 2)))
     if total == 0:
         raise ValueError("eps_pure + eps_mixed must be > 0 (error 0 is impossible: Observation A')")
-    return Fraction(n - 1 - k, k) * (g - total) / total
+    return domination_factor(g, n, total, k)
 
 
 def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1):
@@ -69,9 +82,8 @@ def min_error_for_ratio(ratio, g, n: int = 3, k: int = 1):
     (``cor-error-floor``); exact for a rational ratio, float64 (array) otherwise."""
     g, n, k = _check_gap_k(g, n, k)
     if isinstance(ratio, Rational) and not isinstance(ratio, bool):
-        if ratio <= 0:
-            raise ValueError(f"ratio (D(z)/D(z')) must be > 0, got {ratio}")
-        return Fraction(n - 1 - k) * g / (2 * (k * Fraction(ratio) + n - 1 - k))
+        ratio = check_fraction(ratio, "ratio (D(z)/D(z'))", 0, low_open=True)
+        return Fraction(n - 1 - k) * g / (2 * (k * ratio + n - 1 - k))
     r = np.asarray(ratio, dtype=np.float64)
     if not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise ValueError("ratio (D(z)/D(z')) must be finite and > 0")
@@ -116,6 +128,7 @@ def total_weights(head, sequences, convention: str = "bidirectional", exact: boo
 
 def total_weight(head, x, z, n: int, convention: str = "bidirectional", exact: bool = False):
     """D(x;z) = alpha_q(x,x) + sum_{p != q} alpha_p(x,z), the total weight of P_z."""
+    check_instance(head, "head", KernelAttentionHead)
     n = check_int(n, "n (sequence length)", 3, MAX_SEQUENCE_LENGTH)
     total = total_weights(head, pure_sequence(x, z, n, convention)[None], convention, exact)[0]
     return Fraction(total) if exact else float(total)
@@ -135,6 +148,7 @@ def mediant_of_arrangements(head, x, z, z_prime, k: int, l: int,
                             convention: str = "bidirectional", exact: bool = False):
     """sum_A N_A / sum_A D_A over all arrangements A: the outputs y_A averaged with weights
     D_A (N_A = D_A y_A includes b(x)); the left side of the mediant identity."""
+    check_instance(head, "head", KernelAttentionHead)
     seqs = mixed_sequences(x, z, z_prime, k, l, convention)
     dens = total_weights(head, seqs, convention, exact)
     y = kernel_attention(head, seqs, convention, exact)
@@ -151,6 +165,7 @@ def _pure_pair(x, z, z_prime, n, convention) -> np.ndarray:
 def mediant_closed_form(head, x, z, z_prime, k: int, l: int,
                         convention: str = "bidirectional", exact: bool = False):
     """(k D(z) y(P_z) + l D(z') y(P_z')) / (k D(z) + l D(z')): the mediant identity's right side"""
+    check_instance(head, "head", KernelAttentionHead)
     k, l = _check_copies(k, l)
     pure = _pure_pair(x, z, z_prime, 1 + k + l, convention)
     dens = total_weights(head, pure, convention, exact)
@@ -207,6 +222,7 @@ def link_errors(head, x, z, z_prime, k: int = 1, l: int = 1,
                 convention: str = "bidirectional", exact: bool = False):
     """((|y(P_z) - t|, |y(P_z') - t'|), max over arrangements A of |y_A - t_A|): the head's
     errors on one link's sequences; Fractions if exact."""
+    check_instance(head, "head", KernelAttentionHead)
     mixed = mixed_sequences(x, z, z_prime, k, l, convention)
     pure = _pure_pair(x, z, z_prime, mixed.shape[1], convention)
     errors = []

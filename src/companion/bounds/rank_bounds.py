@@ -16,8 +16,10 @@ import numpy as np
 from companion.bounds.amplification import best_chain_factor
 from companion.bounds.codes import check_code
 from companion.checks import (
-    check_array,
+    check_bool,
     check_eps,
+    check_exact,
+    check_exact_array,
     check_fraction,
     check_instance,
     check_int,
@@ -28,33 +30,50 @@ __all__ = ["certified_rank_bound", "shifted_trace_bound", "sharp_rank_bound",
            "unit_diagonal_from_factors", "shifted_trace_attack", "random_matrix_survey"]
 
 
-def _exact_square(M, name: str) -> list[list[Fraction]]:
-    """A non-empty square matrix of finite real numbers as rows of exact Fractions."""
-    arr = check_array(M, name, 2, allow_object=True)
-    if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square matrix (N x N), got shape {arr.shape}")
-    if arr.dtype != object and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must hold finite real numbers")
-    return [[Fraction(v) for v in row] for row in arr.tolist()]
+#: Largest N of the exact matrix lemmas, and their most cost units: every entry cleared to an
+#: integer over the common denominator, 1 + (bits/64)**2 units each (N x N x k for factors).
+MAX_MATRIX_SIZE = 512
+MAX_EXACT_COST = 10**7
+#: Most distinct bounds u of :func:`sharp_rank_bound` (its scan sorts ~2K exact candidates).
+MAX_DISTINCT_BOUNDS = 2**13
+
+
+def _check_integers(values: list, name: str, work: int) -> tuple[list[int], int]:
+    """(values times D, D) for D the common denominator of the exact `values`, if `work` times
+    (1 + bits/64)**2 stays within MAX_EXACT_COST (bits: the largest cleared integer's)."""
+    bits = int(64 * max(MAX_EXACT_COST / max(work, 1) - 1, 0) ** 0.5)
+    D = 1
+    for d in {v.denominator for v in values}:
+        D = D * d // math.gcd(D, d)
+        if D.bit_length() > bits:
+            break
+    ints = ([] if D.bit_length() > bits or any(abs(v.numerator).bit_length() > bits
+                                              for v in values)
+            else [v.numerator * (D // v.denominator) for v in values])
+    if len(ints) < len(values) or max(map(abs, ints), default=0).bit_length() > bits:
+        raise ValueError(f"{name}: {work} operations on entries of more than {bits} bits (over "
+                         f"their common denominator) exceed MAX_EXACT_COST = {MAX_EXACT_COST}")
+    return ints, D
+
+
+def _check_square(M, name: str) -> list[list]:
+    """M, a non-empty square matrix of N <= MAX_MATRIX_SIZE, as rows of ints / Fractions."""
+    arr = check_exact_array(M, name, 2, MAX_MATRIX_SIZE**2)
+    if arr.shape[0] != arr.shape[1] or not 0 < arr.shape[0] <= MAX_MATRIX_SIZE:
+        raise ValueError(f"{name} must be a square N x N matrix, 1 <= N <= {MAX_MATRIX_SIZE}, "
+                         f"got shape {arr.shape}")
+    return arr.tolist()
 
 
 def _trace_rank_bound(M):
-    """Lemma D: (tr M)^2 / ||M||_F^2 <= rank M; exact for int or Fraction entries (Python ints
-    via tolist(), never an int64 product), float for float entries."""
-    arr = np.asarray(M)
-    if arr.dtype.kind == "f" and not isinstance(M, np.ndarray):
-        # numpy turns a list holding an int beyond int64 into floats: keep such lists exact
-        exact = np.array(M, dtype=object)
-        if all(isinstance(v, (int, np.integer, Fraction)) for v in exact.ravel()):
-            arr = exact
-    if arr.dtype == object or np.issubdtype(arr.dtype, np.integer):
-        rows = [[Fraction(v) for v in row] for row in arr.tolist()]
+    """Lemma D: (tr M)^2 / ||M||_F^2 <= rank M for a nonzero M: float for a float array, else
+    exact (rows of ints / Fractions, an int or object array: Python ints, never int64)."""
+    if isinstance(M, np.ndarray) and M.dtype.kind == "f":
+        trace, frob = float(np.trace(M)), float(np.sum(M.astype(np.float64) ** 2))
+    else:
+        rows = [[Fraction(v) for v in row] for row in np.asarray(M, dtype=object).tolist()]
         trace = sum((row[i] for i, row in enumerate(rows)), Fraction(0))
         frob = sum((v * v for row in rows for v in row), Fraction(0))
-    else:
-        trace, frob = float(np.trace(arr)), float(np.sum(arr.astype(np.float64) ** 2))
-    if frob == 0:
-        raise ValueError("M must be nonzero (||M||_F > 0) for the trace bound")
     return trace * trace / frob
 
 
@@ -134,7 +153,8 @@ def check_rank_bound_input(S, n, eps) -> tuple[np.ndarray, Counter]:
     """Validate (S, n, eps) for Theorem E; return (S array, {rho_xy: number of pairs x != y})."""
     arr, w = check_code(S)
     n, eps = check_length(n), check_eps(eps)
-    gaps, counts = np.unique((w - arr @ arr.T)[~np.eye(len(arr), dtype=bool)], return_counts=True)
+    gram = (arr.astype(np.float64) @ arr.T.astype(np.float64)).astype(np.int64)  # exact: BLAS
+    gaps, counts = np.unique((w - gram)[~np.eye(len(arr), dtype=bool)], return_counts=True)
     rho = {g: best_chain_factor(g, n, eps) for g in gaps.tolist()}
     weak = sorted(g for g, r in rho.items() if r < 1)
     if weak:
@@ -181,20 +201,22 @@ def certified_rank_bound(S, n: int = 3, eps=Fraction(1, 2)) -> RankLowerBound:
 
 def shifted_trace_bound(M, c=None) -> tuple[Fraction, Fraction]:
     """rank M >= N^2 (1-c)^2 / ||M - cJ||_F^2 for unit-diagonal M, c in [0, 1), exactly; c None:
-    the better of 0 and c* = (s - f)/(N^2 - s) (s the sum of the entries, f = ||M||_F^2)."""
-    rows = _exact_square(M, "M")
+    the better of 0 and c* = (s - f)/(N^2 - s) (s the sum of the entries, f = ||M||_F^2).
+    Limits: N <= MAX_MATRIX_SIZE, N^2 (1 + bits/64)^2 <= MAX_EXACT_COST (bits: the entries'
+    over their common denominator)."""
+    rows = _check_square(M, "M")
     N = len(rows)
     if any(rows[i][i] != 1 for i in range(N)):
         raise ValueError("M must have unit diagonal (M[x,x] = 1) for the sharper lemma")
-    s = sum((v for row in rows for v in row), Fraction(0))
-    f = sum((v * v for row in rows for v in row), Fraction(0))
+    c = None if c is None else check_fraction(c, "c", 0, 1, high_open=True)
+    ints, D = _check_integers([v for row in rows for v in row], "M", N * N)
+    s, f = Fraction(sum(ints), D), Fraction(sum(v * v for v in ints), D * D)
 
     def value(t: Fraction) -> Fraction:  # ||M - tJ||^2 = f - 2 t s + N^2 t^2 > 0 for M != J
         q = f - 2 * t * s + N * N * t * t
         return Fraction(N * N) * (1 - t) ** 2 / q if q else Fraction(1)
 
     if c is not None:
-        c = check_fraction(c, "c", 0, 1, high_open=True)
         return value(c), c
     candidates = [Fraction(0)]
     if N * N != s:
@@ -219,43 +241,63 @@ class SharpRankBound:
 
 def sharp_rank_bound(N, off_diagonal_bounds) -> SharpRankBound:
     """The sharper lemma at its best c for bounds 0 <= M_xy <= u_xy: {u: ordered pairs x != y}
-    covering all N(N-1) pairs, or an N x N array of bounds (diagonal ignored)."""
+    covering all N(N-1) pairs, or an N x N array of bounds (diagonal ignored). Limits: N <=
+    MAX_MATRIX_SIZE (array), K <= MAX_DISTINCT_BOUNDS distinct u and K (1 + bits/64)^2 <=
+    MAX_EXACT_COST."""
     N = check_int(N, "N (matrix size)", 1)
     counts: Counter = Counter()
     if isinstance(off_diagonal_bounds, dict):
+        if len(off_diagonal_bounds) > MAX_DISTINCT_BOUNDS:
+            raise ValueError(f"off_diagonal_bounds must hold at most MAX_DISTINCT_BOUNDS = "
+                             f"{MAX_DISTINCT_BOUNDS} bounds, got {len(off_diagonal_bounds)}")
         for u, k in off_diagonal_bounds.items():
-            counts[check_fraction(u, "off_diagonal_bounds key", 0)] += check_int(
+            counts[check_exact(u, "off_diagonal_bounds key")] += check_int(
                 k, "off_diagonal_bounds count", 0)
     else:
-        rows = _exact_square(off_diagonal_bounds, "off_diagonal_bounds")
+        rows = _check_square(off_diagonal_bounds, "off_diagonal_bounds")
         if len(rows) != N:
             raise ValueError(f"off_diagonal_bounds must be N x N = {N} x {N}, got "
                              f"{len(rows)} x {len(rows)}")
         counts.update(v for i, row in enumerate(rows) for j, v in enumerate(row) if i != j)
-        if any(u < 0 for u in counts):
-            raise ValueError("off_diagonal_bounds must be >= 0 (entries lie in [0, u])")
+    if any(u < 0 for u in counts):
+        raise ValueError("off_diagonal_bounds must be >= 0 (entries lie in [0, u])")
     if sum(counts.values()) != N * (N - 1):
         raise ValueError(f"off_diagonal_bounds must count all N(N-1) = {N * (N - 1)} ordered "
                          f"pairs, got {sum(counts.values())}")
-    value, c = _sharp(N, counts)
+    if len(counts) > MAX_DISTINCT_BOUNDS:
+        raise ValueError(f"off_diagonal_bounds must hold at most MAX_DISTINCT_BOUNDS = "
+                         f"{MAX_DISTINCT_BOUNDS} distinct bounds, got {len(counts)}")
+    _check_integers(list(counts), "off_diagonal_bounds", len(counts))  # the cost of _sharp's sums
+    value, c = _sharp(N, {Fraction(u): k for u, k in counts.items()})
     return SharpRankBound(N, value, c, math.ceil(value), N if value == N else math.floor(value) + 1)
 
 
 def unit_diagonal_from_factors(A, B):
-    """M = diag(A B^T)^-1 A B^T in Fractions (None if a diagonal entry is 0): chapter 3's test
-    matrices of rank <= the inner dimension for ``lem-shifted-trace``."""
-    A = [[Fraction(v) for v in row] for row in A]
-    B = [[Fraction(v) for v in row] for row in B]
-    G = [[sum((a * b for a, b in zip(r, s, strict=True)), Fraction(0)) for s in B] for r in A]
-    if any(G[i][i] == 0 for i in range(len(G))):
-        return None
-    return [[v / G[i][i] for v in row] for i, row in enumerate(G)]
+    """M = diag(A B^T)^-1 A B^T in Fractions (None if a diagonal entry is 0) for N x k factors:
+    chapter 3's test matrices of rank <= k for ``lem-shifted-trace``. Limits: N <=
+    MAX_MATRIX_SIZE, N^2 k (1 + bits/64)^2 <= MAX_EXACT_COST."""
+    A, B = check_exact_array(A, "A", 2), check_exact_array(B, "B", 2)
+    if A.shape != B.shape or not 0 < A.shape[0] <= MAX_MATRIX_SIZE or A.shape[1] == 0:
+        raise ValueError(f"A and B must both be N x k, 1 <= N <= {MAX_MATRIX_SIZE}, k >= 1, got "
+                         f"shapes {A.shape} and {B.shape}")
+    work = A.shape[0] ** 2 * A.shape[1]
+    (a, _), (b, _) = (_check_integers(F.ravel().tolist(), name, work)
+                      for F, name in ((A, "A"), (B, "B")))
+    G = np.array(a, dtype=object).reshape(A.shape) @ np.array(b, dtype=object).reshape(B.shape).T
+    if any(G[i, i] == 0 for i in range(len(G))):
+        return None  # the common denominators cancel in M
+    return [[Fraction(v, G[i, i]) for v in row] for i, row in enumerate(G.tolist())]
 
 
 def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 150):
     """Float factors A, B (N x k; |.| if nonnegative) by gradient ascent of the shifted trace
-    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch)."""
+    bound of diag(AB^T)^-1 AB^T (chapter 3's attack on ``lem-shifted-trace``; gen: torch).
+    Limits: N, k <= MAX_MATRIX_SIZE, steps <= 10**4."""
     import torch  # only this search needs torch; the exact bounds do not
+
+    N, k = check_int(N, "N", 1, MAX_MATRIX_SIZE), check_int(k, "k", 1, MAX_MATRIX_SIZE)
+    nonnegative, steps = check_bool(nonnegative, "nonnegative"), check_int(steps, "steps", 0, 10**4)
+    check_instance(gen, "gen", torch.Generator)
 
     A = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)
     B = torch.randn(N, k, generator=gen, dtype=torch.float64, requires_grad=True)

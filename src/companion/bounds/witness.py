@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from companion.bounds.amplification import best_chain, best_chain_factor, link_factor
+from companion.bounds.amplification import chain_table, link_factor
 from companion.bounds.codes import check_code
 from companion.bounds.rank_bounds import (
     RankLowerBound,
@@ -21,8 +21,8 @@ from companion.bounds.rank_bounds import (
     rank_bound_from_rhos,
 )
 from companion.checks import (
-    check_array,
     check_eps,
+    check_exact_array,
     check_instance,
     check_int,
     check_length,
@@ -120,7 +120,7 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             if j == i:
                 continue
             G = w - gram[i][j]
-            chain_gaps = best_chain(G, n, eps)  # the DP tables are cached
+            chain_gaps = chain_table(n, eps).chain(G)  # the DP tables are cached
             levels = np.cumsum((0,) + chain_gaps).tolist()
             for lv in levels[1:-1]:
                 if lv not in level_keys:  # overlap lv with x: complement(x) + x's first lv ones
@@ -130,7 +130,7 @@ def _plan(S: np.ndarray, n: int, eps: Fraction):
             tokens = [level_keys[lv] for lv in levels[:-1]] + [comp[j]]
             chains[(i, j)] = tuple(tokens)
             gaps[(i, j)] = chain_gaps
-            rho[(i, j)] = best_chain_factor(G, n, eps)  # the product over chain_gaps
+            rho[(i, j)] = chain_table(n, eps).rho(G)  # the product over chain_gaps
             for t, lv in zip(tokens, levels, strict=True):
                 keys[t] = lv
             for a, b, g in zip(tokens, tokens[1:], chain_gaps, strict=False):
@@ -281,13 +281,12 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
 def without_rows(family: WitnessFamily, rows) -> WitnessFamily:
     """The family without `rows` (certificate and links kept): a tampering to be rejected."""
     check_instance(family, "family", WitnessFamily)
-    arr = check_array(rows, "rows")
-    if not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"rows must be int row indices, got dtype {arr.dtype}")
-    if arr.ndim > 1 or (arr.size and not 0 <= arr.min() <= arr.max() < len(family)):
-        raise ValueError(f"rows must be row indices in [0, {len(family) - 1}] (an int or a "
-                         f"1-d sequence), got {rows!r:.80}")
-    keep = np.delete(np.arange(len(family)), arr.astype(np.int64))
+    arr = check_exact_array(rows, "rows")
+    if arr.ndim > 1:
+        raise ValueError(f"rows must be an int or a 1-d sequence of row indices, got shape "
+                         f"{arr.shape}")
+    rows = [check_int(v, "rows", 0, len(family) - 1) for v in arr.ravel().tolist()]
+    keep = np.delete(np.arange(len(family)), np.asarray(rows, dtype=np.int64))
     return dataclasses.replace(family, sequences=family.sequences[keep],
                                targets=family.targets[keep], token_ids=family.token_ids[keep],
                                query_ids=family.query_ids[keep], kinds=family.kinds[keep])
@@ -312,6 +311,7 @@ def max_error_exact(head: KernelAttentionHead, family: WitnessFamily) -> Fractio
 def kernel_ratio_matrix(head: KernelAttentionHead, family: WitnessFamily, exact: bool = False):
     """M[x,y] = K(x, complement y) / K(x, complement x), K the weight on the key positions of
     the pure sequence; Theorem E's proof shows 0 <= M[x,y] <= 1/rho_xy."""
+    check_instance(head, "head", KernelAttentionHead)
     check_instance(family, "family", WitnessFamily)
     alpha = kernel_weights(head, family.sequences, family.convention, exact=exact)
     keys = np.delete(alpha, family.query_position, axis=-1).sum(axis=-1)

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from companion.checks import check_instance, check_tokens
+from companion.checks import check_bool, check_exact_array, check_instance, check_tokens
 from companion.core.task import check_convention, query_index
 
 __all__ = ["kernel_attention", "softmax_attention", "softmax_weights"]
@@ -43,16 +43,28 @@ class SoftmaxAttentionHead:
     readout_bias: TokenMap
 
 
-def _prepare(sequences, convention):
-    x = check_tokens(sequences)
-    return x, x[..., query_index(x.shape[-2], check_convention(convention)), :]
+def _check_head(head, kind, sequences, convention) -> tuple[np.ndarray, str]:
+    """(0/1 tokens as int64, the convention) for a head of class `kind`."""
+    check_instance(head, "head", kind)
+    return check_tokens(sequences), check_convention(convention)
+
+
+def _query(x: np.ndarray, convention: str) -> np.ndarray:
+    return x[..., query_index(x.shape[-2], convention), :]
 
 
 def _table(value, dtype, name: str, shape: tuple) -> np.ndarray:
-    arr = np.asarray(value)
-    if dtype is np.int64 and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError("kernel_attention_integer needs a head whose maps return integer arrays")
-    arr = arr.astype(dtype)
+    """A map's output as float64 (finite), as exact numbers (dtype object: checks.check_exact,
+    so float maps are read exactly) or as integers (dtype int: an int or object array)."""
+    if dtype is object:
+        arr = check_exact_array(value, name)
+    else:
+        arr = np.asarray(value)
+        if dtype is int and not (arr.dtype.kind in "iu" or (arr.dtype == object and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr.flat))):
+            raise TypeError("head: exhaustive checks need maps that return integer arrays, "
+                            f"but {name} returned dtype {arr.dtype}")
+        arr = arr.astype(object if dtype is int else dtype)
     if arr.shape != shape:
         raise ValueError(f"{name} must return shape {shape}, got {arr.shape}")
     if dtype is np.float64 and not np.all(np.isfinite(arr)):
@@ -62,16 +74,15 @@ def _table(value, dtype, name: str, shape: tuple) -> np.ndarray:
 
 def _features(head: KernelAttentionHead, x, query, dtype):
     """Query features (..., r), key features (..., n, r), values (..., n, d), a, b."""
-    check_instance(head, "head", KernelAttentionHead)
     batch, n, r = x.shape[:-2], x.shape[-2], head.rank
-    phi_q = _table(head.query_features(query), dtype, "query_features", batch + (r,))
-    phi_k = np.stack([_table(head.key_features(x[..., p, :], p), dtype, "key_features",
+    phi_q = _table(head.query_features(query), dtype, "head.query_features", batch + (r,))
+    phi_k = np.stack([_table(head.key_features(x[..., p, :], p), dtype, "head.key_features",
                              batch + (r,)) for p in range(n)], axis=-2)
     vals = [np.asarray(head.values(x[..., p, :], p)) for p in range(n)]
     d = vals[0].shape[-1] if vals[0].ndim == len(batch) + 1 else "d"
-    vals = np.stack([_table(v, dtype, "values", batch + (d,)) for v in vals], axis=-2)
-    a = _table(head.readout_weights(query), dtype, "readout_weights", batch + (d,))
-    b = _table(head.readout_bias(query), dtype, "readout_bias", batch)
+    vals = np.stack([_table(v, dtype, "head.values", batch + (d,)) for v in vals], axis=-2)
+    a = _table(head.readout_weights(query), dtype, "head.readout_weights", batch + (d,))
+    b = _table(head.readout_bias(query), dtype, "head.readout_bias", batch)
     return phi_q, phi_k, vals, a, b
 
 
@@ -86,41 +97,75 @@ def _weights_total(alpha) -> np.ndarray:
 
 def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirectional",
                    exact: bool = False) -> np.ndarray:
-    """alpha_p(x, x_p) for every position p: shape (..., n). Unnormalised."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, *_ = _features(head, x, query, object if exact else np.float64)
+    """alpha_p(x, x_p) for every position p: shape (..., n), unnormalised (checked tokens)."""
+    x = np.asarray(sequences)
+    phi_q, phi_k, *_ = _features(head, x, _query(x, convention), object if exact else np.float64)
     return (phi_k * phi_q[..., None, :]).sum(axis=-1)
+
+
+def _scale_out(features: np.ndarray, axes) -> np.ndarray:
+    """features times a power of two per sequence (max |entry| in [1/2, 1)): an exact scaling,
+    so y is unchanged bit for bit and no product of two features overflows float64."""
+    top = np.max(np.abs(features), axis=axes, keepdims=True) if features.size else 0.0
+    return np.ldexp(features, -np.frexp(top)[1])
 
 
 def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirectional",
                      exact: bool = False) -> np.ndarray:
-    """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...)."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, object if exact else np.float64)
+    """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...); with `exact` every
+    map's output is read exactly (ints and Fractions) and y is exact."""
+    x, convention = _check_head(head, KernelAttentionHead, sequences, convention)
+    return attention_output(head, x, convention, check_bool(exact, "exact"))
+
+
+def attention_output(head: KernelAttentionHead, x: np.ndarray, convention: str,
+                     exact: bool = False) -> np.ndarray:
+    """:func:`kernel_attention` on checked arguments (int64 tokens): the package's own calls."""
+    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention),
+                                         object if exact else np.float64)
+    if not exact:
+        phi_q, phi_k = _scale_out(phi_q, -1), _scale_out(phi_k, (-2, -1))
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
     total = _weights_total(alpha)
     num = (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1)
     if not exact:
-        return num / total + b
+        y = num / total + b
+        if not np.all(np.isfinite(y)):
+            raise ValueError("head: its values times readout weights overflow float64 on some "
+                             "input; use exact=True")
+        return y
     out = np.empty(np.shape(num), dtype=object)
     out.reshape(-1)[:] = [Fraction(u) / Fraction(v) for u, v in
                           zip(np.ravel(num).tolist(), np.ravel(total).tolist())]
     return out + b
 
 
+#: Most exhaustive sequences evaluated in Python ints when a head's integers exceed int64.
+MAX_BIG_INTEGER_SEQUENCES = 2**14
+
+
 def kernel_attention_integer(head: KernelAttentionHead, sequences, convention="bidirectional"):
-    """(num, den) int64 arrays with y = num / den for heads whose maps return ints (chapter 1's
-    exhaustive checks): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, np.int64)
+    """(num, den) with y = num / den for heads whose maps return ints (chapter 1's exhaustive
+    checks, on checked tokens): den = sum_p alpha_p, num = sum_p alpha_p <a, v_p> + b den; int64
+    arrays when a bound on every product fits int64, else object arrays of Python ints."""
+    x = np.asarray(sequences)
+    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention), int)
+    n, (r, d) = x.shape[-2], (phi_q.shape[-1], vals.shape[-1])
+    top = [max(map(abs, t.flat), default=0) for t in (phi_q, phi_k, vals, a, b)]
+    alpha_top = r * top[0] * top[1]
+    if n * alpha_top * (d * top[2] * top[3] + top[4]) < 2**62:
+        phi_q, phi_k, vals, a, b = (t.astype(np.int64) for t in (phi_q, phi_k, vals, a, b))
+    elif len(x) > MAX_BIG_INTEGER_SEQUENCES:
+        raise ValueError(f"head: its integers (up to 2**{max(top).bit_length()}) exceed int64 "
+                         f"products, and checks of more than MAX_BIG_INTEGER_SEQUENCES = "
+                         f"{MAX_BIG_INTEGER_SEQUENCES} sequences are int64 only")
     alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
     den = _weights_total(alpha)
     return (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1) + b * den, den
 
 
-def _softmax_scores(head: SoftmaxAttentionHead, sequences, convention):
-    check_instance(head, "head", SoftmaxAttentionHead)
-    x, query = _prepare(sequences, convention)
+def _softmax_scores(head: SoftmaxAttentionHead, x, convention):
+    query = _query(x, convention)
     q = np.asarray(head.query_map(query), dtype=np.float64)
     logits = (np.asarray(head.key_map(x), dtype=np.float64) * q[..., None, :]).sum(axis=-1)
     return x, query, logits
@@ -129,7 +174,8 @@ def _softmax_scores(head: SoftmaxAttentionHead, sequences, convention):
 def softmax_attention(head: SoftmaxAttentionHead, sequences,
                       convention="bidirectional") -> np.ndarray:
     """Dense softmax head in float64 (max-subtracted, so large temperatures do not overflow)."""
-    x, query, logits = _softmax_scores(head, sequences, convention)
+    x, convention = _check_head(head, SoftmaxAttentionHead, sequences, convention)
+    x, query, logits = _softmax_scores(head, x, convention)
     w = np.exp(logits - logits.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
     scores = (np.asarray(head.values(x), dtype=np.float64)
@@ -140,4 +186,5 @@ def softmax_attention(head: SoftmaxAttentionHead, sequences,
 
 def softmax_weights(head: SoftmaxAttentionHead, sequences, convention="bidirectional"):
     """Unnormalised softmax weights exp(<q(x), k(x_p)>) for every position: shape (..., n)."""
-    return np.exp(_softmax_scores(head, sequences, convention)[2])
+    x, convention = _check_head(head, SoftmaxAttentionHead, sequences, convention)
+    return np.exp(_softmax_scores(head, x, convention)[2])

@@ -115,8 +115,8 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
     ratio = (check_fraction if exact else check_float)(ratio, "ratio (D(z)/D(z'))", 0,
                                                         low_open=True)
-    if shift is None:
-        shift = min_error_for_ratio(ratio, g, n, 1)
+    shift = (min_error_for_ratio(ratio, g, n, 1) if shift is None else
+             (check_fraction if exact else check_float)(shift, "shift"))
     q = query_index(n, convention)
     dtype = object if exact else np.float64
     one = Fraction(1) if exact else 1.0
@@ -172,7 +172,7 @@ def _family_head(r: int, query_features, key_features, bias=None) -> KernelAtten
                                 else np.full(np.shape(x)[:-1], bias, dtype=object)))
 
 
-def _family_and_base(family, base) -> tuple[int, int, int]:
+def _check_family_and_base(family, base) -> tuple[int, int, int]:
     """(n, query position, base) for the indicator heads; base > n - 2 keeps every error < 1/2."""
     check_instance(family, "family", WitnessFamily)
     n = family.n
@@ -183,7 +183,7 @@ def _family_and_base(family, base) -> tuple[int, int, int]:
 def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
     """The exact head with one feature per key token: phi_K(z) = e_z, phi_Q(x)_z = base^-<x,z>;
     error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
-    n, q, base = _family_and_base(family, base)
+    n, q, base = _check_family_and_base(family, base)
     key_ids = sorted(set(family.token_ids[:, [p for p in range(n) if p != q]].ravel().tolist()))
     keys = family.tokens[key_ids]
     index, r = token_index(keys), len(keys)
@@ -194,7 +194,7 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 def query_indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
     """The exact head of rank |S|: phi_Q(x) = e_x, phi_K(z)_x = base^-<x,z>, the kernel (and
     error) of :func:`indicator_head`."""
-    n, q, base = _family_and_base(family, base)
+    n, q, base = _check_family_and_base(family, base)
     S = family.S
     index, r = token_index(S), len(S)
     return _family_head(r, lambda x: _one_hot(x, index, r),

@@ -8,11 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Rational
 
 import numpy as np
 
-from companion.checks import check_array, check_int
+from companion.checks import check_exact_array, check_instance, check_int
 from companion.core.attention import KernelAttentionHead, kernel_attention_integer
 from companion.core.task import check_convention, iter_sequences, query_target
 
@@ -40,7 +39,9 @@ class ExhaustiveCheck:
 def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str = "bidirectional",
                      chunk: int = 2**16) -> ExhaustiveCheck:
     """Evaluate an integer-valued head exactly on every length-n sequence over {0,1}^m
-    (n*m <= MAX_EXHAUSTIVE_BITS); |y - t| = |num - t den| / den is compared in integers."""
+    (n*m <= MAX_EXHAUSTIVE_BITS); |y - t| = |num - t den| / den is compared in integers (int64
+    where every product fits, else Python ints on at most MAX_BIG_INTEGER_SEQUENCES a chunk)."""
+    check_instance(head, "head", KernelAttentionHead)
     check_convention(convention)
     n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     chunk = check_int(chunk, "chunk", 1, 2**24)
@@ -51,7 +52,7 @@ def exhaustive_check(head: KernelAttentionHead, n: int, m: int, convention: str 
     best = (Fraction(-1), None)
     for batch in iter_sequences(n, m, chunk):
         num, den = kernel_attention_integer(head, batch, convention)
-        gap = np.abs(num - query_target(batch, convention) * den)  # |y - t| * den, exact
+        gap = np.abs(num - query_target(batch, convention).astype(num.dtype) * den)  # exact
         total += len(batch)
         exact += int((gap == 0).sum())
         within += int((2 * gap < den).sum())
@@ -152,24 +153,10 @@ def _bit_cap(rows: int, cols: int) -> int:
     return lo
 
 
-def _exact(v, name: str):
-    """v as an int or Fraction (finite floats read exactly; numpy ints through int())."""
-    if isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must hold ints or Fractions (exact), got bool")
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, Rational):
-        return Fraction(int(v.numerator), int(v.denominator))
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must hold finite numbers, got {v}")
-    return Fraction(float(v))
-
-
-def _integer_rows(M, name: str) -> list[list[int]]:
-    """M (ints / Fractions / finite floats) as integer rows: each row times the lcm of its
-    denominators (the same row space), within the work limits."""
-    check_array(M, name, 2, allow_object=True)
-    arr = np.asarray(M, dtype=object)
+def _check_integer_rows(M, name: str) -> tuple[np.ndarray, list[list[int]]]:
+    """(M as exact numbers, its rows each times the lcm of its denominators: the same row
+    space) for a non-empty 2-d M within the work limits."""
+    arr = check_exact_array(M, name, 2)
     if 0 in arr.shape:
         raise ValueError(f"{name} must be a non-empty 2-d matrix, got shape {arr.shape}")
     rows, cols = arr.shape
@@ -180,7 +167,6 @@ def _integer_rows(M, name: str) -> list[list[int]]:
     cap = _bit_cap(rows, cols)
     out = []
     for i, row in enumerate(arr.tolist()):
-        row = [_exact(v, name) for v in row]
         den, d_bits = 1, 0
         for v in row:  # stop early on lower bounds of the cleared entries' size
             if isinstance(v, Fraction):
@@ -199,7 +185,7 @@ def _integer_rows(M, name: str) -> list[list[int]]:
         raise ValueError(f"{name}: row {i} has entries of more than {cap} bits after clearing "
                          f"its denominators, the most a {rows} x {cols} matrix may have "
                          f"(MAX_EXACT_COST = {MAX_EXACT_COST}); limit the entries' bit size")
-    return out
+    return arr, out
 
 
 def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
@@ -228,19 +214,18 @@ def _reduce(mat: list[list[int]], ncols: int, jordan: bool = True
 
 
 def exact_rank(M) -> int:
-    """Rank over Q of a matrix of ints / Fractions (finite floats read exactly), within
-    MAX_EXACT_WORK and MAX_EXACT_COST."""
-    rows = _integer_rows(M, "M")
+    """Rank over Q of a matrix of exact numbers (checks.check_exact: floats read exactly),
+    within MAX_EXACT_WORK and MAX_EXACT_COST."""
+    rows = _check_integer_rows(M, "M")[1]
     return len(_reduce(rows, len(rows[0]), jordan=False)[1])
 
 
 def rank_factorisation(M) -> tuple[np.ndarray, np.ndarray]:
     """Exact M = U V^T with U (rows, rank) = M's pivot columns and V (cols, rank) = the
     reduced row echelon form's nonzero rows, transposed (object arrays of Fractions)."""
-    rows = _integer_rows(M, "M")
-    original = np.asarray(M, dtype=object)
+    original, rows = _check_integer_rows(M, "M")
     red, pivots, d = _reduce([list(r) for r in rows], len(rows[0]))
-    U = np.array([[Fraction(_exact(original[i, c], "M")) for c in pivots]
+    U = np.array([[Fraction(original[i, c]) for c in pivots]
                   for i in range(len(rows))], dtype=object).reshape(len(rows), len(pivots))
     V = np.array([[Fraction(v, d) for v in red[k]] for k in range(len(pivots))],
                  dtype=object).reshape(len(pivots), len(rows[0])).T

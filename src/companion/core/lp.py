@@ -25,12 +25,12 @@ def _dot(u, v) -> Fraction:
     return sum((a * b for a, b in zip(u, v, strict=True)), Fraction(0))
 
 
-def _check_point(A, b, x) -> bool:
+def _is_point(A, b, x) -> bool:
     """A x <= b, exactly."""
     return all(_dot(row, x) <= bi for row, bi in zip(A, b))
 
 
-def _check_farkas(A, b, cert: FarkasCertificate) -> bool:
+def _is_farkas(A, b, cert: FarkasCertificate) -> bool:
     """y >= 0, y^T A = 0, y^T b < 0, exactly."""
     y = cert.y
     if len(y) != len(A) or any(v < 0 for v in y):
@@ -112,7 +112,7 @@ def feasible_point(A, b):
     z = _phase_one(M, b, unit_columns=[2 * n + r for r in range(m)])
     if z is not None:
         x = [u - v for u, v in zip(z[:n], z[n:2 * n])]
-        if not _check_point(A, b, x):
+        if not _is_point(A, b, x):
             raise RuntimeError("simplex returned a point that violates A x <= b")
         return x
     # Farkas: A^T y = 0, b^T y = -1, y >= 0
@@ -121,6 +121,6 @@ def feasible_point(A, b):
     if y is None:
         raise RuntimeError("neither a point nor a Farkas certificate was found")
     cert = FarkasCertificate(y)
-    if not _check_farkas(A, b, cert):
+    if not _is_farkas(A, b, cert):
         raise RuntimeError("simplex returned an invalid Farkas certificate")
     return cert

@@ -66,23 +66,29 @@ def all_tokens(m: int) -> np.ndarray:
     return _bits(np.arange(2**m, dtype=np.int64), m)
 
 
-def count_sequences(n: int, m: int) -> int:
-    """Number of length-n sequences over {0,1}^m, 2**(n*m); n * m <= 2**24."""
+def _check_counts(n, m) -> tuple[int, int]:
+    """n, m >= 1 with n * m <= 2**24 (the count 2**(n*m) has n*m bits)."""
     n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
     if n * m > 2**24:
         raise ValueError(f"n * m must be at most 2**24 (the count 2**(n*m) would have n*m "
                          f"bits), got n={n}, m={m}")
+    return n, m
+
+
+def count_sequences(n: int, m: int) -> int:
+    """Number of length-n sequences over {0,1}^m, 2**(n*m); n * m <= 2**24."""
+    n, m = _check_counts(n, m)
     return 2 ** (n * m)
 
 
 def all_sequences(n: int, m: int, max_sequences: int = MAX_ENUMERATED_SEQUENCES) -> np.ndarray:
     """Every length-n sequence over {0,1}^m, shape (2**(n*m), n, m), at most `max_sequences`."""
-    total = count_sequences(n, m)
+    n, m = _check_counts(n, m)
     max_sequences = check_int(max_sequences, "max_sequences", 1, 2**24)
-    if total > max_sequences:
+    if n * m > max_sequences.bit_length() - 1:
         raise ValueError(f"all_sequences(n={n}, m={m}) would hold 2**{n * m} sequences, above "
                          f"max_sequences={max_sequences}; use iter_sequences")
-    return next(iter_sequences(n, m, chunk=total))
+    return next(iter_sequences(n, m, chunk=2 ** (n * m)))
 
 
 def iter_sequences(n: int, m: int, chunk: int = 2**18) -> Iterator[np.ndarray]:

@@ -300,8 +300,8 @@ def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: f
 def link_checks(head, family: WitnessFamily) -> list[LinkCheck]:
     """Lemma B, live, per chain link: errors on its pure and mixed rows, D(x;z)/D(x;z'), float64."""
     check_instance(family, "family", WitnessFamily)
-    D = total_weights(head, family.sequences, family.convention)
     err = np.abs(kernel_attention(head, family.sequences, family.convention) - family.targets)
+    D = total_weights(head, family.sequences, family.convention)  # the head checked above
     n = family.n
     return [LinkCheck.from_errors(link.gap, 1, n - 2, err[list(link.pure_rows)],
                                   err[list(link.mixed_rows)].max(),

@@ -13,9 +13,9 @@ import numpy as np
 from companion.bounds.rank_bounds import RankLowerBound, SharpRankBound
 from companion.bounds.witness import WitnessFamily
 from companion.checks import (
-    check_array,
     check_bool,
     check_choice,
+    check_exact_array,
     check_fraction,
     check_instance,
     check_int,
@@ -45,42 +45,49 @@ MAX_SIGNED_SEQUENCES = 2**20
 MAX_EXACT_SEQUENCES = 2**12
 
 
-def _maps(head, sequences, convention: str, exact):
-    """The checked sequences x, alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and
-    the bias (...): the arguments of the signed evaluations, checked here once."""
+def _check_signed(head, sequences, convention: str, exact) -> tuple:
+    """(tokens, convention, exact): the arguments of the signed evaluations."""
     check_instance(head, "head", KernelAttentionHead)
     exact = check_bool(exact, "exact")
     x = check_tokens(sequences)
-    check_convention(convention)
     limit = MAX_EXACT_SEQUENCES if exact else MAX_SIGNED_SEQUENCES
     if x.size // x.shape[-1] // x.shape[-2] > limit or x.shape[-1] > 4096:
         raise ValueError(f"sequences: at most {limit} sequences of width <= 4096 "
                          f"({'exact' if exact else 'float'} evaluation), got shape {x.shape}")
+    return x, check_convention(convention), exact
+
+
+def _maps(head, x, convention: str, exact: bool):
+    """alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and the bias (...) on checked
+    tokens; with `exact` every map's output is read exactly (checks.check_exact)."""
     n = x.shape[-2]
-    q = query_index(n, convention)
-    query = x[..., q, :]
-    dtype = object if exact else np.float64
-    phi_q = np.asarray(head.query_features(query), dtype=dtype)
+    query = x[..., query_index(n, convention), :]
+
+    def out(value, name):
+        return (check_exact_array(value, f"head.{name}") if exact
+                else np.asarray(value, dtype=np.float64))
+
+    phi_q = out(head.query_features(query), "query_features")
     if phi_q.shape != x.shape[:-2] + (head.rank,):
         raise ValueError(f"query_features must return shape {x.shape[:-2] + (head.rank,)}, "
                          f"got {phi_q.shape}")
-    a = np.asarray(head.readout_weights(query), dtype=dtype)
-    b = np.asarray(head.readout_bias(query), dtype=dtype)
+    a, b = out(head.readout_weights(query), "readout_weights"), out(head.readout_bias(query),
+                                                                     "readout_bias")
     alpha, scores = [], []
     for p in range(n):
-        fk = np.asarray(head.key_features(x[..., p, :], p), dtype=dtype)
-        v = np.asarray(head.values(x[..., p, :], p), dtype=dtype)
+        fk, v = out(head.key_features(x[..., p, :], p), "key_features"), out(
+            head.values(x[..., p, :], p), "values")
         if fk.shape != phi_q.shape or v.shape != a.shape:
             raise ValueError(f"key_features/values at position {p} return shapes {fk.shape}, "
                              f"{v.shape}; expected {phi_q.shape}, {a.shape}")
         alpha.append((phi_q * fk).sum(axis=-1))
         scores.append((a * v).sum(axis=-1))
-    return x, np.stack(alpha, -1), np.stack(scores, -1), b
+    return np.stack(alpha, -1), np.stack(scores, -1), b
 
 
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):
     """D = sum_p alpha_p(x, x_p) on every sequence, any sign: shape (...)."""
-    return _maps(head, sequences, convention, exact)[1].sum(axis=-1)
+    return _maps(head, *_check_signed(head, sequences, convention, exact))[0].sum(axis=-1)
 
 
 def signed_attention(head, sequences, convention="bidirectional", exact: bool = False,
@@ -89,7 +96,8 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
     ``exact``); ValueError where the convention fails: a denominator 0 ('nonzero'), or a query
     whose denominators do not share one sign ('positive')."""
     check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
-    x, alpha, scores, b = _maps(head, sequences, convention, exact)
+    x, convention, exact = _check_signed(head, sequences, convention, exact)
+    alpha, scores, b = _maps(head, x, convention, exact)
     den = alpha.sum(axis=-1)
     num = (alpha * scores).sum(axis=-1)
     flat_d = np.ravel(den)
@@ -161,11 +169,11 @@ def signed_link_counterexample(g: int = 4, eps=Fraction(2, 5)):
 # ----------------------------------------------------- kernels that depend on the overlap
 
 
-def _values(values) -> list[Fraction]:
-    values = check_array(values, "values", 1, allow_object=True)
-    if not 0 < len(values) <= 4096:
-        raise ValueError(f"values must hold 1 to 4096 numbers, got {len(values)}")
-    return [check_fraction(v, "values[i]") for v in values.tolist()]
+def _check_values(values) -> list[Fraction]:
+    values = check_exact_array(values, "values", 1, 4096)
+    if not len(values):
+        raise ValueError("values must hold 1 to 4096 numbers, got none")
+    return [Fraction(v) for v in values.tolist()]
 
 
 def _newton(vals: list[Fraction]) -> list[Fraction]:
@@ -179,14 +187,14 @@ def _newton(vals: list[Fraction]) -> list[Fraction]:
 def newton_coefficients(values) -> list[Fraction]:
     """Forward differences Delta^j P(0), j = 0..len-1, of P given on 0, 1, ..., so that
     P(t) = sum_j Delta^j P(0) C(t, j)."""
-    return _newton(_values(values))
+    return _newton(_check_values(values))
 
 
 def overlap_kernel_rank(values, m: int) -> int:
     """Rank of the 2^m x 2^m matrix [P(<x,z>)] for P on 0..m: sum of C(m, j) over the j with
     Delta^j P(0) != 0, as C(<x,z>, j) = sum_{|J|=j} x_J z_J (a monomial basis)."""
     m = check_int(m, "m", 1, 4095)
-    vals = _values(values)
+    vals = _check_values(values)
     if len(vals) != m + 1:
         raise ValueError(f"values must give P on 0..m ({m + 1} numbers), got {len(vals)}")
     return sum(math.comb(m, j) for j, c in enumerate(_newton(vals)) if c != 0)

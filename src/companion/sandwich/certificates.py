@@ -17,7 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.rank_bounds import sharp_rank_bound
-from companion.checks import check_fraction, check_instance, check_path
+from companion.checks import (
+    check_fraction,
+    check_instance,
+    check_json_data,
+    check_mapping,
+    check_path,
+)
 from companion.files import read_json_file
 from companion.sandwich.head_files import (
     family_from_spec,
@@ -69,6 +75,7 @@ def _certificate_to_dict(spec: dict) -> dict:
 
 def write_certificate_file(path, spec: dict) -> Path:
     """Write the certificate of the family `spec` defines (compact JSON, one ladder a line)."""
+    spec = check_json_data(check_mapping(spec, "spec"), "spec")
     return write_json_file(path, _certificate_to_dict(spec), ("ladders",))
 
 

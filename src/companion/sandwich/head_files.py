@@ -15,7 +15,13 @@ import numpy as np
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, witness_family
-from companion.checks import check_instance, check_int, check_mapping, check_path
+from companion.checks import (
+    check_instance,
+    check_int,
+    check_json_data,
+    check_mapping,
+    check_path,
+)
 from companion.core.attention import kernel_attention, kernel_weights
 from companion.core.exact import exact_max_error
 from companion.files import read_json_file
@@ -105,12 +111,7 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
                     construction: str) -> Path:
     """Write a head file (compact JSON, one query or key per line)."""
     check_instance(head, "head", ExactHead)
-    check_mapping(family_spec, "family_spec")
-    try:  # it is written as it is: refuse what JSON cannot hold before any file is touched
-        json.dumps(family_spec, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"family_spec must be JSON data (str keys, finite numbers): {exc}") \
-            from exc
+    check_json_data(check_mapping(family_spec, "family_spec"), "family_spec")
     check_instance(construction, "construction", str)
     if not isinstance(variant, str) or variant not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {variant!r:.60}")

@@ -13,14 +13,14 @@ import numpy as np
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
 from companion.checks import check_fraction
-from companion.core.attention import KernelAttentionHead, kernel_attention
+from companion.core.attention import KernelAttentionHead, attention_output
 from companion.core.exact import solve
 from companion.core.task import token_index
 from companion.sandwich.matrix import (
     RatioBounds,
     admissibility_violations,
+    check_exact_factor,
     exact_dot,
-    exact_factor,
     ratio_bounds,
     ratio_matrix_of_factors,
 )
@@ -215,8 +215,8 @@ def build_exact_head(family: WitnessFamily, query_factor, key_factor, strict: bo
     bounds = ratio_bounds(family)
     self_weight = check_fraction(self_weight, "self_weight", 0, 1, low_open=True)
     N = bounds.size
-    Q = exact_factor(query_factor, "query_factor", N)
-    K = exact_factor(key_factor, "key_factor", N, Q.shape[1])
+    Q = check_exact_factor(query_factor, "query_factor", N)
+    K = check_exact_factor(key_factor, "key_factor", N, Q.shape[1])
     M = ratio_matrix_of_factors(Q, K)
     problems = admissibility_violations(M, bounds)
     if strict and problems:
@@ -295,7 +295,7 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
     N = len(Q)
     zero = np.full(N, Fraction(0), dtype=object)
     head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
-    y = kernel_attention(head, family.sequences, family.convention, exact=True)
+    y = attention_output(head, family.sequences, family.convention, exact=True)
     errors = [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
     lo, hi = [None] * N, [None] * N
     for row, e in enumerate(errors):

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_array, check_fraction, check_instance, check_int
+from companion.checks import check_exact_array, check_fraction, check_instance, check_int
 from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, chapter 3)
 from companion.core.task import token_index
 
@@ -97,7 +97,7 @@ def _ladder_sharers(family: WitnessFamily, ladders: dict) -> dict:
 def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     """Every reason M is not admissible (empty list: admissible). Exact arithmetic."""
     N = check_instance(bounds, "bounds", RatioBounds).size
-    M = exact_factor(M, "M", N, N)
+    M = check_exact_factor(M, "M", N, N)
     problems = []
     for x in range(N):
         if M[x, x] != 1:
@@ -118,23 +118,16 @@ def admissibility_violations(M, bounds: RatioBounds) -> list[str]:
     return problems
 
 
-def exact_factor(F, name: str, rows: int | None = None, cols: int | None = None) -> np.ndarray:
-    """F (ints or Fractions) as an object array of Fractions of shape (rows, cols), each
-    None for any size >= 1; at most MAX_FACTOR_ENTRIES entries."""
-    arr = check_array(F, name, 2, allow_object=True)
+def check_exact_factor(F, name: str, rows: int | None = None,
+                       cols: int | None = None) -> np.ndarray:
+    """F (exact numbers: checks.check_exact) as an object array of Fractions of shape (rows,
+    cols), each None for any size >= 1; at most MAX_FACTOR_ENTRIES entries."""
+    arr = check_exact_array(F, name, 2, MAX_FACTOR_ENTRIES)
     rows = arr.shape[0] if rows is None else rows
     if arr.shape[0] != rows or arr.shape[1] < 1 or cols not in (None, arr.shape[1]):
         raise ValueError(f"{name} must have shape ({rows}, {cols or 'r >= 1'}), got {arr.shape}")
-    if arr.size > MAX_FACTOR_ENTRIES:
-        raise ValueError(f"{name} has {arr.size} entries, above MAX_FACTOR_ENTRIES = "
-                         f"{MAX_FACTOR_ENTRIES}")
-    if arr.dtype.kind not in "iuO" or not all(
-            isinstance(v, (int, np.integer, Fraction)) and not isinstance(v, bool)
-            for v in arr.flat):
-        raise TypeError(f"{name} must hold ints or Fractions (exact), got dtype {arr.dtype}")
     out = np.empty(arr.shape, dtype=object)
-    out.reshape(-1)[:] = [Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
-                          for v in arr.flat]
+    out.reshape(-1)[:] = [Fraction(v) for v in arr.flat]
     return out
 
 

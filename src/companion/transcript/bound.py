@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion.checks import (
-    check_array,
     check_instance,
     check_int,
+    check_int_sequence,
     check_positive_int,
     check_tokens,
 )
@@ -64,9 +64,9 @@ class BlockConstruction:
     q: int
     s: int
 
-    def __post_init__(self):
-        check_positive_int(self.q, "q")
-        check_positive_int(self.s, "s")
+    def __post_init__(self):  # stored as Python ints: numpy ints would overflow (s+1)**q
+        object.__setattr__(self, "q", check_positive_int(self.q, "q"))
+        object.__setattr__(self, "s", check_positive_int(self.s, "s"))
 
     @property
     def m(self) -> int:
@@ -114,13 +114,11 @@ class BlockConstruction:
 
     def representative(self, counts) -> np.ndarray:
         """The key token with the first counts[i] coordinates of each B_i set."""
-        counts = check_array(counts, "counts")
-        if counts.shape != (self.q,) or not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"counts must be q={self.q} ints, got {counts!r}")
-        if np.any(counts < 0) or np.any(counts > self.s):
-            raise ValueError(f"counts must lie in [0, s={self.s}], got {counts.tolist()}")
+        counts = check_int_sequence(counts, "counts", 0, self.s)
+        if len(counts) != self.q:
+            raise ValueError(f"counts must be q={self.q} ints, got {len(counts)}")
         z = np.zeros(self.m, dtype=np.int64)
-        for i, c in enumerate(counts.tolist()):
+        for i, c in enumerate(counts):
             z[i * self.s: i * self.s + c] = 1
         return z
 
@@ -322,8 +320,8 @@ def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS
 
 def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
     """Bits in L layers of H b-bit sketches (S, u) with S in R^{r x d}, u in R^r."""
-    for name, v in (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)):
-        check_positive_int(v, name)
+    L, H, r, d, b = (check_positive_int(v, name) for name, v in
+                     (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)))
     return L * H * r * (d + 1) * b
 
 
