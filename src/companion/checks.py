@@ -192,6 +192,9 @@ def read_json_file(path, what: str = "results file"):
                          f"{what} cap MAX_JSON_BYTES = {MAX_JSON_BYTES}")
     try:
         return json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"path {str(path)!r:.200} is not a JSON {what}: nested too deeply"
+                         ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"path {str(path)!r:.200} is not a JSON {what}: "
                          f"{str(exc).splitlines()[0]:.200}") from None

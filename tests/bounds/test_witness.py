@@ -26,11 +26,11 @@ from companion.bounds.witness import (
     witness_family,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.constructions import indicator_head, query_indicator_head, spread_query_head
 from companion.core.task import query_target
 from companion.experiments.e1 import (
     experiment_witness_24,
 )
+from companion.sandwich.heads import indicator_head, query_indicator_head, spread_query_head
 
 PALEY7 = paley_hadamard_code(7)  # m = 8, w = 4, gaps 2 and 4
 PALEY11 = paley_hadamard_code(11)  # m = 12, w = 6, gaps 3 and 6

@@ -1,0 +1,130 @@
+"""Nonnegative heads in closed form from block designs (Chapter 3, {prf:ref}`prop-design-heads`):
+blocks of size k that pairwise share at most one point give queries whose feature vectors
+1_B / sqrt(k) have inner products 0 or 1/k, and pairs whose bound is below that get disjoint
+blocks. Size k >= 6 fits the bound 1/5 with room (a shift keeps every entry positive); size 5
+meets it exactly and needs one more coordinate, the *lift*, to pass strictly below it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+
+from companion.checks import check_bool, check_instance, check_int
+from companion.sandwich.matrix import RatioBounds, admissibility_violations, ratio_matrix_of_factors
+
+__all__ = ["transversal_design", "affine_plane", "design_factors"]
+
+#: The lift's scales: parallel class c gets t_c = LIFT_TOP / (2k + 1)^c (see design_factors).
+LIFT_TOP = Fraction(1, 5)
+#: The shift of the unlifted construction: K_y = 1_B + SHIFT (every entry of M positive).
+SHIFT = Fraction(1, 100)
+#: Seeded tries of the greedy matching of paired queries to disjoint blocks.
+MATCHING_TRIES = 200
+
+
+def transversal_design(k: int, q: int) -> list[list[frozenset]]:
+    """The q^2 blocks {(g, a g + b mod q): g < k} of the transversal design TD(k, q) on the
+    points (g, e) -> g q + e, as q parallel classes (slope a), for a prime q >= k: two blocks
+    share at most one point, blocks of one class none."""
+    k = check_int(k, "k (block size)", 2, 64)
+    q = check_int(q, "q (a prime >= k)", k, 64)
+    if any(q % d == 0 for d in range(2, q)):
+        raise ValueError(f"q must be a prime, got {q}")
+    return [[frozenset(g * q + (a * g + b) % q for g in range(k)) for b in range(q)]
+            for a in range(q)]
+
+
+def affine_plane(q: int) -> list[list[frozenset]]:
+    """The q^2 + q lines of the affine plane AG(2, q) on q^2 points, as q + 1 parallel
+    classes: the transversal design TD(q, q) and its q groups (a prime q)."""
+    q = check_int(q, "q (a prime)", 2, 64)
+    return transversal_design(q, q) + [[frozenset(g * q + e for e in range(q))
+                                        for g in range(q)]]
+
+
+def _disjoint_pairs(classes, pairs: int, blocks: list):
+    """`pairs` pairwise-disjoint couples of disjoint blocks (indices into `blocks`), found by a
+    seeded greedy matching that prefers couples from one class; ValueError if none is found."""
+    if pairs == 0:
+        return []
+    cls = {b: c for c, members in enumerate(classes) for b in members}
+    edges = [(a, b) for a, b in itertools.combinations(range(len(blocks)), 2)
+             if not blocks[a] & blocks[b]]
+    rng = np.random.default_rng(0)
+    for _ in range(MATCHING_TRIES):
+        order = sorted(rng.permutation(len(edges)).tolist(),
+                       key=lambda e: cls[blocks[edges[e][0]]] != cls[blocks[edges[e][1]]])
+        used, chosen = set(), []
+        for e in order:
+            a, b = edges[e]
+            if a not in used and b not in used:
+                used |= {a, b}
+                chosen.append((a, b))
+                if len(chosen) == pairs:
+                    return chosen
+    raise ValueError(f"found no {pairs} disjoint pairs of disjoint blocks in "
+                     f"{MATCHING_TRIES} tries")
+
+
+def design_factors(bounds: RatioBounds, classes, lift: bool = False):
+    """Nonnegative factors (Q, K) of an admissible M from blocks of one size k (classes of
+    pairwise disjoint blocks, e.g. :func:`transversal_design`). Queries x, y whose bound
+    u_xy is below what two blocks sharing a point give must form a matching; they get
+    disjoint blocks. Unlifted (rank = points): Q_x = 1_B / (k (1 + SHIFT)), K_y = 1_B + SHIFT,
+    so M_xy = (|B_x & B_y| + k SHIFT) / (k (1 + SHIFT)). Lifted (rank = points + 1): the
+    blocks of class c get v = (gamma 1_B, s), gamma = (k - t^2)/(k + t^2), s = 2kt/(k + t^2),
+    t = LIFT_TOP / (2k + 1)^c, a rational point of gamma^2 + s^2/k = 1, so |v|^2 = k and
+    M_xy = <v_x, v_y>/k = (gamma_x gamma_y + s_x s_y)/k for meeting blocks: below 1/k when
+    their classes' t differ by a factor above k + sqrt(k^2 - 1). Checked exactly."""
+    check_instance(bounds, "bounds", RatioBounds)
+    lift = check_bool(lift, "lift")
+    classes = [list(c) for c in classes]
+    blocks = [b for c in classes for b in c]
+    sizes = {len(b) for b in blocks}
+    if len(sizes) != 1 or not all(isinstance(b, frozenset) for b in blocks):
+        raise ValueError("classes must hold frozensets of points, all of one size k")
+    k, N = sizes.pop(), bounds.size
+    meet = Fraction(1, k) if lift else (1 + k * SHIFT) / (k * (1 + SHIFT))
+
+    def may_meet(u) -> bool:  # lifted, meeting blocks give entries strictly below 1/k
+        return u >= meet if lift else u > meet
+
+    apart = [(x, y) for x in range(N) for y in range(x + 1, N)
+             if not (may_meet(bounds.upper[x, y]) and may_meet(bounds.upper[y, x]))]
+    if len({v for p in apart for v in p}) != 2 * len(apart):
+        raise ValueError("the pairs whose bound is below a shared point must form a matching")
+    if len(blocks) < N:
+        raise ValueError(f"classes hold {len(blocks)} blocks, fewer than the {N} queries")
+    assign: dict[int, int] = {}
+    for (x, y), (a, b) in zip(apart, _disjoint_pairs(classes, len(apart), blocks), strict=True):
+        assign[x], assign[y] = a, b
+    rest = iter(b for b in range(len(blocks)) if b not in assign.values())
+    for x in range(N):
+        if x not in assign:
+            assign[x] = next(rest)
+    points = sorted(set().union(*blocks))
+    col = {p: j for j, p in enumerate(points)}
+    cls = {b: c for c, members in enumerate(classes) for b in members}
+    r = len(points) + lift
+    Q = np.full((N, r), Fraction(0), dtype=object)
+    K = np.full((N, r), Fraction(0) if lift else SHIFT, dtype=object)
+    for x in range(N):
+        block = blocks[assign[x]]
+        if lift:
+            t = LIFT_TOP / (2 * k + 1) ** cls[block]
+            gamma, s = (k - t * t) / (k + t * t), 2 * k * t / (k + t * t)
+            for p in block:
+                K[x, col[p]] = gamma
+            K[x, -1] = s
+            Q[x] = K[x] / k
+        else:
+            for p in block:
+                K[x, col[p]] += 1
+                Q[x, col[p]] = 1 / (k * (1 + SHIFT))
+    problems = admissibility_violations(ratio_matrix_of_factors(Q, K), bounds)
+    if problems:
+        raise ValueError(f"the design's matrix is not admissible for this family: {problems[:2]}")
+    return Q, K
