@@ -84,6 +84,17 @@ def _weights_total(alpha) -> np.ndarray:
     return total
 
 
+def kernel_terms(head: KernelAttentionHead, sequences, convention="bidirectional",
+                 exact: bool = False):
+    """The one evaluator of a kernel head: (alpha, scores, b) with alpha (..., n) the weights
+    <phi_Q(x), phi_K^(p)(x_p)> of any sign, scores (..., n) the values' readouts
+    <a(x), v_p(x_p)> and b (...) the bias, so y = sum_p alpha_p scores_p / sum_p alpha_p + b."""
+    x, query = _prepare(sequences, convention)
+    phi_q, phi_k, vals, a, b = _features(head, x, query, object if exact else np.float64)
+    alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
+    return alpha, (vals * a[..., None, :]).sum(axis=-1), b
+
+
 def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirectional",
                    exact: bool = False) -> np.ndarray:
     """alpha_p(x, x_p) for every position p: shape (..., n). Unnormalised."""
@@ -95,11 +106,9 @@ def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirection
 def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirectional",
                      exact: bool = False) -> np.ndarray:
     """y = <a(x), sum_p alpha_p v_p / sum_p alpha_p> + b(x), shape (...)."""
-    x, query = _prepare(sequences, convention)
-    phi_q, phi_k, vals, a, b = _features(head, x, query, object if exact else np.float64)
-    alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
+    alpha, scores, b = kernel_terms(head, sequences, convention, exact)
     total = _weights_total(alpha)
-    num = (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1)
+    num = (alpha * scores).sum(axis=-1)
     if not exact:
         return num / total + b
     out = np.empty(np.shape(num), dtype=object)

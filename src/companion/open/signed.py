@@ -21,7 +21,7 @@ from companion.checks import (
     check_int,
     check_tokens,
 )
-from companion.core.attention import KernelAttentionHead
+from companion.core.attention import KernelAttentionHead, kernel_terms
 from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index
 from companion.sandwich.heads import token_lookup
@@ -47,7 +47,7 @@ MAX_EXACT_SEQUENCES = 2**12
 
 def _maps(head, sequences, convention: str, exact):
     """The checked sequences x, alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and
-    the bias (...): the arguments of the signed evaluations, checked here once."""
+    the bias (...): core.attention's evaluator, after this module's size limits."""
     check_instance(head, "head", KernelAttentionHead)
     exact = check_bool(exact, "exact")
     x = check_tokens(sequences)
@@ -56,26 +56,7 @@ def _maps(head, sequences, convention: str, exact):
     if x.size // x.shape[-1] // x.shape[-2] > limit or x.shape[-1] > 4096:
         raise ValueError(f"sequences: at most {limit} sequences of width <= 4096 "
                          f"({'exact' if exact else 'float'} evaluation), got shape {x.shape}")
-    n = x.shape[-2]
-    q = query_index(n, convention)
-    query = x[..., q, :]
-    dtype = object if exact else np.float64
-    phi_q = np.asarray(head.query_features(query), dtype=dtype)
-    if phi_q.shape != x.shape[:-2] + (head.rank,):
-        raise ValueError(f"query_features must return shape {x.shape[:-2] + (head.rank,)}, "
-                         f"got {phi_q.shape}")
-    a = np.asarray(head.readout_weights(query), dtype=dtype)
-    b = np.asarray(head.readout_bias(query), dtype=dtype)
-    alpha, scores = [], []
-    for p in range(n):
-        fk = np.asarray(head.key_features(x[..., p, :], p), dtype=dtype)
-        v = np.asarray(head.values(x[..., p, :], p), dtype=dtype)
-        if fk.shape != phi_q.shape or v.shape != a.shape:
-            raise ValueError(f"key_features/values at position {p} return shapes {fk.shape}, "
-                             f"{v.shape}; expected {phi_q.shape}, {a.shape}")
-        alpha.append((phi_q * fk).sum(axis=-1))
-        scores.append((a * v).sum(axis=-1))
-    return x, np.stack(alpha, -1), np.stack(scores, -1), b
+    return (x, *kernel_terms(head, x, convention, exact))
 
 
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):

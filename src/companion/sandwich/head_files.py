@@ -263,7 +263,7 @@ def verification_cost(family: WitnessFamily, rank: int, vector_bits: int) -> tup
     over one denominator (the lcm of its denominators and the numerators over it), and each
     (query, key token) pair of the family takes a dot product of `rank` such entries, so
     cost = inputs (1 + B/64)^2 + pairs rank (1 + b/64)^2; the limit scales with the family,
-    COST_PER_INPUT per input (a b of up to about 50,000 bits at n = 3: e.g. a rank-32 head
+    COST_PER_INPUT per input (a b of up to about 40,000 bits at n = 3: e.g. a rank-32 head
     on the 46 words whose every entry has its own 362-bit denominator, b = 23,000, verifies
     in 16 s on one core). A file above it is refused unverified, and a rank above the
     family's T key tokens too (T features always suffice: one indicator per key token)."""

@@ -66,7 +66,6 @@ def _signed_search(upper, r, rng, margin, floor, rounds, start=None):
     """Douglas-Rachford for a point of the box [floor u, (1 - margin) u] (unit diagonal) of
     rank r: Y <- Y + P_rank(2 P_box(Y) - Y) - P_box(Y); factors of the rank-r part of P_box(Y)
     once its rows, normalised, clear the bounds."""
-    N = len(upper)
     hi, lo = upper * (1 - margin), upper * floor
     np.fill_diagonal(hi, 1.0)
     np.fill_diagonal(lo, 1.0)
@@ -96,7 +95,6 @@ def _hals(X, W, H):
 
 
 def _nonnegative_search(upper, r, rng, margin, floor, rounds):
-    N = len(upper)
     hi, lo = upper * (1 - margin), upper * floor
     W, H = rng.uniform(0, 1, (N, r)), rng.uniform(0, 1, (N, r))
     worst = np.inf

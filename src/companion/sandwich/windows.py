@@ -7,7 +7,6 @@ it. The chapters, the index, the claims page and the ledger quote this table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from companion.checks import check_path
 from companion.sandwich.certificates import verify_certificate_file
