@@ -79,7 +79,7 @@ from companion.bounds.random_heads import mediant_survey
 from companion.bounds.random_heads import perturbed_link_survey
 from companion.bounds.random_heads import random_kernel_head
 from companion.core.attention import kernel_attention
-from companion.core.constructions import balanced_link_head
+from companion.bounds.gap_domination import balanced_link_head
 from companion.core.constructions import rank_one_head
 from companion.core.constructions import softmax_kernel_head
 from companion.core.task import query_target

@@ -100,9 +100,9 @@ from companion.bounds.witness import max_error_exact
 from companion.bounds.witness import verify_certificate
 from companion.bounds.witness import without_rows
 from companion.bounds.witness import witness_family
-from companion.core.constructions import indicator_head
-from companion.core.constructions import query_indicator_head
-from companion.core.constructions import spread_query_head
+from companion.sandwich.heads import indicator_head
+from companion.sandwich.heads import query_indicator_head
+from companion.sandwich.heads import spread_query_head
 from companion.core.exact import exact_rank
 from companion.experiments.e1 import experiment_witness_24
 from companion.sandwich.certificates import kneser_box_matrix

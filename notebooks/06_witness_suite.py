@@ -89,9 +89,9 @@ from companion.bounds.witness import max_error_exact
 from companion.bounds.witness import ratio_matrix_facts
 from companion.bounds.witness import verify_certificate
 from companion.core.attention import kernel_attention
-from companion.core.constructions import indicator_head
-from companion.core.constructions import query_indicator_head
-from companion.core.constructions import spread_query_head
+from companion.sandwich.heads import indicator_head
+from companion.sandwich.heads import query_indicator_head
+from companion.sandwich.heads import spread_query_head
 from companion.experiments.e1 import E1_FULL
 from companion.experiments.e1 import E1_LIVE_RANKS
 from companion.experiments.e1 import E1_LIVE_SEEDS

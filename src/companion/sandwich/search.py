@@ -95,6 +95,7 @@ def _hals(X, W, H):
 
 
 def _nonnegative_search(upper, r, rng, margin, floor, rounds):
+    N = len(upper)
     hi, lo = upper * (1 - margin), upper * floor
     W, H = rng.uniform(0, 1, (N, r)), rng.uniform(0, 1, (N, r))
     worst = np.inf
