@@ -114,6 +114,10 @@ def test_design_arguments(e1):
         design_factors(e1, transversal_design(6, 7)[:1])
     with pytest.raises(ValueError, match="one size"):
         design_factors(e1, [[frozenset({0, 1})], [frozenset({2, 3, 4})]])
+    with pytest.raises(TypeError, match="classes"):
+        design_factors(e1, [[{0, 1}]])
+    with pytest.raises(ValueError, match="classes"):
+        design_factors(e1, [[frozenset({-1, 2})]])
     with pytest.raises(TypeError):
         design_factors(e1, affine_plane(5), lift="yes")
     assert np.shape(design_factors(e1, affine_plane(5), lift=True)[0]) == (28, 26)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from companion.sandwich.windows import FAMILIES, sandwich_windows, window_text
+from companion.sandwich.windows import FAMILIES, sandwich_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADS = ROOT / "results" / "heads"
@@ -23,8 +23,8 @@ def test_the_six_windows(windows):
         ("e1_28", "real"): (22, 22), ("e1_28", "nonnegative"): (26, 26),
         ("paley_rows_23", "real"): (19, 19), ("paley_rows_23", "nonnegative"): (23, 23),
         ("paley_code_46", "real"): (30, 31), ("paley_code_46", "nonnegative"): (30, 36)}
-    assert window_text(windows[("e1_28", "nonnegative")]) == "exactly 26"
-    assert window_text(windows[("paley_code_46", "real")]) == "[30, 31]"
+    assert windows[("e1_28", "nonnegative")].text == "exactly 26"
+    assert windows[("paley_code_46", "real")].text == "[30, 31]"
 
 
 def test_each_end_names_its_file_and_how_it_is_known(windows):

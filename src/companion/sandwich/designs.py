@@ -21,8 +21,10 @@ __all__ = ["transversal_design", "affine_plane", "design_factors"]
 LIFT_TOP = Fraction(1, 5)
 #: The shift of the unlifted construction: K_y = 1_B + SHIFT (every entry of M positive).
 SHIFT = Fraction(1, 100)
-#: Seeded tries of the greedy matching of paired queries to disjoint blocks.
+#: Seeded tries of the greedy matching of paired queries to disjoint blocks, and the most
+#: blocks (and the largest point) a design may have.
 MATCHING_TRIES = 200
+MAX_BLOCKS = 4096
 
 
 def transversal_design(k: int, q: int) -> list[list[frozenset]]:
@@ -81,11 +83,20 @@ def design_factors(bounds: RatioBounds, classes, lift: bool = False):
     their classes' t differ by a factor above k + sqrt(k^2 - 1). Checked exactly."""
     check_instance(bounds, "bounds", RatioBounds)
     lift = check_bool(lift, "lift")
-    classes = [list(c) for c in classes]
+    if not isinstance(classes, (list, tuple)) or not all(
+            isinstance(c, (list, tuple)) and all(isinstance(b, frozenset) for b in c)
+            for c in classes):
+        raise TypeError("classes must be a list of lists of frozensets of points (blocks), "
+                        f"got {type(classes).__name__}")
     blocks = [b for c in classes for b in c]
+    if not 0 < len(blocks) <= MAX_BLOCKS or not all(
+            isinstance(p, int) and not isinstance(p, bool) and 0 <= p < MAX_BLOCKS
+            for b in blocks for p in b):
+        raise ValueError(f"classes must hold 1 to {MAX_BLOCKS} blocks of int points in "
+                         f"[0, {MAX_BLOCKS})")
     sizes = {len(b) for b in blocks}
-    if len(sizes) != 1 or not all(isinstance(b, frozenset) for b in blocks):
-        raise ValueError("classes must hold frozensets of points, all of one size k")
+    if len(sizes) != 1:
+        raise ValueError("classes must hold blocks of one size k")
     k, N = sizes.pop(), bounds.size
     meet = Fraction(1, k) if lift else (1 + k * SHIFT) / (k * (1 + SHIFT))
 

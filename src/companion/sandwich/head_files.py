@@ -21,8 +21,7 @@ from companion.checks import check_instance, check_int, check_mapping, check_pat
 from companion.core.exact import exact_rank
 from companion.sandwich.heads import ExactHead, all_nonnegative
 
-__all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims",
-           "verification_cost"]
+__all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
 
 FORMAT = "companion/nka-head/v1"
 _RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?\Z")

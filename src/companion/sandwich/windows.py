@@ -12,7 +12,7 @@ from companion.checks import check_path
 from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.head_files import verify_head_file
 
-__all__ = ["FAMILIES", "sandwich_windows", "window_text"]
+__all__ = ["FAMILIES", "sandwich_windows"]
 
 
 def _spec(a: int, b: int) -> dict:
@@ -50,16 +50,16 @@ class Window:
     def closed(self) -> bool:
         return self.lower == self.upper
 
+    @property
+    def text(self) -> str:
+        """'exactly 26' for a closed window, '[30, 36]' otherwise."""
+        return f"exactly {self.lower}" if self.closed else f"[{self.lower}, {self.upper}]"
+
     def row(self) -> dict:
         return {"family": self.label, "features": self.features, "lower": self.lower,
-                "upper": self.upper, "window": window_text(self),
+                "upper": self.upper, "window": self.text,
                 "lower end": f"{self.lower_how}: {self.lower_file}",
                 "upper end": f"{self.upper_how}: {self.upper_file}"}
-
-
-def window_text(window: Window) -> str:
-    """'exactly 26' for a closed window, '[30, 36]' otherwise."""
-    return f"exactly {window.lower}" if window.closed else f"[{window.lower}, {window.upper}]"
 
 
 def sandwich_windows(folder="results/heads") -> list[Window]:
