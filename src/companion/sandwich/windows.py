@@ -26,6 +26,8 @@ FAMILIES = {"e1_28": _spec(23, 5), "paley_rows_23": _spec(23, 0),
 LABELS = {"e1_28": "E1: 23 Paley rows + 5 complements (28 queries)",
           "paley_rows_23": "23 Paley rows",
           "paley_code_46": "46-word Paley code"}
+#: Short names in the keys the pages quote a window by (``window-e1-nonnegative``).
+SHORT = {"e1_28": "e1", "paley_rows_23": "rows23", "paley_code_46": "code46"}
 #: How a certificate's lemma is named in the table.
 LEMMA_NAMES = {"real": "sharper trace lemma (cor-strict-sandwich)",
                "nonnegative": "Lemma N (cor-nonnegative-rank)"}
@@ -49,6 +51,11 @@ class Window:
     @property
     def closed(self) -> bool:
         return self.lower == self.upper
+
+    @property
+    def key(self) -> str:
+        """The name the book's pages quote this window by: window-<family>-<features>."""
+        return f"window-{SHORT[self.family]}-{self.features}"
 
     @property
     def text(self) -> str:
