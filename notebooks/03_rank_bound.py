@@ -111,7 +111,6 @@ from companion.bounds.witness import witness_family
 from companion.core.exact import exact_rank
 from companion.experiments.e1 import experiment_witness_24
 from companion.sandwich.certificates import kneser_box_matrix
-from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.designs import affine_plane
 from companion.sandwich.designs import design_factors
 from companion.sandwich.designs import transversal_design

@@ -91,9 +91,6 @@ from companion.bounds.witness import max_error_exact
 from companion.bounds.witness import ratio_matrix_facts
 from companion.bounds.witness import verify_certificate
 from companion.core.attention import kernel_attention
-from companion.sandwich.heads import indicator_head
-from companion.sandwich.heads import query_indicator_head
-from companion.sandwich.heads import spread_query_head
 from companion.experiments.e1 import E1_FULL
 from companion.experiments.e1 import E1_LIVE_RANKS
 from companion.experiments.e1 import E1_LIVE_SEEDS
@@ -113,6 +110,9 @@ from companion.experiments.sweep import config_hash
 from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.head_files import family_from_spec
 from companion.sandwich.head_files import read_head_claims
+from companion.sandwich.heads import indicator_head
+from companion.sandwich.heads import query_indicator_head
+from companion.sandwich.heads import spread_query_head
 from companion.sandwich.windows import sandwich_windows
 
 rng = seed_everything(0)  # seeds python, numpy and torch

@@ -193,6 +193,7 @@ def test_doctored_committed_head_is_rejected(tmp_path):
     (lambda d: d["family"].update(convention="sideways"), "convention"),
     (lambda d: d["family"].update(n=10**6), "family.n"),
     (lambda d: d["family"].update(a=200, b=100, q=1019), "at most 256"),
+    (lambda d: d["family"].update(a=200, b=56, q=1019), "MAX_SPEC_CELLS"),
 ])
 def test_malformed_files_raise(small_file, tmp_path, edit, match):
     with pytest.raises(ValueError, match=match):

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.codes import paley_subset
-from companion.bounds.witness import WitnessFamily, witness_family
+from companion.bounds.witness import WitnessFamily, family_size, witness_family
 from companion.checks import check_instance, check_int, check_mapping, check_path, read_json_file
 from companion.core.exact import exact_rank
 from companion.sandwich.heads import ExactHead, all_nonnegative
@@ -34,8 +34,9 @@ MAX_ERROR_BITS = 2**17
 #: Verification budget per input, in word operations (about 1.5e9 a second on one core):
 #: see :func:`verification_cost`.
 COST_PER_INPUT = 10**7
-#: Largest family a file may specify (the book's largest: 46 words of width 24, n = 3).
-MAX_SPEC_QUERIES, MAX_SPEC_WIDTH, MAX_SPEC_LENGTH = 256, 1024, 16
+#: Largest family a file may specify (the book's largest: 46 words of width 24, n = 3, 6,532
+#: sequences of 72 token entries each).
+MAX_SPEC_QUERIES, MAX_SPEC_WIDTH, MAX_SPEC_LENGTH, MAX_SPEC_CELLS = 256, 1024, 16, 2**23
 MODEL = ("alpha_p(x, z) = <phi_Q(x), phi_K(z)> at key positions and <phi_Q(x), "
          "self_features(x)> at the query's own position; values v(z) = z at key positions and "
          "self_value_scale(x) * x at the query's position; readout y = <x, o> + bias(x)")
@@ -138,6 +139,12 @@ def family_from_spec(spec) -> WitnessFamily:
             S = np.array([parse_token(w, "family.words[i]", len(words[0])) for w in words])
         n = check_int(spec.get("n"), "family.n", 3, MAX_SPEC_LENGTH)
         eps = parse_rational(spec.get("eps"), "family.eps")
+        # it holds at least |S|^2 sequences (a pure one per pair): refuse a huge one first
+        cells = len(S) ** 2 * n * S.shape[1]
+        cells = cells if cells > MAX_SPEC_CELLS else family_size(S, n, eps) * n * S.shape[1]
+        if cells > MAX_SPEC_CELLS:
+            raise ValueError(f"the family would hold {cells} or more token entries, above "
+                             f"MAX_SPEC_CELLS = {MAX_SPEC_CELLS}")
         return witness_family(S, n, eps, spec.get("convention"))
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"spec (the family): {exc}") from exc

@@ -15,7 +15,7 @@ from companion.checks import check_array, check_fraction, check_instance, check_
 from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, chapter 3)
 
 __all__ = ["ratio_bounds", "admissibility_violations", "spread_products", "indicator_factors",
-           "spread_factors"]
+           "spread_factors", "ratio_matrix_of_factors"]
 
 #: Most entries of one exact factor (|S| x r Fractions; the book's largest has 2116).
 MAX_FACTOR_ENTRIES = 2**16
@@ -142,9 +142,11 @@ def exact_dot(a, b) -> Fraction:
     return sum((u * v for u, v in zip(a, b, strict=True)), Fraction(0))
 
 
-def ratio_matrix_of_factors(Q, K) -> np.ndarray:
+def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
     """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x = phi_Q(S[x]), K_y = phi_K(complement
-    S[y]), both exact factors of one shape."""
+    S[y]), both exact factors (ints or Fractions) of one shape."""
+    Q = exact_factor(query_factor, "query_factor")
+    K = exact_factor(key_factor, "key_factor", *Q.shape)
     N = len(Q)
     M = np.empty((N, N), dtype=object)
     for x in range(N):
