@@ -208,8 +208,10 @@ class HeadReport:
     problems: list = field(default_factory=list)
 
     def summary(self) -> str:
+        exact = "" if self.max_error is None else rational_str(self.max_error)
         err = "n/a" if self.max_error is None else (
-            f"{self.max_error} (~{float(self.max_error):.6f})")
+            f"{exact} (~{float(self.max_error):.6f})" if len(exact) <= 120 else
+            f"~{float(self.max_error):.6f} (a {len(exact):,}-character fraction)")
         verdict = "PASS" if self.passed else "FAIL: " + "; ".join(self.problems[:3])
         return (f"{self.path}: |S| = {self.size}, {self.inputs} inputs, {self.variant} "
                 f"features, rank {self.rank} (kernel table rank {self.kernel_rank}), exact max "
