@@ -167,12 +167,13 @@ def render_markdown(claims: list[dict], chapters: set[str], existing_tests) -> s
     """The ledger as a MyST markdown table (chapters as ``{doc}`` links)."""
 
     def cell(text) -> str:
-        # one line of MyST: maths in $...$ typesets and roles work; outside maths the
-        # emphasis marks (β* is not italics), the table's separator and what would open raw
-        # HTML are escaped; maths writes \lvert, not |
-        parts = re.split(r"(\$[^$]+\$)", " ".join(str(text).split()))
-        return "".join(part.replace("|", "\\|") if i % 2 else
-                       re.sub(r"([*_|]|<(?=[A-Za-z/!]))", r"\\\1", part)
+        # one line of MyST: maths in $...$ typesets and roles work (a role's `content`, e.g.
+        # a glued value's path::key, is kept as written); elsewhere the emphasis marks (β* is
+        # not italics), the table's separator and what would open raw HTML are escaped;
+        # maths writes \lvert, not |
+        parts = re.split(r"(\$[^$]+\$|`[^`]*`)", " ".join(str(text).split()))
+        return "".join((part if part.startswith("`") else part.replace("|", "\\|"))
+                       if i % 2 else re.sub(r"([*_|]|<(?=[A-Za-z/!]))", r"\\\1", part)
                        for i, part in enumerate(parts))
 
     lines = [

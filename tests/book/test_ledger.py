@@ -153,3 +153,12 @@ def test_the_ledger_page_renders_the_data_and_is_in_the_book(claims, chapters):
     assert len(table) == 2 + len(claims)
     for line, claim in zip(table[2:], claims, strict=True):
         assert f"(`{claim['id']}`)" in line
+
+
+def test_a_glued_value_in_a_claim_is_kept_as_written(chapters):
+    """Chapter 3's windows are quoted in the ledger by {glue:text}`path::key:s`: the cell
+    escaping must not touch the role's content (its path has underscores)."""
+    role = "{glue:text}`/notebooks/03_rank_bound.ipynb::window-e1-real:s`"
+    claim = {"id": "x", "claim": "X", "paper": "p", "verdict": "pending", "note": f"a_b {role}"}
+    row = ledger.render_markdown([claim], chapters, lambda t: True).splitlines()[-1]
+    assert role in row and "a\\_b" in row
