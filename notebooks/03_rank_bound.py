@@ -113,6 +113,8 @@ from companion.experiments.e1 import experiment_witness_24
 from companion.sandwich.certificates import kneser_box_matrix
 from companion.sandwich.designs import affine_plane
 from companion.sandwich.designs import design_factors
+from companion.sandwich.designs import disjoint_classes
+from companion.sandwich.designs import packing
 from companion.sandwich.designs import transversal_design
 from companion.sandwich.head_files import read_head_claims
 from companion.sandwich.head_files import verify_head_file
@@ -898,7 +900,11 @@ print(f"Lemma N on E1's bounds: beta^2 = {lemma_n.beta_squared} -> nonnegative f
 # order 5 lifted has rank 26, the bound of {prf:ref}`cor-nonnegative-rank`: **with
 # nonnegative features E1's smallest rank is exactly 26**. On the 46 words, the transversal
 # design TD(6, 7) (points $(g, e)$, $g < 6$, $e \in \mathbb Z_7$; blocks $\{(g, ag + b)\}$)
-# gives rank 42 unlifted, and TD(5, 7), 49 blocks of size 5 on 35 points, lifted gives 36:
+# gives rank 42 unlifted, and TD(5, 7), 49 blocks of size 5 on 35 points, lifted gives 36.
+# The blocks need no algebra: a *packing*, 46 blocks of size 5 on 34 points that pairwise
+# share at most one point, found by a seeded annealing search (`packing`, the same blocks on
+# every machine), lifted gives 35; its blocks fall into 14 classes of disjoint blocks, each
+# class on its own scale:
 
 # %% tags=["hide-input"]
 design_rows = []
@@ -906,7 +912,9 @@ code46 = witness_family(paley_subset(23, 23))
 for label, fam, classes, lift in (
         ("E1: affine plane AG(2, 5), lifted", family, affine_plane(5), True),
         ("46 words: TD(6, 7)", code46, transversal_design(6, 7), False),
-        ("46 words: TD(5, 7), lifted", code46, transversal_design(5, 7), True)):
+        ("46 words: TD(5, 7), lifted", code46, transversal_design(5, 7), True),
+        ("46 words: a packing on 34 points, lifted", code46,
+         disjoint_classes(packing(34, 46, seed=0)), True)):
     box = ratio_bounds(fam)
     Q, K = design_factors(box, classes, lift=lift)
     M_design = ratio_matrix_of_factors(Q, K)
@@ -920,9 +928,9 @@ for label, fam, classes, lift in (
 Table(design_rows, formats={"least slack 1/rho - M": ".2e"})
 
 # %% [markdown]
-# The lift's slack is small, about $10^{-12}$, and only exact arithmetic can see it: the head
-# files hold rationals of a few hundred bits, and their exact max errors fall within $10^{-11}$
-# of $1/2$. The rank-26 head's kernel table has rank 25 (its real rank may drop; no
+# The lift's slack is small, $10^{-12}$ and below, and only exact arithmetic can see it: the
+# head files hold rationals of a few hundred bits, and their exact max errors fall within
+# $10^{-11}$ of $1/2$. The rank-26 head's kernel table has rank 25 (its real rank may drop; no
 # nonnegative factorisation of inner dimension 25 exists, by the corollary).
 #
 # (tab-windows)=
@@ -969,12 +977,14 @@ Table([w.row() for w in windows], caption="The windows: lower <= smallest featur
 #
 # :::{dropdown} The open windows: what was tried
 # *46 words, nonnegative.* Lemma N proves only $26 < 30$ here (there are more than 26
-# queries), so the lower end is the real-features certificate. Below 36, a packing of 46
-# blocks of size 5 that pairwise share at most one point, on 33 or 34 points, with 23
-# disjoint pairs, would give rank 34 or 35 by the same lift (the Johnson bound allows 52
-# blocks on 33 points); we have not constructed one. Numerical nonnegative searches (HALS,
-# and gradient descent on the vectors of {prf:ref}`cor-nonnegative-rank`) are weak on these
-# boxes: they do not even find E1's rank-26 design.
+# queries), so the lower end is the real-features certificate. Above, a packing on 33
+# points would give 34 (the Johnson bound allows 52 blocks there); the annealing search has
+# not found one (its seeds are in `results/heads/search_log.jsonl`). On 32 points no 46
+# blocks of size 5 or more pairwise share at most one point (a point lies on at most 7 of
+# them, so there are at most $32 \cdot 7/5 < 46$), so rank 33 or less would need vectors
+# other than lifted block indicators. Numerical nonnegative
+# searches (HALS, and gradient descent on the vectors of {prf:ref}`cor-nonnegative-rank`)
+# are weak on these boxes: they do not even find E1's rank-26 design.
 #
 # *46 words, any real features.* The Douglas–Rachford search finds rank 31 in seconds and
 # stalls at rank 30 (every seed in `results/heads/search_log.jsonl` ends with an entry off

@@ -3,17 +3,20 @@
     PYTHONPATH=src python scripts/search_heads.py constructions [--family NAME]
     PYTHONPATH=src nice -n 10 python scripts/search_heads.py search --family paley_code_46 \
         --variant signed --rank 31 --seeds 0-3 [--restarts 2 --rounds 50 --margin 2e-3]
+    PYTHONPATH=src nice -n 10 python scripts/search_heads.py packing --family paley_code_46 \
+        --points 33 --seeds 0-3 [--steps 10000000]
 
-`constructions` writes the closed-form heads: results/heads/<family>_nonnegative.json from the
-best nonnegative construction of companion.sandwich (a block design lifted into one more
-coordinate, a one-query spread or the query indicators, the lowest rank that exists).
-`search` runs one unit per seed: a seeded search (Douglas-Rachford for signed features, HALS
-for nonnegative ones) for an admissible ratio matrix of the given rank, rounded to rationals
-and built into a head; a head that verifies exactly and has a lower rank than the committed
-file replaces it at once. Every unit is appended to results/heads/search_log.jsonl when it
-ends (its key: family, variant, rank, seed, restarts, rounds, margin), and a rerun of the same
-command skips the units the log holds, so an interrupted search resumes. One process at a
-time; single thread.
+`constructions` writes the closed-form heads: results/heads/<family>_nonnegative.json from
+the lowest-rank nonnegative construction of companion.sandwich that exists (a block design
+lifted into one more coordinate, a one-query spread or the query indicators). `packing` runs
+one unit per seed: a seeded search for a packing of blocks of size 5 on --points points,
+lifted into a nonnegative head of rank points + 1. `search` runs one unit per seed: a seeded
+search (Douglas-Rachford for signed features, HALS for nonnegative ones) for an admissible
+ratio matrix of the given rank, rounded to rationals and built into a head. A head that
+verifies exactly and has a lower rank than the committed file replaces it at once. Every unit
+is appended to results/heads/search_log.jsonl when it ends (its key: the unit's settings),
+and a rerun of the same command skips the units the log holds, so an interrupted search
+resumes. One process at a time; single thread.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-from companion.sandwich.designs import affine_plane, design_factors, transversal_design
+from companion.sandwich.designs import (
+    affine_plane,
+    design_factors,
+    disjoint_classes,
+    packing,
+    transversal_design,
+)
 from companion.sandwich.head_files import (
     family_from_spec,
     read_head_claims,
@@ -53,6 +62,9 @@ DESIGNS = (
      lambda b: design_factors(b, transversal_design(5, 7), lift=True)),
     ("the blocks of the transversal design TD(6, 7) (companion.sandwich.designs)",
      lambda b: design_factors(b, transversal_design(6, 7))),
+    ("a packing of blocks of size 5 on 34 points (companion.sandwich.designs.packing, seed "
+     "0), lifted", lambda b: design_factors(b, disjoint_classes(packing(34, b.size)),
+                                            lift=True)),
 )
 
 
@@ -100,6 +112,36 @@ def constructions(names) -> int:
         print(f"{name}: {how}: rank {head.rank}, max error {float(head.max_error):.15f}; "
               f"{_commit(name, 'nonnegative', head, how)} ({time.time() - t:.0f} s)",
               flush=True)
+    return 0
+
+
+def packings(args) -> int:
+    """One unit per seed: a packing of |S| blocks of size 5 on --points points, lifted."""
+    family = family_from_spec(FAMILIES[args.family])
+    bounds = ratio_bounds(family)
+    lo, _, hi = args.seeds.partition("-")
+    done = _logged()
+    for seed in range(int(lo), int(hi or lo) + 1):
+        unit = {"family": args.family, "variant": "nonnegative", "method": "packing",
+                "points": args.points, "seed": seed, "steps": args.steps}
+        if json.dumps(unit, sort_keys=True) in done:
+            print(f"seed {seed}: in the log, skipped", flush=True)
+            continue
+        t = time.time()
+        entry = {"unit": unit, "method": "packing (seeded annealing), lifted"}
+        try:
+            blocks = packing(args.points, bounds.size, seed=seed, steps=args.steps)
+            head = build_exact_head(family, *design_factors(bounds, disjoint_classes(blocks),
+                                                            lift=True))
+            how = (f"a packing of {bounds.size} blocks of size 5 on {args.points} points "
+                   f"(companion.sandwich.designs.packing, seed {seed}), lifted")
+            entry |= {"found": True, "outcome": _commit(args.family, "nonnegative", head, how)}
+        except ValueError as exc:
+            entry |= {"found": False, "outcome": str(exc)}
+        entry["seconds"] = round(time.time() - t)
+        with open(LOG, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        print(json.dumps(entry), flush=True)
     return 0
 
 
@@ -160,10 +202,15 @@ def main(argv=None) -> int:
     s.add_argument("--restarts", type=int, default=2)
     s.add_argument("--rounds", type=int, default=50)
     s.add_argument("--margin", type=float, default=2e-3)
+    k = sub.add_parser("packing", help="one packing unit per seed (resumable), lifted")
+    k.add_argument("--family", choices=sorted(FAMILIES), required=True)
+    k.add_argument("--points", type=int, required=True)
+    k.add_argument("--seeds", default="0", help="a seed or a range a-b")
+    k.add_argument("--steps", type=int, default=10_000_000)
     args = p.parse_args(argv)
     if args.command == "constructions":
         return constructions(args.family or list(FAMILIES))
-    return search(args)
+    return packings(args) if args.command == "packing" else search(args)
 
 
 if __name__ == "__main__":

@@ -270,6 +270,9 @@ OVERRIDES = {
                                                             "steps": 5},
     "companion.sandwich.designs:transversal_design": {"k": 3, "q": 5},
     "companion.sandwich.designs:affine_plane": {"q": 3},
+    "companion.sandwich.designs:packing": {"points": 12, "count": 3, "steps": 1000},
+    "companion.sandwich.designs:disjoint_classes": {"blocks": [frozenset({0, 1}),
+                                                               frozenset({2, 3})]},
     "companion.sandwich.designs:design_factors": {"classes": Lazy(
         "companion.sandwich.designs:transversal_design", (6, 7))},
     "companion.bounds.witness:without_rows": {"rows": [0]},

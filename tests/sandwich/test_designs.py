@@ -1,6 +1,6 @@
-"""sandwich/designs: block designs and the closed-form nonnegative heads they give (E1 at rank
-26 from the affine plane AG(2, 5) lifted, the 46 words at 36 from TD(5, 7) lifted and at 42
-from TD(6, 7)); every head checked exactly."""
+"""sandwich/designs: block designs and the nonnegative heads they give (E1 at rank 26 from the
+affine plane AG(2, 5) lifted; the 46 words at 42 from TD(6, 7), 36 from TD(5, 7) lifted and
+35 from a seeded packing on 34 points lifted); every head checked exactly."""
 
 import itertools
 from fractions import Fraction
@@ -15,6 +15,8 @@ from companion.sandwich.designs import (
     LIFT_TOP,
     affine_plane,
     design_factors,
+    disjoint_classes,
+    packing,
     transversal_design,
 )
 from companion.sandwich.heads import build_exact_head
@@ -121,3 +123,20 @@ def test_design_arguments(e1):
     with pytest.raises(TypeError):
         design_factors(e1, affine_plane(5), lift="yes")
     assert np.shape(design_factors(e1, affine_plane(5), lift=True)[0]) == (28, 26)
+
+
+def test_packing_is_seeded_and_a_packing():
+    a, b = packing(34, 46, seed=0), packing(34, 46, seed=0)
+    assert a == b and len(a) == 46 and all(len(x) == 5 for x in a)
+    assert all(len(x & y) <= 1 for x, y in itertools.combinations(a, 2))
+    classes = disjoint_classes(a)
+    assert sum(map(len, classes)) == 46
+    assert all(not x & y for c in classes for x, y in itertools.combinations(c, 2))
+    with pytest.raises(ValueError, match="found no packing"):
+        packing(10, 10, steps=1000)  # above the Johnson bound: 10/5 * floor(9/4) = 4
+
+
+def test_46_words_from_a_packing_on_34_points_at_rank_35(code46):
+    Q, K = design_factors(code46, disjoint_classes(packing(34, 46)), lift=True)
+    head = build_exact_head(code46.family, Q, K)
+    assert head.nonnegative and head.rank == 35 and head.max_error < HALF

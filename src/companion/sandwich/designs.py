@@ -1,13 +1,16 @@
-"""Nonnegative heads in closed form from block designs (Chapter 3, {prf:ref}`prop-design-heads`):
+"""Nonnegative heads from block designs (Chapter 3, {prf:ref}`prop-design-heads`):
 blocks of size k that pairwise share at most one point give queries whose feature vectors
 1_B / sqrt(k) have inner products 0 or 1/k, and pairs whose bound is below that get disjoint
 blocks. Size k >= 6 fits the bound 1/5 with room (a shift keeps every entry positive); size 5
-meets it exactly and needs one more coordinate, the *lift*, to pass strictly below it.
+meets it exactly and needs one more coordinate, the *lift*, to pass strictly below it. The
+designs: transversal designs and the affine plane in closed form, packings by a seeded search.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import random
 from fractions import Fraction
 
 import numpy as np
@@ -15,7 +18,7 @@ import numpy as np
 from companion.checks import check_bool, check_instance, check_int
 from companion.sandwich.matrix import RatioBounds, admissibility_violations, ratio_matrix_of_factors
 
-__all__ = ["transversal_design", "affine_plane", "design_factors"]
+__all__ = ["transversal_design", "affine_plane", "packing", "disjoint_classes", "design_factors"]
 
 #: The lift's scales: parallel class c gets t_c = LIFT_TOP / (2k + 1)^c (see design_factors).
 LIFT_TOP = Fraction(1, 5)
@@ -45,6 +48,64 @@ def affine_plane(q: int) -> list[list[frozenset]]:
     q = check_int(q, "q (a prime)", 2, 64)
     return transversal_design(q, q) + [[frozenset(g * q + e for e in range(q))
                                         for g in range(q)]]
+
+
+def packing(points: int, count: int, k: int = 5, seed: int = 0,
+            steps: int = 2_000_000) -> list[frozenset]:
+    """`count` blocks of size k on range(points) that pairwise share at most one point, by
+    seeded simulated annealing on the number of point pairs covered twice (one point of one
+    block moved per step; Python's seeded generator, the same on every machine). ValueError
+    if `steps` moves find none (the Johnson bound: count <= floor(points/k floor((points-1)/
+    (k-1))))."""
+    points = check_int(points, "points", 2, MAX_BLOCKS)
+    k = check_int(k, "k (block size)", 2, points)
+    count = check_int(count, "count", 1, MAX_BLOCKS)
+    seed, steps = check_int(seed, "seed", 0), check_int(steps, "steps", 1, 10**8)
+    rng = random.Random(seed)
+    blocks = [rng.sample(range(points), k) for _ in range(count)]
+    cover: dict = {}
+    for b in blocks:
+        for pair in itertools.combinations(sorted(b), 2):
+            cover[pair] = cover.get(pair, 0) + 1
+    excess = sum(c - 1 for c in cover.values() if c > 1)
+    temperature = 2.0
+    for _ in range(steps):
+        if excess == 0:
+            return [frozenset(b) for b in blocks]
+        b = blocks[rng.randrange(count)]
+        j, new = rng.randrange(k), rng.randrange(points)
+        if new in b:
+            continue
+        old, rest = b[j], [x for x in b if x != b[j]]
+        gone = [(min(x, old), max(x, old)) for x in rest]
+        come = [(min(x, new), max(x, new)) for x in rest]
+        delta = sum(cover.get(q, 0) >= 1 for q in come) - sum(cover[q] > 1 for q in gone)
+        if delta <= 0 or rng.random() < math.exp(-delta / temperature):
+            for q in gone:
+                cover[q] -= 1
+            for q in come:
+                cover[q] = cover.get(q, 0) + 1
+            b[j] = new
+            excess += delta
+        temperature = max(0.05, temperature * 0.99999)
+    raise ValueError(f"found no packing of {count} blocks of size {k} on {points} points in "
+                     f"{steps} steps (seed {seed})")
+
+
+def disjoint_classes(blocks) -> list[list[frozenset]]:
+    """The blocks in classes of pairwise disjoint blocks (greedy, in order): the classes
+    :func:`design_factors` lifts to different scales."""
+    if not isinstance(blocks, (list, tuple)) or not all(isinstance(b, frozenset)
+                                                        for b in blocks):
+        raise TypeError("blocks must be a list of frozensets of points")
+    classes: list[list[frozenset]] = []
+    for b in blocks:
+        home = next((c for c in classes if all(not b & other for other in c)), None)
+        if home is None:
+            classes.append([b])
+        else:
+            home.append(b)
+    return classes
 
 
 def _disjoint_pairs(classes, pairs: int, blocks: list):
