@@ -186,6 +186,7 @@ def test_doctored_committed_head_is_rejected(tmp_path):
     (lambda d: d.update(variant="positive"), "variant"),
     (lambda d: d.update(rank=0), "rank must be an int >= 1"),
     (lambda d: d.update(rank=10**6), "above the family's"),
+    (lambda d: d.update(claim="rank >= 5"), "fields a head file does not have"),
     (lambda d: d.update(max_error="0.4"), "max_error must be an exact rational"),
     (lambda d: d["keys"][0]["features"].__setitem__(0, "1/0"), "exact rational"),
     (lambda d: d["keys"][0]["features"].__setitem__(0, "٣"), "exact rational"),  # not ASCII

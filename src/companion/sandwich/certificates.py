@@ -38,6 +38,9 @@ FORMAT = "companion/rank-lower-bound/v2"
 #: The feature classes a certificate speaks about, and the lemma that proves each.
 LEMMAS = {"real": "shifted trace (cor-strict-sandwich)",
           "nonnegative": "near-orthogonality (cor-nonnegative-rank)"}
+#: The fields of a certificate file.
+FIELDS = {"format", "family", "features", "lemma", "claim", "c", "value", "rank", "argument",
+          "queries", "keys", "ladders"}
 #: Most ordered pairs a certificate file may list (the book's largest, |S| = 46, has 2070).
 MAX_PAIRS = 2**16
 
@@ -142,6 +145,9 @@ def verify_certificate_data(data: dict, path) -> CertificateReport:
     for key in ("family", "features", "value", "rank", "claim", "queries", "keys", "ladders"):
         if key not in data:
             raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if set(data) - FIELDS:  # a file states nothing the verifier does not check
+        raise ValueError(f"path {str(path)!r} has fields a certificate does not have: "
+                         f"{sorted(set(data) - FIELDS)!r:.100}")
     features = data["features"]
     if features not in LEMMAS:
         raise ValueError(f"features must be one of {sorted(LEMMAS)}, got {features!r:.40}")
@@ -200,8 +206,9 @@ def verify_certificate_data(data: dict, path) -> CertificateReport:
     if data["claim"] != certificate_claim(features, eps, report.rank):
         problems.append(f"the claim {data['claim']!r:.80} is not what the file certifies: "
                         f"{certificate_claim(features, eps, report.rank)!r}")
-    if data.get("argument") != ARGUMENTS[features]:
-        problems.append("the argument text is not the one of the lemma for these features")
+    if data.get("argument") != ARGUMENTS[features] or data.get("lemma") != LEMMAS[features]:
+        problems.append("the argument or lemma text is not the one of the lemma for these "
+                        "features")
     report.passed = not problems
     return report
 

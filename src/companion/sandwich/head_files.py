@@ -37,6 +37,9 @@ COST_PER_INPUT = 10**7
 #: Largest family a file may specify (the book's largest: 46 words of width 24, n = 3, 6,532
 #: sequences of 72 token entries each).
 MAX_SPEC_QUERIES, MAX_SPEC_WIDTH, MAX_SPEC_LENGTH, MAX_SPEC_CELLS = 256, 1024, 16, 2**23
+#: The fields of a head file (construction: free text saying where the head came from).
+FIELDS = {"format", "family", "variant", "construction", "rank", "max_error", "model",
+          "queries", "keys"}
 MODEL = ("alpha_p(x, z) = <phi_Q(x), phi_K(z)> at key positions and <phi_Q(x), "
          "self_features(x)> at the query's own position; values v(z) = z at key positions and "
          "self_value_scale(x) * x at the query's position; readout y = <x, o> + bias(x)")
@@ -307,6 +310,9 @@ def _load_head(data: dict, path):
     for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
         if key not in data:
             raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if set(data) - FIELDS:  # a file states nothing the verifier does not check or show
+        raise ValueError(f"path {str(path)!r} has fields a head file does not have: "
+                         f"{sorted(set(data) - FIELDS)!r:.100}")
     if data["variant"] not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
     r = _check_rank(data)
