@@ -30,7 +30,7 @@ from companion.core.task import query_target
 from companion.experiments.e1 import (
     experiment_witness_24,
 )
-from companion.sandwich.heads import indicator_head
+from companion.sandwich.heads import indicator_head, query_indicator_head
 
 PALEY7 = paley_hadamard_code(7)  # m = 8, w = 4, gaps 2 and 4
 PALEY11 = paley_hadamard_code(11)  # m = 12, w = 6, gaps 3 and 6
@@ -209,6 +209,20 @@ def test_random_witnesses_verify_and_any_tampering_fails(inputs, data):
     rho[pair] = rho[pair] * data.draw(st.sampled_from([Fraction(1, 2), Fraction(3, 2), 2]))
     with pytest.raises(ValueError, match="rho"):
         verify_certificate(_with(f.certificate, rho=MappingProxyType(rho)), f)
+
+
+@settings(max_examples=15, deadline=None)
+@given(witness_inputs())
+def test_exact_realisation_solves_the_family(inputs):
+    S, n, eps, convention = inputs
+    f = witness_family(S, n, eps, convention)
+    head = indicator_head(f)
+    assert max_error_exact(head, f) < Fraction(1, 2)
+    # the sandwich: certified bound <= rank of an explicit exact head
+    assert f.certificate.integer_bound <= head.rank
+    small = query_indicator_head(f)
+    assert small.rank == len(S) and max_error_exact(small, f) < Fraction(1, 2)
+    assert f.certificate.integer_bound <= small.rank
 
 
 @settings(max_examples=15, deadline=None)

@@ -7,8 +7,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from companion.bounds.codes import paley_hadamard_code
 from companion.bounds.witness import kernel_ratio_matrix, max_error_exact, witness_family
@@ -32,16 +30,6 @@ PALEY11 = paley_hadamard_code(11)
 @pytest.fixture(scope="module")
 def family24():
     return experiment_witness_24()
-
-
-@st.composite
-def witness_inputs(draw):
-    code = draw(st.sampled_from([PALEY7, PALEY11]))
-    idx = draw(st.lists(st.integers(0, len(code) - 1), min_size=2, max_size=6, unique=True))
-    n = draw(st.integers(3, 5))
-    eps = draw(st.sampled_from([Fraction(1, 2), Fraction(2, 5), Fraction(1, 4)]))
-    convention = draw(st.sampled_from(["bidirectional", "causal"]))
-    return code[sorted(idx)], n, eps, convention
 
 
 def test_ladder_keys_are_scaled_bottom_keys(ladders, kernel_head):
@@ -73,20 +61,6 @@ def test_witness_heads_come_from_the_sandwich_factors(single, kernel_head):
         assert head.rank == built.rank == rank
         assert max_error_exact(head, single) == built.max_error < HALF
         assert max_error_exact(kernel_head(built), single) == built.max_error
-
-
-@settings(max_examples=15, deadline=None)
-@given(witness_inputs())
-def test_exact_realisation_solves_the_family(inputs):
-    S, n, eps, convention = inputs
-    f = witness_family(S, n, eps, convention)
-    head = indicator_head(f)
-    assert max_error_exact(head, f) < Fraction(1, 2)
-    # the sandwich: certified bound <= rank of an explicit exact head
-    assert f.certificate.integer_bound <= head.rank
-    small = query_indicator_head(f)
-    assert small.rank == len(S) and max_error_exact(small, f) < Fraction(1, 2)
-    assert f.certificate.integer_bound <= small.rank
 
 
 def test_exact_realisation_on_the_experiment_witness(family24):

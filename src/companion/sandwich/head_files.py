@@ -5,6 +5,7 @@ features as exact "p/q" strings, a claimed rank and exact max error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -45,30 +46,22 @@ MODEL = ("alpha_p(x, z) = <phi_Q(x), phi_K(z)> at key positions and <phi_Q(x), "
          "self_value_scale(x) * x at the query's position; readout y = <x, o> + bias(x)")
 
 
-def _digits(text: str) -> int:
-    """int(text) for a decimal string whose length was checked (past Python's default cap of
-    4,300 digits, which guards unchecked input)."""
+@contextlib.contextmanager
+def _long_ints():
+    """Decimal strings of ints past Python's default 4,300 digits, which guards unchecked
+    input (the callers check the lengths)."""
     old = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)
     try:
-        return int(text)
-    finally:
-        sys.set_int_max_str_digits(old)
-
-
-def _decimal(v: int) -> str:
-    old = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)
-    try:
-        return str(v)
+        yield
     finally:
         sys.set_int_max_str_digits(old)
 
 
 def rational_str(v: Fraction) -> str:
     v = Fraction(v)
-    return _decimal(v.numerator) if v.denominator == 1 else \
-        f"{_decimal(v.numerator)}/{_decimal(v.denominator)}"
+    with _long_ints():
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
 
 
 def parse_rational(text, name: str, max_bits: int = MAX_RATIONAL_BITS) -> Fraction:
@@ -79,7 +72,8 @@ def parse_rational(text, name: str, max_bits: int = MAX_RATIONAL_BITS) -> Fracti
         raise ValueError(f"{name} must be an exact rational string 'p' or 'p/q' of at most "
                          f"{max_bits} bits each, got {text!r:.80}")
     num, _, den = text.partition("/")
-    v = Fraction(_digits(num), _digits(den) if den else 1)
+    with _long_ints():
+        v = Fraction(int(num), int(den) if den else 1)
     if max(abs(v.numerator).bit_length(), v.denominator.bit_length()) > max_bits:
         raise ValueError(f"{name} has a numerator or denominator of more than {max_bits} bits, "
                          f"got {text!r:.80}")
