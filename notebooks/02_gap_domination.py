@@ -63,6 +63,7 @@ from IPython.display import display
 from companion.book import Table
 from companion.book import seed_everything
 from companion.book import use_book_style
+from companion.bounds.gap_domination import balanced_link_head
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.gap_domination import gap_domination_ratio
 from companion.bounds.gap_domination import link_errors
@@ -79,7 +80,6 @@ from companion.bounds.random_heads import mediant_survey
 from companion.bounds.random_heads import perturbed_link_survey
 from companion.bounds.random_heads import random_kernel_head
 from companion.core.attention import kernel_attention
-from companion.core.constructions import balanced_link_head
 from companion.core.constructions import rank_one_head
 from companion.core.constructions import softmax_kernel_head
 from companion.core.task import query_target

@@ -47,9 +47,10 @@
 # committed sweep — the consistency check that could have failed passes. Training first
 # solves at $r = |S| = 28$, on some seeds only, and which seeds is chaotic (it depends on the
 # CPU's rounding); $r = 32$ solves on every seed. The smallest rank that *any* head can solve
-# with is known here: exactly 22 (Chapter 3's sharper certificate meets an exactly verified
-# rank-22 head), $22 \le r_{\min} \le 27$ if the features must be nonnegative. Training
-# stops six ranks above the optimum.
+# with is known here: {glue:text}`window-e1-real` (Chapter 3's sharper certificate meets an
+# exactly verified head), and {glue:text}`window-e1-nonnegative` if the features must be
+# nonnegative (Chapter 3's Lemma N meets a head built from the affine plane of order 5).
+# Training stops six ranks above the optimum.
 # Verdicts — {claim-verdict}`e1-witness`; {claim-verdict}`e1-low-rank-fails`;
 # {claim-verdict}`e1-rank-32-solves`.
 # ```
@@ -83,15 +84,13 @@ import torch
 from IPython.display import display
 
 from companion.book import Table
+from companion.book import glue_text
 from companion.book import seed_everything
 from companion.book import use_book_style
 from companion.bounds.witness import max_error_exact
 from companion.bounds.witness import ratio_matrix_facts
 from companion.bounds.witness import verify_certificate
 from companion.core.attention import kernel_attention
-from companion.core.constructions import indicator_head
-from companion.core.constructions import query_indicator_head
-from companion.core.constructions import spread_query_head
 from companion.experiments.e1 import E1_FULL
 from companion.experiments.e1 import E1_LIVE_RANKS
 from companion.experiments.e1 import E1_LIVE_SEEDS
@@ -111,6 +110,10 @@ from companion.experiments.sweep import config_hash
 from companion.sandwich.certificates import verify_certificate_file
 from companion.sandwich.head_files import family_from_spec
 from companion.sandwich.head_files import read_head_claims
+from companion.sandwich.heads import indicator_head
+from companion.sandwich.heads import query_indicator_head
+from companion.sandwich.heads import spread_query_head
+from companion.sandwich.windows import sandwich_windows
 
 rng = seed_everything(0)  # seeds python, numpy and torch
 use_book_style()  # figures fit the text column, text >= 9 pt
@@ -474,21 +477,22 @@ print("smallest rank solving a seed:", min(full_solved) if full_solved else None
 # distinct key token), the query-indicator head (one feature per query of $S$, kernel
 # $6^{-\langle x_i, z\rangle}$), the hand-built head of
 # {doc}`the rank-bound chapter <03_rank_bound>` that spreads one query over the features of
-# all the others, of rank $|S| - 1$, and the two heads that chapter found by a search for
-# low-rank admissible matrices ({prf:ref}`cor-narrowed-sandwich`): rank 22 with real-valued
-# features, rank 27 with nonnegative ones. Training is shown beside
+# all the others, of rank $|S| - 1$, and the two heads at the upper ends of that chapter's
+# table of windows ({prf:ref}`cor-narrowed-sandwich`), with real-valued and with nonnegative
+# features; the nonnegative lower end is Lemma N's certificate
+# ({prf:ref}`cor-nonnegative-rank`). Training is shown beside
 # them, from the committed full sweep (5 seeds, the longer schedule).
 
 # %%
-# the searched heads of Chapter 3, committed in results/heads/ and verified exactly on
-# every input by tests/sandwich/test_head_files.py and `python -m companion verify-head`
-# (Chapter 3 re-runs the signed one live); here their claims are read, after checking
-# they are about this family
+# Chapter 3's table of windows: every file of results/heads/ re-verified exactly (the ends
+# are heads and certificates for this family, checked to be about it)
+windows = {w.features: w for w in sandwich_windows(RESULTS / "heads") if w.family == "e1_28"}
+for w in windows.values():
+    glue_text(w.key, w.text)
 heads = {v: read_head_claims(RESULTS / "heads" / f"e1_28_{v}.json")
          for v in ("signed", "nonnegative")}
 for claim in heads.values():
     assert np.array_equal(family_from_spec(claim["family"]).S, family.S)
-    assert claim["max_error"] < Fraction(1, 2)
 key_ind = indicator_head(family)
 query_ind = query_indicator_head(family)
 err_key = max_error_exact(key_ind, family)
@@ -499,7 +503,8 @@ r_full = min(full_solved)
 failed_ranks = [row["r"] for row in full_rows
                 if row["r"] != "dense" and row["solved"] == 0]
 lower = verify_certificate_file(RESULTS / "heads" / "e1_28_lower_bound.json")
-assert lower.passed, lower.problems
+lower_nonneg = verify_certificate_file(RESULTS / "heads" / "e1_28_nonnegative_lower_bound.json")
+assert lower.passed and lower_nonneg.passed
 sandwich = [
     ("certified lower bound, Theorem E (trace)", bound.trace_rank,
      f"r >= {float(bound.trace_bound):.2f}"),
@@ -507,11 +512,13 @@ sandwich = [
      f"r >= {bound.sharpened_bound}"),
     ("certified lower bound, sharper lemma (certificate file)", lower.rank,
      f"r > {lower.value}"),
-    ("exact construction: searched head, signed features", heads["signed"]["rank"],
+    ("certified lower bound, nonnegative features (Lemma N, certificate file)",
+     lower_nonneg.rank, f"r > 1/beta^2 = {1 / lower_nonneg.value}"),
+    ("exact head, signed features (searched, file)", heads["signed"]["rank"],
      f"exact max error {float(heads['signed']['max_error']):.5f}"),
-    ("exact construction: searched head, nonnegative features",
+    ("exact head, nonnegative features (affine plane lifted, file)",
      heads["nonnegative"]["rank"],
-     f"exact max error {float(heads['nonnegative']['max_error']):.5f}"),
+     f"exact max error {float(heads['nonnegative']['max_error']):.12f}"),
     ("exact construction: one query spread", spread_head.rank,
      f"exact max error {float(err_spread):.5f}"),
     ("exact construction: query indicators", query_ind.rank,
@@ -523,16 +530,12 @@ sandwich = [
      f"full sweep: {full_by_r[r_full]['solved']}/{full_by_r[r_full]['seeds']} seeds"),
 ]
 display(Table(sandwich, columns=["", "r", "note"]))
-upper = min(heads["signed"]["rank"], spread_head.rank, query_ind.rank, key_ind.rank,
-            r_full)
-upper_nonneg = min(heads["nonnegative"]["rank"], spread_head.rank, query_ind.rank,
-                   key_ind.rank, r_full)
-closed = " (closed: the exact minimum)" if lower.rank == upper else ""
-print(f"=> {lower.rank} <= r_min <= {upper} (any real features){closed}; "
-      f"nonnegative features: {lower.rank} <= r_min <= {upper_nonneg}")
-assert bound.trace_rank <= bound.sharpened_rank <= lower.rank <= upper
+real, nonneg = windows["real"], windows["nonnegative"]
+print(f"=> any real features: r_min {real.text}; nonnegative features: r_min {nonneg.text} "
+      "(Chapter 3's table of windows)")
+assert bound.trace_rank <= bound.sharpened_rank <= real.lower <= real.upper <= r_full
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "E1: the committed full sweep of trained heads against the certified bounds (red) and the exact constructions; the orange line is the exact minimum $r_{\\min} = 22$, the light orange band is where it can still lie for heads whose features must be nonnegative.", "name": "fig-e1-sandwich"}, "image": {"alt": "Maximum error on the witness family against feature rank: the median and range over five seeds of trained heads, dense softmax, a dotted line at one half, a shaded region of ranks certified impossible, bands where the smallest solving rank can lie, and markers for the trace bound and an exact construction."}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "E1: the committed full sweep of trained heads against the certified bounds (red) and the exact constructions; the orange lines are the windows of the smallest rank $r_{\\min}$ of an exact head, solid for any real features, dashed for nonnegative ones (both closed: one line each).", "name": "fig-e1-sandwich"}, "image": {"alt": "Maximum error on the witness family against feature rank: the median and range over five seeds of trained heads, dense softmax, a dotted line at one half, a shaded region of ranks certified impossible, bands where the smallest solving rank can lie, and markers for the trace bound and an exact construction."}}
 fig, ax = plt.subplots(figsize=(7.2, 3.8))
 nka_rows = [row for row in full_rows if row["r"] != "dense"]
 rs = [row["r"] for row in nka_rows]
@@ -546,13 +549,16 @@ dense_row = full_by_r["dense"]
 ax.axhline(dense_row["median_max_error"], color="tab:green", lw=1,
            label="dense softmax (median)")
 ax.axhline(0.5, color="k", lw=0.8, ls=":", label="error $1/2$ (solved below)")
-ax.axvspan(0.8, lower.rank, color="tab:red", alpha=0.08,
-           label=f"certified impossible: $r < {lower.rank}$")
-ax.axvline(upper, color="tab:orange", lw=2,
-           label=f"$r_{{\\min}} = {upper}$ (any real features)" if lower.rank == upper
-           else f"$r_{{\\min}}$ lies in $[{lower.rank}, {upper}]$")
-ax.axvspan(upper, upper_nonneg, color="tab:orange", alpha=0.08,
-           label=f"nonnegative features: up to {upper_nonneg}")
+ax.axvspan(0.8, real.lower, color="tab:red", alpha=0.08,
+           label=f"certified impossible: $r < {real.lower}$")
+for w, ls in ((real, "-"), (nonneg, "--")):
+    what = "any real features" if w.features == "real" else "nonnegative features"
+    if w.closed:
+        ax.axvline(w.upper, color="tab:orange", lw=2, ls=ls,
+                   label=f"$r_{{\\min}} = {w.upper}$ ({what})")
+    else:
+        ax.axvspan(w.lower, w.upper, color="tab:orange", alpha=0.12,
+                   label=f"$r_{{\\min}}$ in $[{w.lower}, {w.upper}]$ ({what})")
 ax.axvline(bound.trace_rank, color="tab:red", ls="--", lw=1,
            label=f"trace bound {bound.trace_rank}")
 ax.axvline(key_ind.rank, color="tab:purple", ls="--", lw=1,
@@ -646,11 +652,11 @@ print(f"r = 28 (full sweep): solved {r28['solved']}/{r28['seeds']} seeds; "
 # * The certificate survives gradient descent: no head of rank below $r^* = 20$ reaches max
 #   error $1/2$ in the committed quick and full sweeps or in the live re-runs (bidirectional
 #   and causal form).
-# * Training solves from $r = 28$ on some seeds and from $r = 32$ on all; the exact
-#   constructions solve at 22 with real-valued features and at 27 with nonnegative ones, and
-#   the sharper certificate proves $r \ge 22$: $r_{\min} = 22$ for this family, exactly
-#   ($22 \le r_{\min} \le 27$ if features must be nonnegative). Gradient descent stops six
-#   ranks above the optimum.
+# * Training solves from $r = 28$ on some seeds and from $r = 32$ on all. Certificates and
+#   exact heads pin the smallest rank of any exact head on this family:
+#   {glue:text}`window-e1-real` with real-valued features, {glue:text}`window-e1-nonnegative`
+#   with nonnegative ones (Chapter 3's table of windows). Gradient descent stops six ranks
+#   above the optimum.
 # * Lemma B's gap domination holds, link by link, on the exact construction (printed) and on
 #   live trained heads (asserted).
 # * Every table and verdict is read from committed result files; the live subset is checked

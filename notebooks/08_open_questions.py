@@ -27,7 +27,8 @@
 # ```{admonition} Key result
 # :class: tip
 # *Several heads escape the certificate completely*: two nonnegative heads of rank 1 are exact
-# (error 0) on E1's witness family, where one head needs exactly rank 22, and $2m+1$
+# (error 0) on E1's witness family, where one head needs {glue:text}`window-e1-real`
+# features ({ref}`Chapter 3's table <tab-windows>`), and $2m+1$
 # heads of rank $m+1$ are exact on every length-3 input — polynomial total rank where one head
 # needs $2^{\Omega(m)}$. These constructions pay in value width: $d = 28$ per head on E1's
 # family, $d = 2^m$ on all inputs, where the single-head bound holds for every $d$.
@@ -67,10 +68,12 @@ import numpy as np
 from IPython.display import display
 
 from companion.book import Table
+from companion.book import glue_text
 from companion.book import seed_everything
 from companion.book import use_book_style
 from companion.bounds.rank_bounds import sharp_rank_bound
 from companion.experiments.e1 import experiment_witness_24
+from companion.sandwich.windows import sandwich_windows
 
 RESULTS = Path("..") / "results"
 RESULTS = RESULTS if RESULTS.is_dir() else Path("results")
@@ -88,6 +91,9 @@ sharp = sharp_rank_bound(len(family.S),  # the sharper lemma, strict bounds
                          dict(Counter(1 / r for r in family.certificate.rho.values())))
 print(f"E1 witness: |S| = {len(family.S)}, {len(family.targets)} sequences, "
       f"certified single-head rank >= {sharp.rank} (first form: {bound.rank})")
+for w in sandwich_windows(RESULTS / "heads"):  # Chapter 3's table, re-verified
+    if w.family == "e1_28":
+        glue_text(w.key, w.text)
 
 # %% [markdown]
 # ## 1. Signed kernels
@@ -645,7 +651,8 @@ plt.show()
 # - **Proved.** Normalisation is necessary ({prf:ref}`prop-normalisation-needed`); signed
 #   *features* with a nonnegative kernel are NKA heads and obey the bound (a rank-28 example
 #   on $F(S)$); a signed head whose denominators keep one sign per query needs
-#   $\lfloor B\rfloor$ features (21 on E1's witness, where one NKA head needs exactly 22) and
+#   $\lfloor B\rfloor$ features (21 on E1's witness, where one NKA head needs
+#   {glue:text}`window-e1-real`) and
 #   one with shared keys $\lceil T\rceil - 1$ (13) ({prf:ref}`prop-signed-certificate`).
 # - **Proved.** Several heads escape: two rank-1 heads are exact on E1's witness (total rank
 #   2 against 22), and $2m+1$ heads of rank $m+1$ are exact on all length-3 inputs

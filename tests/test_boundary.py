@@ -59,7 +59,6 @@ ALLOWED = {
     "or a denominator 0, on some input)",
     "core/attention.py:attention_output": _COMPUTED + " (the float64 output overflows on "
     "some input: values times readout weights beyond a float)",
-    "open/signed.py:_maps": _MAPS,
     "core/constructions.py:lookup_head": "a table head's maps check the position p they are "
     "called at (a head built for n positions, evaluated on a longer sequence): the map's own "
     "argument, checked when the head is evaluated",
@@ -78,13 +77,17 @@ ALLOWED = {
     "sandwich/heads.py:_shared_key_weights": _COMPUTED + " (no features for a shared key)",
     "sandwich/matrix.py:_ladder_sharers": _COMPUTED + " (a ladder key occurs in sequences of "
     "queries whose ladders do not use it)",
-    "sandwich/matrix.py:ratio_matrix_of_factors": _COMPUTED + " (a factor pair with <Q_x, "
-    "K_x> <= 0)",
+    "sandwich/designs.py:_disjoint_pairs": _COMPUTED + " (the greedy matching finds no "
+    "disjoint couples of blocks for the family's complement pairs)",
+    "bounds/witness.py:walk_ladder": "checks one ladder of a certificate (the certificate is "
+    "the input, from a file or a WitnessFamily): a step of verify_certificate and of the "
+    "certificate file's loader",
+    "sandwich/certificates.py:verify_certificate_data": _FILE,
     "transcript/bound.py:_reevaluate": "checks what the model's transcript returns (a "
     "TranscriptModel is user code), like _MAPS for heads",
     **{f"sandwich/head_files.py:{f}": _FILE for f in (
-        "parse_rational", "parse_token", "_vector", "read_format_file", "_read_head_json",
-        "_entries", "_load_head_file", "write_json_file")},
+        "parse_rational", "parse_token", "_vector", "read_format_file", "_entries",
+        "_load_head", "write_json_file")},
 }
 
 

@@ -585,7 +585,7 @@ def _(draw):
             lambda h: kernel_attention(h, seqs))
 
 
-@case("core.constructions:balanced_link_head")
+@case("bounds.gap_domination:balanced_link_head")
 def _(draw):
     from companion.bounds.gap_domination import mixed_sequences
     n = draw(st.integers(3, 5))
@@ -596,14 +596,34 @@ def _(draw):
             lambda h: _exactly(h, seqs))
 
 
-for _f in ("indicator_head", "query_indicator_head"):
-    case(f"core.constructions:{_f}")(lambda draw: (
-        {"family": _family(3, 1), "base": draw(st.one_of(st.none(), cnt(2, 40)))},
-        lambda h: _exactly(h, _family(3, 1).sequences)))
-case("core.constructions:spread_query_head", examples=2)(lambda draw: (
-    {"family": _family(4, 0, 7), "eta": draw(frac(Fraction(1, 2**10), Fraction(1, 64))),
-     "tau": draw(frac(Fraction(1, 2**30), Fraction(1, 2**10)))},
-    lambda h: _exactly(h, _family(4, 0, 7).sequences)))
+case("sandwich.heads:indicator_head")(lambda draw: (
+    {"family": _family(3, 1), "base": draw(st.one_of(st.none(), cnt(2, 40)))},
+    lambda h: _exactly(h, _family(3, 1).sequences)))
+for _f in ("query_indicator_head", "spread_query_head"):
+    case(f"sandwich.heads:{_f}", examples=1)(lambda draw: (
+        {"family": _family(4, 0, 7)}, lambda h: _exactly(h, _family(4, 0, 7).sequences)))
+
+
+@case("bounds.rank_bounds:near_orthogonal_rank_bound")
+def _(draw):
+    N = draw(st.integers(2, 5))
+    return {"off_diagonal_bounds": Arr([[abs(v) for v in row]
+                                        for row in exact_matrix(draw, N, N)])}, None
+
+
+case("bounds.rank_bounds:near_orthogonal_attack", examples=2)(lambda draw: (
+    {"r": draw(cnt(1, 4)), "gen": Build(_torch_generator, (3,)), "steps": draw(cnt(1, 4))},
+    None))
+case("sandwich.designs:transversal_design")(lambda draw: (
+    {"k": draw(cnt(2, 3)), "q": Num(draw(st.sampled_from([3, 5, 7])), True)}, None))
+case("sandwich.designs:affine_plane")(lambda draw: (
+    {"q": Num(draw(st.sampled_from([2, 3, 5])), True)}, None))
+case("sandwich.designs:packing", examples=2)(lambda draw: (
+    {"points": draw(cnt(9, 12)), "count": draw(cnt(2, 6)), "k": draw(cnt(3, 3)),
+     "seed": draw(cnt(0, 3)), "steps": draw(cnt(1000, 2000))}, None))
+case("sandwich.matrix:ratio_matrix_of_factors")(lambda draw: (
+    {"query_factor": Arr(_factors()[0].tolist()), "key_factor": Arr(_factors()[1].tolist())},
+    None))
 
 
 # the evaluator, the task, exact linear algebra
@@ -837,10 +857,16 @@ NOT_EXACT = {
         "multihead:two_head_witness_heads", "signed:signed_rank_lower_bound",
         "signed:one_sign_rank_lower_bound")},
     **{f"companion.sandwich.matrix:{f}": _OBJECTS for f in ("ratio_bounds", "spread_products")},
+    **{f"companion.sandwich.designs:{f}": _OBJECTS + " (blocks of points, classes)"
+       for f in ("disjoint_classes", "design_factors")},
+    "companion.sandwich.windows:FAMILIES": "a constant",
+    "companion.sandwich.windows:sandwich_windows": "reads the committed head and certificate "
+    "files of a folder (a path)",
+    "companion.book:glue_text": "a name and a text, no numbers",
     **{f"companion.sandwich.{f}": "reads or writes a file; the numbers inside a spec are JSON "
        "as written (a numpy number in a spec is refused naming it)" for f in (
         "certificates:write_certificate_file", "certificates:verify_certificate_file",
-        "certificates:main", "head_files:write_head_file", "head_files:verify_head_file",
+        "head_files:write_head_file", "head_files:verify_head_file",
         "head_files:read_head_claims")},
 }
 

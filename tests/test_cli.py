@@ -286,17 +286,15 @@ def test_query_indicator_head_solves_the_witness_exactly_with_rank_S(witness):
     from fractions import Fraction
 
     from companion.bounds.witness import max_error_exact
-    from companion.core.constructions import query_indicator_head
+    from companion.sandwich.heads import query_indicator_head
 
     head = query_indicator_head(witness)
     assert head.rank == len(witness.S) < len(witness.tokens)
     assert max_error_exact(head, witness) < Fraction(1, 2)
-    with pytest.raises(ValueError, match="base"):
-        query_indicator_head(witness, base=1)
 
 
 def test_lemma_b_check_holds_for_an_exact_head_and_flags_a_doctored_ratio(witness):
-    from companion.core.constructions import query_indicator_head
+    from companion.sandwich.heads import query_indicator_head
 
     checks = e1.link_checks(query_indicator_head(witness), witness)
     assert len(checks) == len(witness.links) and all(c.eps < 0.5 for c in checks)

@@ -53,6 +53,11 @@ SKIP = {
     "head's ratio matrix, through kernel_ratio_matrix (fuzzed); tested in "
     "tests/bounds/test_witness.py",
     "companion.core.task:CONVENTIONS": "a constant",
+    "companion.sandwich.windows:FAMILIES": "a constant",
+    "companion.sandwich.windows:sandwich_windows": "chapter 3's table: re-verifies every "
+    "committed file of results/heads (seconds, past the harness's 10 s under load) through "
+    "verify_head_file and verify_certificate_file (both fuzzed); tested in "
+    "tests/sandwich/test_windows.py",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e1:E1_FULL", "e1:E1_QUICK", "e1:E1_SMOKE", "e1:E1_LIVE_RANKS", "e1:E1_LIVE_SEEDS",
         "probes:PROBES_FULL", "probes:PROBES_QUICK", "probes:PROBES_SMOKE")},
@@ -242,7 +247,7 @@ OVERRIDES = {
     "companion.bounds.rank_bounds:sharp_rank_bound": {"N": 2},
     "companion.core.attention:softmax_attention": {"head": _SOFTMAX},
     "companion.core.attention:softmax_weights": {"head": _SOFTMAX},
-    "companion.core.constructions:spread_query_head": {"family": Lazy(
+    "companion.sandwich.heads:spread_query_head": {"family": Lazy(
         "companion.bounds.witness:witness_family", (_arr("companion.bounds.codes:paley_subset",
                                                          4, 0, 7),), cache=True)},
     "companion.open.signed:overlap_kernel_rank": {"m": 2},
@@ -258,14 +263,22 @@ OVERRIDES = {
     "companion.transcript.bound:smallest_feature_rank": {"q": 2},
     "companion.transcript.bound:sketch_bits": {},
     "companion.softmax:max_error_brute_force": {"m": 2},
-    "companion.core.constructions:balanced_link_head": {"z": np.array([1, 0, 0])},
+    "companion.bounds.gap_domination:balanced_link_head": {"z": np.array([1, 0, 0])},
     "companion.bounds.gap_domination:pure_sequence": {"z": np.array([1, 1, 0])},
     "companion.bounds.gap_domination:family_checks": {"m": 2},
     "companion.bounds.random_heads:counterexample_search": {"num_heads": 2, "m": 3},
     "companion.bounds.random_heads:error_floor_survey": {"num_heads": 2},
     "companion.bounds.random_heads:perturbed_link_survey": {"num_heads": 2},
-    "companion.core.constructions:indicator_head": {"base": None},
-    "companion.core.constructions:query_indicator_head": {"base": None},
+    "companion.sandwich.heads:indicator_head": {"base": None},
+    "companion.bounds.rank_bounds:near_orthogonal_attack": {"gen": Lazy("torch:Generator"),
+                                                            "steps": 5},
+    "companion.sandwich.designs:transversal_design": {"k": 3, "q": 5},
+    "companion.sandwich.designs:affine_plane": {"q": 3},
+    "companion.sandwich.designs:packing": {"points": 12, "count": 3, "steps": 1000},
+    "companion.sandwich.designs:disjoint_classes": {"blocks": [frozenset({0, 1}),
+                                                               frozenset({2, 3})]},
+    "companion.sandwich.designs:design_factors": {"classes": Lazy(
+        "companion.sandwich.designs:transversal_design", (6, 7))},
     "companion.bounds.witness:without_rows": {"rows": [0]},
     "companion.bounds.witness:verify_certificate": {"certificate": CERT},
     "companion.bounds.witness:certificate_error": {"certificate": CERT},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import random
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from numbers import Real
@@ -16,8 +17,8 @@ import numpy as np
 
 from companion.checks import check_int
 
-__all__ = ["Table", "use_book_style", "seed_everything", "BOOK_WIDTH", "BOOK_COLORS",
-           "BOOK_MARKERS", "BOOK_LINESTYLES"]
+__all__ = ["Table", "use_book_style", "seed_everything", "glue_text", "BOOK_WIDTH",
+           "BOOK_COLORS", "BOOK_MARKERS", "BOOK_LINESTYLES"]
 
 
 def _plain(value):
@@ -256,3 +257,18 @@ def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
         torch.set_num_threads(int(threads))
         torch.use_deterministic_algorithms(True, warn_only=True)
     return np.random.default_rng(int(seed))
+
+
+def glue_text(name: str, text: str) -> None:
+    """Store `text` under `name` for MyST-NB's {glue:text} role, so that other pages quote a
+    chapter's computed value instead of restating it; nothing where myst_nb is missing."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name):
+        raise ValueError(f"name must be letters, digits and hyphens (a glue key the ledger's "
+                         f"escaping leaves alone), got {name!r:.60}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    try:
+        from myst_nb import glue
+    except ImportError:  # Colab or a bare kernel: the book is not being built
+        return
+    glue(name, text, display=False)

@@ -105,9 +105,7 @@ def main(argv=None) -> int:
 
 def _main(args) -> int:
     if args.experiment == "verify-head":
-        from companion.sandwich.certificates import main as verify_heads
-
-        return verify_heads(args.files)
+        return _verify_head(args.files)
     from companion.book import seed_everything
     from companion.experiments.sweep import parse_scheduler
 
@@ -126,6 +124,34 @@ def _main(args) -> int:
         {"e1": _run_e1, "probes": _run_probes}[args.experiment](args, device, out)
     print(f"results: {out}")
     return 0
+
+
+def _verify_head(paths) -> int:
+    """`verify-head`: each file is read once and checked, by its format, as a head file or a
+    lower-bound certificate; one line per file (failures and refusals on stderr), exit 0 if
+    all pass, else 2."""
+    from companion.files import read_json_file
+    from companion.sandwich import certificates, head_files
+
+    verifiers = {head_files.FORMAT: head_files.verify_head_data,
+                 certificates.FORMAT: certificates.verify_certificate_data}
+    ok = True
+    for p in paths:
+        try:
+            data = read_json_file(p, "head or certificate file")
+            fmt = data.get("format") if isinstance(data, dict) else None
+            if fmt not in verifiers:
+                raise ValueError(f"path {p!r:.200} must hold a JSON object with format "
+                                 f"{' or '.join(map(repr, verifiers))}")
+            report = verifiers[fmt](data, p)
+        except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
+            message = " ".join(str(exc).split())
+            print(f"{p}: not verified: {message:.600}", file=sys.stderr)
+            ok = False
+            continue
+        print(report.summary(), file=sys.stdout if report.passed else sys.stderr)
+        ok = ok and report.passed
+    return 0 if ok else 2
 
 
 @contextlib.contextmanager

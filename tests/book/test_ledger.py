@@ -326,3 +326,12 @@ def test_the_e2_rows_state_the_committed_study(claims):
     missing = [(m, r) for m, r in flags if not points[m][r]["converged"]]
     assert f"holds at {len(flags) - len(missing)} of the {len(flags)} points" in text
     assert missing == [(6, 1), (6, 2)] and "(not at m = 6, r = 1 and 2)" in text
+
+
+def test_a_glued_value_in_a_claim_is_kept_as_written(chapters):
+    """Chapter 3's windows are quoted in the ledger by {glue:text}`path::key:s`: the
+    escaping must not touch the role's content (its path has underscores)."""
+    role = "{glue:text}`/notebooks/03_rank_bound.ipynb::window-e1-real:s`"
+    claim = {"id": "x", "claim": "X", "paper": "p", "verdict": "pending", "note": f"a_b {role}"}
+    text = ledger.render_markdown([claim], chapters, lambda t: True)
+    assert role in text and "a\\_b" in text

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion.bounds.gap_domination import (
+    balanced_link_head,
     gap_domination_factor,
     gap_domination_ratio,
     link_check,
@@ -27,7 +28,7 @@ from companion.bounds.random_heads import _perturbed_head as perturbed_head
 from companion.bounds.random_heads import random_kernel_head
 from companion.checks import check_eps
 from companion.core.attention import KernelAttentionHead, kernel_attention, kernel_weights
-from companion.core.constructions import balanced_link_head, softmax_kernel_head
+from companion.core.constructions import softmax_kernel_head
 from companion.core.task import query_target
 
 CONVENTIONS = st.sampled_from(["bidirectional", "causal"])

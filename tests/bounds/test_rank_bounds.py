@@ -1,6 +1,8 @@
-"""Lemmas D, D' and Theorem E (bounds/rank_bounds.py): the trace bound, its nonnegative and
-shifted sharpenings, the certified rank bound of a code, exact on big integers."""
+"""Lemmas D, D', N and Theorem E (bounds/rank_bounds.py): the trace bound, its nonnegative and
+shifted sharpenings, the certified rank bound of a code, exact on big integers; Lemma N's
+tight cases, a randomized check and an attack."""
 
+import itertools
 from collections import Counter
 from fractions import Fraction
 
@@ -15,6 +17,8 @@ from companion.bounds.codes import paley_hadamard_code, paley_subset
 from companion.bounds.gap_domination import total_weights
 from companion.bounds.rank_bounds import (
     certified_rank_bound,
+    near_orthogonal_attack,
+    near_orthogonal_rank_bound,
     sharp_rank_bound,
     shifted_trace_attack,
     shifted_trace_bound,
@@ -381,3 +385,118 @@ def test_the_attack_pushes_the_bound_up_but_never_past_the_rank():
                                    np.rint(B * 2**10).astype(int).tolist())
     value, _ = shifted_trace_bound(M)
     assert 2 < value <= exact_rank(M) <= 3
+
+
+# ---- Lemma N: r + 1 nonnegative unit vectors in R^r hold a pair with <v, v'> >= 1/sqrt(r)
+
+
+def _tight_vectors(r: int) -> list[list[Fraction]]:
+    """The squares p = v o v of e_1, ..., e_r and 1/sqrt(r): probability vectors (exact)."""
+    return [[Fraction(int(i == k)) for k in range(r)] for i in range(r)] + [[Fraction(1, r)] * r]
+
+
+def _inner_squared_single_overlap(p, q) -> Fraction:
+    """<v, v'>^2 for v = sqrt(p), v' = sqrt(q) sharing at most one coordinate (exact)."""
+    shared = [k for k in range(len(p)) if p[k] and q[k]]
+    assert len(shared) <= 1
+    return p[shared[0]] * q[shared[0]] if shared else Fraction(0)
+
+
+@pytest.mark.parametrize("r", [1, 2, 3, 5, 8, 25, 26])
+def test_lemma_n_is_tight_on_the_basis_and_the_diagonal(r):
+    P = _tight_vectors(r)
+    squares = [_inner_squared_single_overlap(P[i], P[j])
+               for i in range(r + 1) for j in range(i + 1, r + 1)]
+    assert max(squares) == Fraction(1, r)  # the largest inner product is exactly 1/sqrt(r)
+    assert all(sum(p) == 1 for p in P)  # unit vectors
+
+
+def test_lemma_n_is_tight_on_the_affine_plane():
+    """The 30 lines of AG(2, 5) as vectors 1_L / sqrt 5 in R^25: pairwise inner products 0 or
+    exactly 1/5 = 1/sqrt(25), so 30 > 26 vectors meet the lemma's bound with equality: the
+    closed box allows nonnegative rank 25 on E1 and only strictness excludes it."""
+    from companion.sandwich.designs import affine_plane
+
+    lines = [b for c in affine_plane(5) for b in c]
+    inner = {Fraction(len(a & b), 5) for a, b in itertools.combinations(lines, 2)}
+    assert len(lines) == 30 and inner == {0, Fraction(1, 5)}
+    assert len(set().union(*lines)) == 25
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 3), st.integers(0, 2**32 - 1),
+       st.sampled_from([1.0, 4.0, "sparse"]))
+def test_lemma_n_on_random_nonnegative_vectors(r, extra, seed, kind):
+    rng = np.random.default_rng(seed)
+    V = np.abs(rng.normal(size=(r + 1 + extra, r)))
+    if kind == "sparse":
+        V = V * (rng.random(V.shape) < 0.3)
+        V[np.arange(len(V)), rng.integers(0, r, len(V))] += 1e-3  # no zero vector
+    else:
+        V = V ** kind
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    G = V @ V.T
+    np.fill_diagonal(G, -1)
+    assert G.max() >= 1 / np.sqrt(r) - 1e-12
+
+
+@pytest.mark.parametrize("r", [2, 3, 6, 10])
+def test_the_attack_never_beats_lemma_n(r):
+    torch = pytest.importorskip("torch")
+    V = near_orthogonal_attack(r, torch.Generator().manual_seed(r), steps=1500)
+    G = V @ V.T
+    np.fill_diagonal(G, -1)
+    assert np.all(V >= 0) and np.allclose(np.linalg.norm(V, axis=1), 1)
+    assert 1 / np.sqrt(r) - 1e-9 <= G.max() < 1.2 / np.sqrt(r)  # close to tight, never below
+
+
+def test_near_orthogonal_rank_bound_on_boxes():
+    def box(N, u, pairs=()):
+        M = np.full((N, N), u, dtype=object)
+        for x, y in pairs:
+            M[x, y] = M[y, x] = Fraction(1, 27)
+        return M
+
+    assert near_orthogonal_rank_bound(box(23, Fraction(1, 5))).rank == 23
+    e1 = near_orthogonal_rank_bound(box(28, Fraction(1, 5), [(i, 23 + i) for i in range(5)]))
+    assert (e1.beta_squared, e1.rank) == (Fraction(1, 25), 26)
+    assert near_orthogonal_rank_bound(box(46, Fraction(1, 5))).rank == 26
+    # u_xy = 1/4 above the diagonal, 1/6 below: beta^2 = 1/24, so r >= 25
+    M = box(40, Fraction(1, 6))
+    M[np.triu_indices(40, 1)] = Fraction(1, 4)
+    assert near_orthogonal_rank_bound(M).beta_squared == Fraction(1, 24)
+    assert near_orthogonal_rank_bound(M).rank == 25
+    # an asymmetric box: beta^2 is the largest product u_xy u_yx
+    M = box(3, Fraction(1, 2))
+    M[0, 1], M[1, 0] = Fraction(1), Fraction(1, 100)
+    assert near_orthogonal_rank_bound(M).beta_squared == Fraction(1, 4)
+    assert near_orthogonal_rank_bound(box(5, Fraction(0))).rank == 5  # disjoint supports
+
+
+def test_near_orthogonal_rank_bound_arguments():
+    with pytest.raises(ValueError, match="at least 2 x 2"):
+        near_orthogonal_rank_bound([[1]])
+    with pytest.raises(ValueError, match=">= 0"):
+        near_orthogonal_rank_bound([[1, -1], [0, 1]])
+    with pytest.raises(ValueError, match="square"):
+        near_orthogonal_rank_bound([[1, 0]])
+
+
+def test_lemma_n_holds_for_a_nonnegative_head_ratio_matrix():
+    """The v_x = sqrt(A_x o B_x) of the committed E1 rank-26 head's factors: unit vectors
+    with <v_x, v_y> <= sqrt(M_xy M_yx) (Cauchy-Schwarz), in R^26."""
+    from companion.sandwich.designs import affine_plane, design_factors
+    from companion.sandwich.matrix import ratio_bounds, ratio_matrix_of_factors
+
+    bounds = ratio_bounds(witness_family(paley_subset(23, 5, 23), 3))
+    Q, K = design_factors(bounds, affine_plane(5), lift=True)
+    M = ratio_matrix_of_factors(Q, K)
+    A = np.array(Q, dtype=float) / np.array([float(sum(a * b for a, b in zip(Q[x], K[x])))
+                                             for x in range(len(Q))])[:, None]
+    V = np.sqrt(A * np.array(K, dtype=float))
+    assert np.allclose(np.linalg.norm(V, axis=1), 1) and V.shape[1] == 26
+    G = V @ V.T
+    Mf = np.array(M, dtype=float)
+    off = ~np.eye(len(V), dtype=bool)
+    assert np.all(G[off] <= np.sqrt(Mf * Mf.T)[off] + 1e-12)
+    assert G[off].max() < 1 / 5 and G[off].max() >= 1 / np.sqrt(26) - 1e-12

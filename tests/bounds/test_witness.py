@@ -26,11 +26,11 @@ from companion.bounds.witness import (
     witness_family,
 )
 from companion.core.attention import KernelAttentionHead
-from companion.core.constructions import indicator_head, query_indicator_head, spread_query_head
 from companion.core.task import query_target
 from companion.experiments.e1 import (
     experiment_witness_24,
 )
+from companion.sandwich.heads import indicator_head, query_indicator_head
 
 PALEY7 = paley_hadamard_code(7)  # m = 8, w = 4, gaps 2 and 4
 PALEY11 = paley_hadamard_code(11)  # m = 12, w = 6, gaps 3 and 6
@@ -248,44 +248,6 @@ def test_solving_heads_obey_the_matrix_inequalities(inputs, seed):
             assert 0 <= M[i, j] <= 1 / float(rho) * (1 + 1e-9)
 
 
-def test_exact_realisation_on_the_experiment_witness(family24):
-    head = indicator_head(family24)
-    assert max_error_exact(head, family24) < Fraction(1, 2)
-    assert head.rank == len({tuple(t) for t in family24.tokens[family24.token_ids[:, 1:]]
-                             .reshape(-1, 24)})
-    M = kernel_ratio_matrix(head, family24, exact=True)
-    assert all(M[i, i] == 1 for i in range(len(M)))
-    assert all(M[i, j] <= 1 / family24.certificate.rho[(i, j)] for (i, j) in
-               family24.certificate.rho)
-    assert np.linalg.matrix_rank(M.astype(float)) >= family24.certificate.integer_bound
-
-
-def test_query_indicator_head_on_the_experiment_witness(family24):
-    head = query_indicator_head(family24)
-    assert head.rank == len(family24.S) == 28
-    assert max_error_exact(head, family24) < Fraction(1, 2)
-    assert family24.certificate.integer_bound <= head.rank
-
-
-@pytest.mark.parametrize("convention", ["bidirectional", "causal"])
-def test_spread_query_head_has_rank_one_below_S(convention):
-    # the upper end of the sandwich: a hand-built exact head of rank |S| - 1 = 27
-    f = experiment_witness_24(convention)
-    head = spread_query_head(f)
-    assert head.rank == len(f.S) - 1
-    err = max_error_exact(head, f)
-    assert err < Fraction(1, 2)
-    assert f.certificate.integer_bound <= head.rank
-
-
-def test_spread_query_head_refuses_when_no_spread_weight_works():
-    # 23 Paley rows: the spread query would need 22 c > 5 while c < 1/5
-    with pytest.raises(ValueError, match="no spread weight c works"):
-        spread_query_head(witness_family(paley_hadamard_code(23)[:23]))
-    with pytest.raises(ValueError, match="single links"):
-        spread_query_head(witness_family(paley_hadamard_code(23)))
-
-
 def test_weight_inequality_alone_does_not_give_positive_K():
     # THEORY 4 says K(x, z0) > 0 follows from D(z0) >= R D(zk) with R >= 1. It does not: a
     # head that attends only to the query has D(z) = alpha_q(x,x) for every key z, so
@@ -338,8 +300,6 @@ def test_bad_inputs_name_the_argument():
         witness_family(PALEY11, max_sequences=100)
     with pytest.raises(TypeError, match="certificate"):
         verify_certificate(None, witness_family(PALEY7[:3]))
-    with pytest.raises(ValueError, match="base"):
-        indicator_head(witness_family(PALEY7[:3]), base=1)
     with pytest.raises(ValueError, match="b must be an int in"):
         paley_subset(3, 5)
 

@@ -11,8 +11,12 @@ import pytest
 
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import kernel_ratio_matrix, max_error_exact, witness_family
-from companion.core.constructions import indicator_head, query_indicator_head
-from companion.sandwich.heads import ExactHead, build_exact_head
+from companion.sandwich.heads import (
+    ExactHead,
+    build_exact_head,
+    indicator_head,
+    query_indicator_head,
+)
 from companion.sandwich.matrix import (
     RatioBounds,
     admissibility_violations,

@@ -24,7 +24,6 @@ def test_search_finds_low_rank_and_nonnegative_factors(single):
 
 
 def test_search_reports_failure_below_the_certified_bound(single):
-    pytest.importorskip("torch")  # the search runs in torch
     b = ratio_bounds(single)
     bound = single.certificate.bound.rank
     res = search_ratio_factors(b, bound - 1, seed=0, restarts=1, rounds=3)
@@ -41,7 +40,6 @@ def test_rationalise_keeps_signs_and_rounds():
 
 def test_warm_start_from_an_admissible_matrix(single):
     """A start that is already admissible at the target rank is kept (one round, restart 0)."""
-    pytest.importorskip("torch")  # the search runs in torch
     b = ratio_bounds(single)
     res = search_ratio_factors(b, 9, seed=0, restarts=3, rounds=20)
     assert res.query_factor is not None, res

@@ -14,6 +14,7 @@ import numpy as np
 
 from companion.checks import (
     check_eps,
+    check_float,
     check_fraction,
     check_instance,
     check_int,
@@ -27,6 +28,7 @@ __all__ = [
     "gap_domination_factor", "split_gap_domination_factor", "min_error_for_ratio",
     "pure_sequence", "mixed_sequences", "total_weight", "gap_domination_ratio",
     "mediant_of_arrangements", "mediant_closed_form", "link_errors", "family_checks",
+    "balanced_link_head",
 ]
 
 #: Most arrangements C(k+l, k) that :func:`mixed_sequences` materialises.
@@ -256,3 +258,42 @@ def family_checks(head, m: int, n: int, convention: str = "bidirectional") -> li
     x, keys = chain_keys(m)
     return [link_check(head, x, keys[i], keys[j], 1, n - 2, convention)
             for i in range(m + 1) for j in range(i + 1, m + 1)]
+
+
+def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
+                       convention: str = "bidirectional") -> KernelAttentionHead:
+    """A rank-1 head on the link (x; z, z') with D(z)/D(z') = ratio, scores <x,z> - shift; shift
+    None: the balanced shift, error exactly :func:`min_error_for_ratio` (Fractions: exact)."""
+    x = check_token(x, "x")
+    z = check_token(z, "z", x.shape[0])
+    z_prime = check_token(z_prime, "z_prime", x.shape[0])
+    n = check_length(n)
+    check_convention(convention)
+    g = int(x @ z_prime) - int(x @ z)
+    if g < 1:
+        raise ValueError(f"need <x,z> < <x,z'> (gap g >= 1), got gap {g}")
+    exact = isinstance(ratio, Rational) and not isinstance(ratio, bool)
+    ratio = (check_fraction if exact else check_float)(ratio, "ratio (D(z)/D(z'))", 0,
+                                                        low_open=True)
+    shift = (min_error_for_ratio(ratio, g, n, 1) if shift is None else
+             (check_fraction if exact else check_float)(shift, "shift"))
+    q = query_index(n, convention)
+    dtype = object if exact else np.float64
+    one = Fraction(1) if exact else 1.0
+
+    def key_weight(tokens, p):
+        tokens = np.asarray(tokens)
+        is_z = np.all(tokens == z, axis=-1)
+        w = np.where(is_z, ratio if exact else float(ratio), one).astype(dtype)
+        if p == q:
+            w = w * 0
+        return w[..., None]
+
+    return KernelAttentionHead(
+        rank=1,
+        query_features=lambda t: np.full(np.shape(t)[:-1] + (1,), one, dtype=dtype),
+        key_features=key_weight,
+        values=lambda t, p: np.asarray(t, dtype=np.int64).astype(dtype),
+        readout_weights=lambda t: np.asarray(t, dtype=np.int64).astype(dtype),
+        readout_bias=lambda t: np.full(np.shape(t)[:-1], -shift, dtype=dtype),
+    )

@@ -10,6 +10,7 @@ import numpy as np
 
 from companion.bounds.gap_domination import (
     LinkCheck,
+    balanced_link_head,
     chain_keys,
     family_checks,
     gap_domination_factor,
@@ -23,12 +24,7 @@ from companion.bounds.gap_domination import (
 )
 from companion.checks import check_float, check_int, check_token
 from companion.core.attention import KernelAttentionHead
-from companion.core.constructions import (
-    MAX_TABLE_WIDTH,
-    balanced_link_head,
-    lookup_head,
-    softmax_kernel_head,
-)
+from companion.core.constructions import MAX_TABLE_WIDTH, lookup_head, softmax_kernel_head
 from companion.core.task import all_tokens
 
 __all__ = ["random_kernel_head", "mediant_survey", "perturbed_link_survey",

@@ -1,7 +1,8 @@
 """Lemma D: rank M >= (tr M)^2 / ||M||_F^2; the sharper lemma for unit-diagonal 0 <= M <= u,
 N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, u_xy - c)^2), Lemma D' that minus 1; Theorem E:
-r >= |S|^2 / sum rho(G_xy)^-2 (chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``,
-``lem-shifted-trace``, ``thm-exponential-rank``)."""
+r >= |S|^2 / sum rho(G_xy)^-2; Lemma N for nonnegative factors, r >= min(N, floor(1/beta^2) + 1)
+(chapter 3: ``lem-trace-rank``, ``lem-nonneg-sharpening``, ``lem-shifted-trace``,
+``thm-exponential-rank``, ``lem-near-orthogonal``, ``cor-nonnegative-rank``)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from companion.checks import (
 )
 
 __all__ = ["certified_rank_bound", "shifted_trace_bound", "sharp_rank_bound",
-           "unit_diagonal_from_factors", "shifted_trace_attack", "random_matrix_survey"]
+           "unit_diagonal_from_factors", "shifted_trace_attack", "random_matrix_survey",
+           "near_orthogonal_rank_bound", "near_orthogonal_attack"]
 
 
 #: Largest N of the exact matrix lemmas, and their most cost units: every entry cleared to an
@@ -315,3 +317,57 @@ def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 15
     a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
     return a.detach().numpy(), b.detach().numpy()
 
+
+
+# ------------------------------------------------- Lemma N: nonnegative near-orthogonality
+
+
+@dataclass(frozen=True)
+class NearOrthogonalRankBound:
+    """Lemma N on a box 0 <= M_xy < u_xy with M = A B^T, A, B >= 0 of inner dimension r:
+    beta_squared = max_{x != y} u_xy u_yx, rank = min(N, floor(1/beta^2) + 1) (N if beta = 0)."""
+
+    size: int
+    beta_squared: Fraction
+    rank: int
+
+
+def near_orthogonal_rank_bound(off_diagonal_bounds) -> NearOrthogonalRankBound:
+    """r >= min(N, floor(1/beta^2) + 1) for every unit-diagonal M = A B^T, A, B >= 0 with
+    0 <= M_xy < u_xy (strict), beta^2 = max u_xy u_yx: v_x = sqrt(A_x o B_x) are nonnegative
+    unit vectors with <v_x, v_y> <= sqrt(M_xy M_yx) < beta, and any r + 1 of them in R^r have
+    a pair >= 1/sqrt(r). `off_diagonal_bounds`: N x N (diagonal ignored), exact."""
+    rows = [[Fraction(v) for v in row]
+            for row in _check_square(off_diagonal_bounds, "off_diagonal_bounds")]
+    N = len(rows)
+    if N < 2:
+        raise ValueError("off_diagonal_bounds must be at least 2 x 2 (a pair of queries)")
+    if any(v < 0 for i, row in enumerate(rows) for j, v in enumerate(row) if i != j):
+        raise ValueError("off_diagonal_bounds must be >= 0 (entries lie in [0, u))")
+    beta2 = max(rows[i][j] * rows[j][i] for i in range(N) for j in range(N) if i != j)
+    return NearOrthogonalRankBound(N, beta2, N if beta2 == 0 else min(N, math.floor(1 / beta2)
+                                                                         + 1))
+
+
+def near_orthogonal_attack(r: int, gen, steps: int = 2000, count=None):
+    """`count` (default r + 1) nonnegative unit vectors in R^r pushed by Adam to make their
+    largest pairwise inner product small (a soft maximum; chapter 3's attack on
+    ``lem-near-orthogonal``; gen: a torch.Generator). Returns them as a float64 array."""
+    import torch  # only this search needs torch
+
+    r = check_int(r, "r", 1, 256)
+    count = r + 1 if count is None else check_int(count, "count", 2, 1024)
+    steps = check_int(steps, "steps", 1, 100_000)
+    check_instance(gen, "gen", torch.Generator)
+    X = torch.rand(count, r, generator=gen, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([X], lr=0.02)
+    off = ~torch.eye(count, dtype=torch.bool)
+    for step in range(steps):
+        V = X.abs() / X.abs().norm(dim=1, keepdim=True).clamp_min(1e-12)
+        sharpness = 50 + step / 10  # the soft maximum hardens as the search goes on
+        loss = torch.logsumexp((V @ V.T)[off] * sharpness, 0) / sharpness
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    V = X.detach().abs()
+    return (V / V.norm(dim=1, keepdim=True)).numpy()

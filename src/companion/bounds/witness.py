@@ -201,6 +201,53 @@ def witness_family(S, n: int = 3, eps=Fraction(1, 2), convention: str = "bidirec
         links=tuple(family_links), certificate=certificate, pure_rows=MappingProxyType(pure_rows))
 
 
+def sequence_lookup(family: WitnessFamily):
+    """has(query, keys): whether the family holds the sequence with `query` at its query
+    position and `keys` (n - 1 tokens) at the others, in order."""
+    present = {seq.tobytes() for seq in np.asarray(family.sequences, dtype=np.int64)}
+    q = family.query_position
+
+    def has(query, keys) -> bool:
+        return np.asarray(_sequence(query, list(keys), q), dtype=np.int64).tobytes() in present
+
+    return has
+
+
+def walk_ladder(S: np.ndarray, i: int, j: int, chain, n: int, eps: Fraction,
+                has) -> tuple[tuple[int, ...], Fraction]:
+    """The one check of a ladder (certificates in memory and in files alike): keys `chain`
+    from complement(S[i]) to complement(S[j]) with overlaps rising, every link of factor
+    c > 0 with its pure sequences and all arrangements of its mixed one in the family
+    (`has`, :func:`sequence_lookup`), rho >= 1. Returns (gaps, rho); ValueError names a fault."""
+    x, pair = S[i], f"pair (x=S[{i}], y=S[{j}])"
+    chain = np.asarray(chain, dtype=np.int64)
+    if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
+        raise ValueError(f"the ladder of {pair} must hold >= 2 keys of width m")
+    if not np.array_equal(chain[0], 1 - x) or not np.array_equal(chain[-1], 1 - S[j]):
+        raise ValueError(f"the ladder of {pair} must run from complement(x) to complement(y)")
+    levels = chain @ x
+    gaps = np.diff(levels)
+    if np.any(gaps < 1):
+        raise ValueError(f"the ladder of {pair}: overlaps with x {levels.tolist()} must "
+                         "increase strictly")
+    value = Fraction(1)
+    for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
+        c = link_factor(int(g), n, eps)
+        if c <= 0:
+            raise ValueError(f"a link of gap {g} in the ladder of {pair} has factor c <= 0: it "
+                             "proves nothing and cannot be chained")
+        value *= c
+        if not (has(x, [a] * (n - 1)) and has(x, [b] * (n - 1))):
+            raise ValueError(f"the family lacks the pure sequence on a ladder key of {pair}")
+        for p in range(n - 1):
+            if not has(x, [b] * p + [a] + [b] * (n - 2 - p)):
+                raise ValueError(f"the family lacks the mixed sequence (arrangement {p}) of a "
+                                 f"link of gap {g} for {pair}")
+    if value < 1:
+        raise ValueError(f"rho for {pair} is {value} < 1: proves no ratio")
+    return tuple(gaps.tolist()), value
+
+
 def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankLowerBound:
     """Re-verify a certificate against a family from scratch (overlaps, gaps, link factors, rho,
     every link's sequences and targets, the bound): the bound, or a ValueError naming a fault."""
@@ -224,50 +271,19 @@ def verify_certificate(certificate: Certificate, family: WitnessFamily) -> RankL
     if len(wrong):
         raise ValueError(f"family.targets is wrong at row {wrong[0]}: {targets[wrong[0]]} != "
                          f"min-IP target {true_targets[wrong[0]]}")
-    present = {seq.tobytes() for seq in seqs}
-
-    def require(query: np.ndarray, keys: list[np.ndarray], what: str) -> None:
-        seq = np.asarray(_sequence(query, keys, q), dtype=np.int64)
-        if seq.tobytes() not in present:
-            raise ValueError(f"the family lacks the {what}")
-
-    comp = 1 - S
+    has = sequence_lookup(family)
     rho_counts: Counter = Counter()
     for i, j in itertools.permutations(range(len(S)), 2):
-        x, pair = S[i], f"pair (x=S[{i}], y=S[{j}])"
+        pair = f"pair (x=S[{i}], y=S[{j}])"
         if (i, j) not in certificate.chains or (i, j) not in certificate.rho:
             raise ValueError(f"certificate has no chain for {pair}")
-        chain = np.asarray(certificate.chains[(i, j)], dtype=np.int64)
-        if chain.ndim != 2 or len(chain) < 2 or chain.shape[1] != S.shape[1]:
-            raise ValueError(f"certificate.chains for {pair} must hold >= 2 keys of width m")
-        if not np.array_equal(chain[0], comp[i]) or not np.array_equal(chain[-1], comp[j]):
-            raise ValueError(f"certificate.chains for {pair} must run from complement(x) "
-                             "to complement(y)")
-        levels = chain @ x
-        gaps = np.diff(levels)
-        if np.any(gaps < 1):
-            raise ValueError(f"certificate.chains for {pair}: overlaps with x {levels.tolist()}"
-                             " must increase strictly")
-        if tuple(gaps.tolist()) != tuple(certificate.gaps.get((i, j), ())):
+        gaps, value = walk_ladder(S, i, j, certificate.chains[(i, j)], n, eps, has)
+        if gaps != tuple(certificate.gaps.get((i, j), ())):
             raise ValueError(f"certificate.gaps for {pair} are {certificate.gaps.get((i, j))}"
-                             f", recomputed {tuple(gaps.tolist())}")
-        value = Fraction(1)
-        for a, b, g in zip(chain, chain[1:], gaps.tolist(), strict=False):
-            c = link_factor(int(g), n, eps)
-            if c <= 0:
-                raise ValueError(f"certificate link of gap {g} for {pair} has factor c <= 0:"
-                                 " it proves nothing and cannot be chained")
-            value *= c
-            for key in (a, b):
-                require(x, [key] * (n - 1), f"pure sequence on a chain key of {pair}")
-            for p in range(n - 1):
-                require(x, [b] * p + [a] + [b] * (n - 2 - p),
-                        f"mixed sequence (arrangement {p}) of a link of gap {g} for {pair}")
+                             f", recomputed {gaps}")
         if value != certificate.rho[(i, j)]:
             raise ValueError(f"certificate.rho for {pair} is {certificate.rho[(i, j)]}, "
                              f"recomputed {value}")
-        if value < 1:
-            raise ValueError(f"certificate.rho for {pair} is {value} < 1: proves no ratio")
         rho_counts[value] += 1
     bound = rank_bound_from_rhos(len(S), dict(rho_counts))
     if bound != certificate.bound:

@@ -95,6 +95,21 @@ def _weights_total(alpha) -> np.ndarray:
     return total
 
 
+def kernel_terms(head: KernelAttentionHead, x: np.ndarray, convention: str,
+                 exact: bool = False, scaled: bool = False):
+    """The one evaluator of a kernel head, on checked tokens: (alpha, scores, b) with alpha
+    (..., n) the weights <phi_Q(x), phi_K^(p)(x_p)> of any sign, scores (..., n) the values'
+    readouts <a(x), v_p(x_p)> and b (...) the bias, so y = sum_p alpha_p scores_p / sum_p
+    alpha_p + b. ``scaled`` (float only): alpha times a power of two per sequence, which
+    leaves y unchanged bit for bit and keeps every product of two features finite."""
+    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention),
+                                         object if exact else np.float64)
+    if scaled:
+        phi_q, phi_k = _scale_out(phi_q, -1), _scale_out(phi_k, (-2, -1))
+    alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
+    return alpha, (vals * a[..., None, :]).sum(axis=-1), b
+
+
 def kernel_weights(head: KernelAttentionHead, sequences, convention="bidirectional",
                    exact: bool = False) -> np.ndarray:
     """alpha_p(x, x_p) for every position p: shape (..., n), unnormalised (checked tokens)."""
@@ -121,13 +136,9 @@ def kernel_attention(head: KernelAttentionHead, sequences, convention="bidirecti
 def attention_output(head: KernelAttentionHead, x: np.ndarray, convention: str,
                      exact: bool = False) -> np.ndarray:
     """:func:`kernel_attention` on checked arguments (int64 tokens): the package's own calls."""
-    phi_q, phi_k, vals, a, b = _features(head, x, _query(x, convention),
-                                         object if exact else np.float64)
-    if not exact:
-        phi_q, phi_k = _scale_out(phi_q, -1), _scale_out(phi_k, (-2, -1))
-    alpha = (phi_k * phi_q[..., None, :]).sum(axis=-1)
+    alpha, scores, b = kernel_terms(head, x, convention, exact, scaled=not exact)
     total = _weights_total(alpha)
-    num = (alpha * (vals * a[..., None, :]).sum(axis=-1)).sum(axis=-1)
+    num = (alpha * scores).sum(axis=-1)
     if not exact:
         y = num / total + b
         if not np.all(np.isfinite(y)):

@@ -21,7 +21,7 @@ from companion.checks import (
     check_int,
     check_tokens,
 )
-from companion.core.attention import KernelAttentionHead
+from companion.core.attention import KernelAttentionHead, kernel_terms
 from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index, token_index
 from companion.sandwich.heads import token_lookup
@@ -59,30 +59,8 @@ def _check_signed(head, sequences, convention: str, exact) -> tuple:
 
 def _maps(head, x, convention: str, exact: bool):
     """alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and the bias (...) on checked
-    tokens; with `exact` every map's output is read exactly (checks.check_exact)."""
-    n = x.shape[-2]
-    query = x[..., query_index(n, convention), :]
-
-    def out(value, name):
-        return (check_exact_array(value, f"head.{name}") if exact
-                else np.asarray(value, dtype=np.float64))
-
-    phi_q = out(head.query_features(query), "query_features")
-    if phi_q.shape != x.shape[:-2] + (head.rank,):
-        raise ValueError(f"query_features must return shape {x.shape[:-2] + (head.rank,)}, "
-                         f"got {phi_q.shape}")
-    a, b = out(head.readout_weights(query), "readout_weights"), out(head.readout_bias(query),
-                                                                     "readout_bias")
-    alpha, scores = [], []
-    for p in range(n):
-        fk, v = out(head.key_features(x[..., p, :], p), "key_features"), out(
-            head.values(x[..., p, :], p), "values")
-        if fk.shape != phi_q.shape or v.shape != a.shape:
-            raise ValueError(f"key_features/values at position {p} return shapes {fk.shape}, "
-                             f"{v.shape}; expected {phi_q.shape}, {a.shape}")
-        alpha.append((phi_q * fk).sum(axis=-1))
-        scores.append((a * v).sum(axis=-1))
-    return np.stack(alpha, -1), np.stack(scores, -1), b
+    tokens: core.attention's evaluator (every map's output read exactly with `exact`)."""
+    return kernel_terms(head, x, convention, exact)
 
 
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):

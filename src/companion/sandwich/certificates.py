@@ -1,14 +1,16 @@
-"""Lower ends of the sandwich as files, re-checked exactly (Chapter 3,
-{prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`): the family, a ladder per ordered
-pair of queries, c, and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y} max(c, 1/rho_xy - c)^2),
-rank = floor(value) + 1. :func:`main` is ``python -m companion verify-head FILE ...``.
+"""Lower ends of the sandwich as files, re-checked exactly (Chapter 3): the family, a ladder per
+ordered pair of queries, and what the ladders prove. Real features ({prf:ref}`lem-shifted-trace`,
+{prf:ref}`cor-strict-sandwich`): c and value = N^2 (1-c)^2 / (N (1-c)^2 + sum_{x != y}
+max(c, 1/rho_xy - c)^2), rank = floor(value) + 1. Nonnegative features
+({prf:ref}`cor-nonnegative-rank`): value = beta^2 = max_{x != y} 1/(rho_xy rho_yx), rank =
+min(|S|, floor(1/beta^2) + 1). The claim and argument texts are generated from these and
+checked, so a file cannot say more than it proves.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -16,15 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from companion.bounds.rank_bounds import sharp_rank_bound
+from companion.bounds.rank_bounds import near_orthogonal_rank_bound, sharp_rank_bound
+from companion.bounds.witness import sequence_lookup, walk_ladder
 from companion.checks import (
+    check_choice,
     check_fraction,
     check_instance,
     check_json_data,
     check_mapping,
     check_path,
 )
-from companion.files import read_json_file
 from companion.sandwich.head_files import (
     family_from_spec,
     parse_rational,
@@ -32,58 +35,96 @@ from companion.sandwich.head_files import (
     rational_str,
     read_format_file,
     token_str,
-    verify_head_file,
     write_json_file,
 )
 from companion.sandwich.matrix import RatioBounds
 
-__all__ = ["write_certificate_file", "verify_certificate_file", "main", "kneser_box_matrix"]
+__all__ = ["write_certificate_file", "verify_certificate_file", "kneser_box_matrix"]
 
-FORMAT = "companion/rank-lower-bound/v1"
+FORMAT = "companion/rank-lower-bound/v2"
+#: The feature classes a certificate speaks about, and the lemma that proves each.
+LEMMAS = {"real": "shifted trace (cor-strict-sandwich)",
+          "nonnegative": "near-orthogonality (cor-nonnegative-rank)"}
+#: The fields of a certificate file.
+FIELDS = {"format", "family", "features", "lemma", "claim", "c", "value", "rank", "argument",
+          "queries", "keys", "ladders"}
 #: Most ordered pairs a certificate file may list (the book's largest, |S| = 46, has 2070).
 MAX_PAIRS = 2**16
 
+_LADDERS = ("ladder (x, y): keys z_0 = complement(x), ..., z_k = complement(y) with overlaps "
+            "with x rising by g_i; the family holds their pure sequences and every arrangement "
+            "of each link's mixed sequence, so a head with error < eps has M_xy = K(x, ybar)/"
+            "K(x, xbar) <= 1/R < 1/rho_xy, rho_xy = prod (n-2)(g_i - 2 eps)/(2 eps)")
+ARGUMENTS = {
+    "real": _LADDERS + ("; M has unit diagonal and rank <= r, so r >= N^2 (1-c)^2 / "
+                        "||M - cJ||_F^2 > value unless M = I"),
+    "nonnegative": _LADDERS + ("; with nonnegative features M = A B^T, A, B >= 0, and v_x = "
+                               "sqrt(A_x o B_x) are nonnegative unit vectors in R^r with "
+                               "<v_x, v_y> <= sqrt(M_xy M_yx) < sqrt(value); r + 1 of them "
+                               "would hold a pair >= 1/sqrt(r), so r >= |S| or r > 1/value"),
+}
 
-def _certificate_to_dict(spec: dict) -> dict:
-    """The certificate of the family `spec` defines: its ladders, the sharper lemma's c."""
+
+def certificate_claim(features: str, eps: Fraction, rank: int) -> str:
+    """The sentence a certificate of `features` proving `rank` states (generated, checked)."""
+    kind = "any real" if features == "real" else "nonnegative"
+    return (f"every head (kernel >= 0, {kind} features) with max error < {eps} on this "
+            f"family has feature rank >= {rank}")
+
+
+def _rank_from_rhos(features: str, N: int, rho: dict, c=None):
+    """(c or None, value, rank) of the lemma for `features` on {(x, y): rho_xy}; c None: the
+    optimal shift (real features)."""
+    upper = {pair: 1 / r for pair, r in rho.items()}
+    if features == "nonnegative":
+        u = np.empty((N, N), dtype=object)
+        u[...] = Fraction(1)
+        for (i, j), v in upper.items():
+            u[i, j] = v
+        bound = near_orthogonal_rank_bound(u)
+        return None, bound.beta_squared, bound.rank
+    if c is None:
+        sharp = sharp_rank_bound(N, dict(Counter(upper.values())))
+        return sharp.c, sharp.value, sharp.rank
+    value = Fraction(N * N) * (1 - c) ** 2 / (
+        N * (1 - c) ** 2 + sum((max(c, u - c) ** 2 for u in upper.values()), Fraction(0)))
+    return c, value, N if value == N else math.floor(value) + 1
+
+
+def _certificate_to_dict(spec: dict, features: str) -> dict:
+    """The certificate of the family `spec` defines: its ladders and what they prove."""
     family = family_from_spec(spec)
     cert, N = family.certificate, len(family.S)
     keys: dict[str, int] = {}
     ladders = []
     for (i, j), chain in sorted(cert.chains.items()):
         ladders.append([i, j, [keys.setdefault(token_str(t), len(keys)) for t in chain]])
-    bound = sharp_rank_bound(N, dict(Counter(1 / r for r in cert.rho.values())))
-    return {
-        "format": FORMAT,
-        "family": spec,
-        "claim": (f"every head (kernel >= 0, any real features) with max error < "
-                  f"{family.eps} on this family has feature rank >= {bound.rank}"),
-        "c": rational_str(bound.c),
-        "value": rational_str(bound.value),
-        "rank": bound.rank,
-        "argument": ("ladder (x, y): keys z_0 = complement(x), ..., z_k = complement(y) with "
-                     "overlaps with x rising by g_i; the family holds their pure sequences and "
-                     "every arrangement of each link's mixed sequence, so a head with error < "
-                     "eps has M_xy = K(x, ybar)/K(x, xbar) <= 1/R < 1/rho_xy, rho_xy = prod "
-                     "(n-2)(g_i - 2 eps)/(2 eps); M has unit diagonal and rank <= r, so r >= "
-                     "N^2 (1-c)^2 / ||M - cJ||_F^2 > value unless M = I"),
-        "queries": [token_str(x) for x in family.S],
-        "keys": list(keys),
-        "ladders": ladders,
-    }
+    c, value, rank = _rank_from_rhos(features, N, dict(cert.rho))
+    data = {"format": FORMAT, "family": spec, "features": features, "lemma": LEMMAS[features],
+            "claim": certificate_claim(features, family.eps, rank)}
+    if c is not None:
+        data["c"] = rational_str(c)
+    data |= {"value": rational_str(value), "rank": rank, "argument": ARGUMENTS[features],
+             "queries": [token_str(x) for x in family.S], "keys": list(keys),
+             "ladders": ladders}
+    return data
 
 
-def write_certificate_file(path, spec: dict) -> Path:
-    """Write the certificate of the family `spec` defines (compact JSON, one ladder a line)."""
+def write_certificate_file(path, spec: dict, features: str = "real") -> Path:
+    """Write the certificate of the family `spec` defines for `features` ('real': the sharper
+    trace lemma; 'nonnegative': Lemma N), compact JSON, one ladder a line."""
     spec = check_json_data(check_mapping(spec, "spec"), "spec")
-    return write_json_file(path, _certificate_to_dict(spec), ("ladders",))
+    check_choice(features, "features", tuple(LEMMAS))
+    return write_json_file(path, _certificate_to_dict(spec, features), ("ladders",))
 
 
 @dataclass
 class CertificateReport:
-    """What :func:`verify_certificate_file` found; optimal: c reaches the lemma's maximum."""
+    """What :func:`verify_certificate_file` found; optimal: c reaches the lemma's maximum
+    (None for nonnegative certificates, which have no c)."""
 
     path: str
+    features: str
     size: int
     pairs: int
     value: Fraction | None
@@ -94,20 +135,34 @@ class CertificateReport:
 
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL: " + "; ".join(self.problems[:3])
-        return (f"{self.path}: lower-bound certificate, |S| = {self.size}, {self.pairs} "
-                f"ladders, value {self.value} -> feature rank >= {self.rank} -> {verdict}")
+        return (f"{self.path}: lower-bound certificate ({self.features} features), |S| = "
+                f"{self.size}, {self.pairs} ladders, value {self.value} -> feature rank >= "
+                f"{self.rank} -> {verdict}")
 
 
 def verify_certificate_file(path) -> CertificateReport:
     """Rebuild the family and re-check the certificate exactly (each link's factor from the
-    raw tokens); malformed files raise ValueError, wrong claims give passed False."""
+    raw tokens, the lemma's value and rank, the claim text); malformed files raise
+    ValueError, wrong claims give passed False."""
     path = check_path(path, "path")
-    data = read_format_file(path, "certificate file", FORMAT,
-                            ("family", "c", "value", "rank", "queries", "keys", "ladders"))
+    return verify_certificate_data(read_format_file(path, "certificate file", FORMAT, ()), path)
+
+
+def verify_certificate_data(data: dict, path) -> CertificateReport:
+    """:func:`verify_certificate_file` on the JSON object already read from `path`."""
+    for key in ("family", "features", "value", "rank", "claim", "queries", "keys", "ladders"):
+        if key not in data:
+            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if set(data) - FIELDS:  # a file states nothing the verifier does not check
+        raise ValueError(f"path {str(path)!r} has fields a certificate does not have: "
+                         f"{sorted(set(data) - FIELDS)!r:.100}")
+    features = data["features"]
+    if features not in LEMMAS:
+        raise ValueError(f"features must be one of {sorted(LEMMAS)}, got {features!r:.40}")
     family = family_from_spec(data["family"])
-    S, n, eps, q = family.S, family.n, family.eps, family.query_position
+    S, n, eps = family.S, family.n, family.eps
     N, m = S.shape
-    c = parse_rational(data["c"], "c")
+    c = parse_rational(data.get("c"), "c") if features == "real" else None
     claimed_value = parse_rational(data["value"], "value")
     claimed_rank = data["rank"]
     if isinstance(claimed_rank, bool) or not isinstance(claimed_rank, int):
@@ -121,13 +176,7 @@ def verify_certificate_file(path) -> CertificateReport:
     if not isinstance(keys, list) or not isinstance(ladders, list) or len(ladders) > MAX_PAIRS:
         raise ValueError(f"keys and ladders must be lists (at most {MAX_PAIRS} ladders)")
     Z = [parse_token(t, f"keys[{i}]", m) for i, t in enumerate(keys)]
-    present = {seq.tobytes() for seq in np.asarray(family.sequences, dtype=np.int64)}
-
-    def has(x, keys_):
-        seq = list(keys_)
-        seq.insert(q, x)
-        return np.asarray(seq, dtype=np.int64).tobytes() in present
-
+    has, Qa = sequence_lookup(family), np.asarray(Q)
     problems, rho, seen = [], {}, set()
     for k, entry in enumerate(ladders):
         if (not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[2], list)
@@ -140,76 +189,36 @@ def verify_certificate_file(path) -> CertificateReport:
         if len(chain) < 2 or not all(0 <= t < len(Z) for t in chain):
             raise ValueError(f"ladders[{k}] needs >= 2 key indices into keys")
         seen.add((i, j))
-        x, zs = Q[i], [Z[t] for t in chain]
-        pair = f"ladder ({i}, {j})"
-        if not (np.array_equal(zs[0], 1 - x) and np.array_equal(zs[-1], 1 - Q[j])):
-            problems.append(f"{pair} must run from complement(x) to complement(y)")
-            continue
-        levels = [int(z @ x) for z in zs]
-        value = Fraction(1)
-        for a, b, lo, hi in zip(zs, zs[1:], levels, levels[1:], strict=False):
-            factor = Fraction(n - 2) * (hi - lo - 2 * eps) / (2 * eps)
-            if not factor > 0:
-                problems.append(f"{pair}: a link of gap {hi - lo} proves nothing")
-                break
-            value *= factor
-            arrangements = [[b] * p + [a] + [b] * (n - 2 - p) for p in range(n - 1)]
-            if not (has(x, [a] * (n - 1)) and has(x, [b] * (n - 1))
-                    and all(has(x, keys_) for keys_ in arrangements)):
-                problems.append(f"{pair}: the family lacks a pure or mixed sequence of a link")
-                break
-        else:
-            if value < 1:
-                problems.append(f"{pair}: rho = {value} < 1 proves no ratio")
-            rho[(i, j)] = value
+        try:
+            rho[(i, j)] = walk_ladder(Qa, i, j, [Z[t] for t in chain], n, eps, has)[1]
+        except ValueError as exc:
+            problems.append(str(exc))
     missing = N * (N - 1) - len(seen)
     if missing:
         problems.append(f"{missing} ordered pairs have no ladder")
-    report = CertificateReport(str(path), N, len(seen), None, None, None, False, problems)
+    report = CertificateReport(str(path), features, N, len(seen), None, None, None, False,
+                               problems)
     if problems:
         return report
-    if not 0 <= c < 1:
+    if c is not None and not 0 <= c < 1:
         problems.append(f"c = {c} must lie in [0, 1)")
         return report
-    upper = [1 / r for r in rho.values()]
-    report.value = Fraction(N * N) * (1 - c) ** 2 / (
-        N * (1 - c) ** 2 + sum((max(c, u - c) ** 2 for u in upper), Fraction(0)))
-    report.rank = N if report.value == N else math.floor(report.value) + 1
-    report.optimal = report.value == sharp_rank_bound(N, dict(Counter(upper))).value
+    # the queries may be listed in any order: the lemmas depend only on the rho of each pair
+    _, report.value, report.rank = _rank_from_rhos(features, N, rho, c)
+    if c is not None:
+        report.optimal = report.value == _rank_from_rhos(features, N, rho)[1]
     if report.value != claimed_value:
         problems.append(f"claimed value {claimed_value} != recomputed {report.value}")
     if report.rank != claimed_rank:
         problems.append(f"claimed rank {claimed_rank} != recomputed {report.rank}")
+    if data["claim"] != certificate_claim(features, eps, report.rank):
+        problems.append(f"the claim {data['claim']!r:.80} is not what the file certifies: "
+                        f"{certificate_claim(features, eps, report.rank)!r}")
+    if data.get("argument") != ARGUMENTS[features] or data.get("lemma") != LEMMAS[features]:
+        problems.append("the argument or lemma text is not the one of the lemma for these "
+                        "features")
     report.passed = not problems
     return report
-
-
-def main(argv=None) -> int:
-    """`verify-head`: each file is checked, by its format, as a lower-bound certificate or a
-    head file; one line per file (failures on stderr), exit status 0 if all pass, else 2."""
-    if argv is not None and (not isinstance(argv, (list, tuple))
-                             or not all(isinstance(a, str) for a in argv)):
-        raise TypeError(f"argv must be a list of str (file paths), got {argv!r:.60}")
-    paths = sys.argv[1:] if argv is None else list(argv)
-    if not paths:
-        print("usage: python -m companion verify-head FILE [FILE ...]", file=sys.stderr)
-        return 2
-    ok = True
-    for p in paths:
-        try:
-            is_cert = read_json_file(p, "certificate file").get("format") == FORMAT
-        except (OSError, ValueError, AttributeError):
-            is_cert = False  # not a readable JSON object: the head verifier says why
-        try:
-            report = (verify_certificate_file if is_cert else verify_head_file)(p)
-        except (ValueError, TypeError, KeyError, OSError) as exc:
-            kind = "certificate" if is_cert else "head"
-            print(f"{p}: not a valid {kind} file: {exc}", file=sys.stderr)
-            ok = False
-            continue
-        print(report.summary(), file=sys.stdout if report.passed else sys.stderr)
-        ok = ok and report.passed
-    return 0 if ok else 2
 
 
 # --------------------------------------------------------------------------- the closed box

@@ -5,8 +5,11 @@ features as exact "p/q" strings, a claimed rank and exact max error.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from companion.bounds.codes import paley_subset
-from companion.bounds.witness import WitnessFamily, witness_family
+from companion.bounds.witness import WitnessFamily, family_size, witness_family
 from companion.checks import (
     check_instance,
     check_int,
@@ -22,35 +25,66 @@ from companion.checks import (
     check_mapping,
     check_path,
 )
-from companion.core.attention import kernel_attention, kernel_weights
-from companion.core.exact import exact_max_error
+from companion.core.exact import exact_rank
 from companion.files import read_json_file
-from companion.sandwich.heads import ExactHead, all_nonnegative, tables_to_kernel_head
-from companion.sandwich.matrix import exact_rank
+from companion.sandwich.heads import ExactHead, all_nonnegative
 
 __all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
 
 FORMAT = "companion/nka-head/v1"
-_RATIONAL = re.compile(r"^-?\d+(/[1-9]\d*)?$")
-#: Longest rational string read (Python refuses ints of more than 4300 digits by default).
-MAX_RATIONAL_CHARS = 4000
-#: Most verification work, inputs x rank x (1 + bits / 64)^2 with bits the longest
-#: rational's (the book's largest head: 1.1e6, a few seconds), and largest rank (book: 45).
-MAX_VERIFY_COST = 2 * 10**6
-MAX_FILE_RANK = 4096
+_RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?\Z")
+#: Longest feature, bias or scale read: numerator and denominator of at most
+#: MAX_RATIONAL_BITS bits each (about 1,233 digits; the committed heads use a few hundred).
+#: A claimed max error, an output of the head, may have MAX_ERROR_BITS (its size grows with
+#: the features': about (n + 1) times their bits over one denominator).
+MAX_RATIONAL_BITS = 4096
+MAX_ERROR_BITS = 2**17
+#: Verification budget per input, in word operations (about 1.5e9 a second on one core):
+#: see :func:`verification_cost`.
+COST_PER_INPUT = 10**7
+#: Largest family a file may specify (the book's largest: 46 words of width 24, n = 3, 6,532
+#: sequences of 72 token entries each).
+MAX_SPEC_QUERIES, MAX_SPEC_WIDTH, MAX_SPEC_LENGTH, MAX_SPEC_CELLS = 256, 1024, 16, 2**23
+#: The fields of a head file (construction: free text saying where the head came from).
+FIELDS = {"format", "family", "variant", "construction", "rank", "max_error", "model",
+          "queries", "keys"}
+MODEL = ("alpha_p(x, z) = <phi_Q(x), phi_K(z)> at key positions and <phi_Q(x), "
+         "self_features(x)> at the query's own position; values v(z) = z at key positions and "
+         "self_value_scale(x) * x at the query's position; readout y = <x, o> + bias(x)")
+
+
+@contextlib.contextmanager
+def _long_ints():
+    """Decimal strings of ints past Python's default 4,300 digits, which guards unchecked
+    input (the callers check the lengths)."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 def rational_str(v: Fraction) -> str:
     v = Fraction(v)
-    return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+    with _long_ints():
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
 
 
-def parse_rational(text, name: str) -> Fraction:
-    """An exact rational from "p" or "p/q" (q > 0); ValueError naming the field otherwise."""
-    if not isinstance(text, str) or len(text) > MAX_RATIONAL_CHARS or not _RATIONAL.match(text):
+def parse_rational(text, name: str, max_bits: int = MAX_RATIONAL_BITS) -> Fraction:
+    """An exact rational from "p" or "p/q" (q > 0), numerator and denominator of at most
+    `max_bits` bits; ValueError naming the field otherwise."""
+    chars = 2 * (max_bits * 30103 // 100000 + 2)  # log10(2) = 0.30103...
+    if not isinstance(text, str) or len(text) > chars or not _RATIONAL.match(text):
         raise ValueError(f"{name} must be an exact rational string 'p' or 'p/q' of at most "
-                         f"{MAX_RATIONAL_CHARS} characters, got {text!r:.80}")
-    return Fraction(text)
+                         f"{max_bits} bits each, got {text!r:.80}")
+    num, _, den = text.partition("/")
+    with _long_ints():
+        v = Fraction(int(num), int(den) if den else 1)
+    if max(abs(v.numerator).bit_length(), v.denominator.bit_length()) > max_bits:
+        raise ValueError(f"{name} has a numerator or denominator of more than {max_bits} bits, "
+                         f"got {text!r:.80}")
+    return v
 
 
 def token_str(token) -> str:
@@ -86,22 +120,35 @@ def write_json_file(path, data: dict, row_keys: tuple) -> Path:
 
 def family_from_spec(spec) -> WitnessFamily:
     """Rebuild a witness family from {"code": "paley_subset", "q", "a", "b"} or {"code":
-    "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention"."""
+    "words", "words": ["0101...", ...]}, plus "n", "eps" ("p/q"), "convention"; at most
+    MAX_SPEC_QUERIES words of width <= MAX_SPEC_WIDTH and n <= MAX_SPEC_LENGTH (a file cannot
+    ask for an arbitrarily large family)."""
     if not isinstance(spec, dict):
         raise ValueError(f"spec (the family) must be a JSON object, got {type(spec).__name__}")
     code, words = spec.get("code"), spec.get("words")
     try:
         if code == "paley_subset":
-            S = paley_subset(*(check_int(spec.get(k), f"family.{k}", 0) for k in "abq"))
+            a, b, q = (check_int(spec.get(k), f"family.{k}", 0) for k in "abq")
+            if a + b > MAX_SPEC_QUERIES:
+                raise ValueError(f"family.a + family.b must be at most {MAX_SPEC_QUERIES}")
+            S = paley_subset(a, b, q)
         elif code != "words":
             raise ValueError(f"family.code must be 'paley_subset' or 'words', got {code!r:.60}")
-        elif not isinstance(words, list) or not words or not all(isinstance(w, str)
-                                                                 for w in words):
-            raise ValueError("family.words must be a non-empty list of 0/1 strings")
+        elif (not isinstance(words, list) or not 0 < len(words) <= MAX_SPEC_QUERIES
+              or not all(isinstance(w, str) for w in words)
+              or not 0 < len(words[0]) <= MAX_SPEC_WIDTH):
+            raise ValueError(f"family.words must be a list of 1 to {MAX_SPEC_QUERIES} 0/1 "
+                             f"strings of width at most {MAX_SPEC_WIDTH}")
         else:
             S = np.array([parse_token(w, "family.words[i]", len(words[0])) for w in words])
-        n = check_int(spec.get("n"), "family.n", 3)
+        n = check_int(spec.get("n"), "family.n", 3, MAX_SPEC_LENGTH)
         eps = parse_rational(spec.get("eps"), "family.eps")
+        # it holds at least |S|^2 sequences (a pure one per pair): refuse a huge one first
+        cells = len(S) ** 2 * n * S.shape[1]
+        cells = cells if cells > MAX_SPEC_CELLS else family_size(S, n, eps) * n * S.shape[1]
+        if cells > MAX_SPEC_CELLS:
+            raise ValueError(f"the family would hold {cells} or more token entries, above "
+                             f"MAX_SPEC_CELLS = {MAX_SPEC_CELLS}")
         return witness_family(S, n, eps, spec.get("convention"))
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"spec (the family): {exc}") from exc
@@ -136,10 +183,7 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
         "construction": construction,
         "rank": head.rank,
         "max_error": rational_str(head.max_error),
-        "model": ("alpha_p(x, z) = <phi_Q(x), phi_K(z)> at key positions and "
-                  "<phi_Q(x), self_features(x)> at the query's own position; values v(z) = z "
-                  "at key positions and self_value_scale(x) * x at the query's position; "
-                  "readout y = <x, o> + bias(x)"),
+        "model": MODEL,
         "queries": queries,
         "keys": keys,
     }
@@ -163,8 +207,10 @@ class HeadReport:
     problems: list = field(default_factory=list)
 
     def summary(self) -> str:
+        exact = "" if self.max_error is None else rational_str(self.max_error)
         err = "n/a" if self.max_error is None else (
-            f"{self.max_error} (~{float(self.max_error):.6f})")
+            f"{exact} (~{float(self.max_error):.6f})" if len(exact) <= 120 else
+            f"~{float(self.max_error):.6f} (a {len(exact):,}-character fraction)")
         verdict = "PASS" if self.passed else "FAIL: " + "; ".join(self.problems[:3])
         return (f"{self.path}: |S| = {self.size}, {self.inputs} inputs, {self.variant} "
                 f"features, rank {self.rank} (kernel table rank {self.kernel_rank}), exact max "
@@ -188,12 +234,11 @@ def read_format_file(path, what: str, fmt: str, fields: tuple) -> dict:
     return data
 
 
-def _read_head_json(path, fields: tuple) -> dict:
-    data = read_format_file(path, "head file", FORMAT, fields)
+def _check_rank(data: dict) -> int:
     r = data["rank"]
-    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_FILE_RANK:
-        raise ValueError(f"rank must be an int >= 1 (at most {MAX_FILE_RANK}), got {r!r:.40}")
-    return data
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise ValueError(f"rank must be an int >= 1, got {r!r:.40}")
+    return r
 
 
 def _entries(data: dict, name: str, m: int, index: dict):
@@ -214,14 +259,65 @@ def _entries(data: dict, name: str, m: int, index: dict):
         yield k, e, index[tok]
 
 
-def _load_head_file(path):
-    """(data, family, tables) of a head file; ValueError on malformed content."""
-    data = _read_head_json(path, ("family", "variant", "rank", "max_error", "queries", "keys"))
+def key_token_ids(family: WitnessFamily) -> set:
+    """The token ids that occur at a key position of the family (T of them)."""
+    return set(np.delete(family.token_ids, family.query_position, axis=1).ravel().tolist())
+
+
+def verification_cost(family: WitnessFamily, rank: int, vector_bits: int) -> tuple[int, int]:
+    """(cost, limit) of verifying a head file, in word operations. The rule: each input
+    multiplies a few integers of B = (n + 1) b bits, b the bits of the largest feature vector
+    over one denominator (the lcm of its denominators and the numerators over it), and each
+    (query, key token) pair of the family takes a dot product of `rank` such entries, so
+    cost = inputs (1 + B/64)^2 + pairs rank (1 + b/64)^2; the limit scales with the family,
+    COST_PER_INPUT per input (a b of up to about 40,000 bits at n = 3: e.g. a rank-32 head
+    on the 46 words whose every entry has its own 362-bit denominator, b = 23,000, verifies
+    in 16 s on one core). A file above it is refused unverified, and a rank above the
+    family's T key tokens too (T features always suffice: one indicator per key token)."""
+    inputs, n = len(family), family.n
+    keys = np.delete(family.token_ids, family.query_position, axis=1)
+    pairs = len({(int(q), int(t)) for q, row in zip(family.query_ids, keys) for t in row})
+    cost = (inputs * (1 + (n + 1) * vector_bits // 64) ** 2
+            + pairs * rank * (1 + vector_bits // 64) ** 2)
+    return cost, inputs * COST_PER_INPUT
+
+
+def _integer_form(vec, cap: int | None = None):
+    """(ints, d) with vec == ints / d, d > 0 the least common denominator; None as soon as
+    d and the numerators over it need more than `cap` bits (the lcm is built step by step,
+    so a hostile file stops early)."""
+    d = 1
+    top = max((abs(v.numerator).bit_length() for v in vec), default=0)
+    for v in vec:
+        d = math.lcm(d, v.denominator)
+        if cap is not None and 2 * d.bit_length() + top > cap:
+            return None
+    return [v.numerator * (d // v.denominator) for v in vec], d
+
+
+def _vector_bits(form) -> int:
+    ints, d = form
+    return max((abs(u).bit_length() for u in ints), default=0) + d.bit_length()
+
+
+def _load_head(data: dict, path):
+    """(family, tables, integer forms) of a head file's JSON object; ValueError on malformed
+    content, or when its verification costs more than :func:`verification_cost` allows."""
+    for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
+        if key not in data:
+            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if set(data) - FIELDS:  # a file states nothing the verifier does not check or show
+        raise ValueError(f"path {str(path)!r} has fields a head file does not have: "
+                         f"{sorted(set(data) - FIELDS)!r:.100}")
     if data["variant"] not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
-    r = data["rank"]
-    parse_rational(data["max_error"], "max_error")
+    r = _check_rank(data)
+    parse_rational(data["max_error"], "max_error", MAX_ERROR_BITS)
     family = family_from_spec(data["family"])
+    T = len(key_token_ids(family))
+    if r > T:
+        raise ValueError(f"rank {r} is above the family's {T} key tokens (one indicator feature "
+                         "per key token always suffices)")
     m, N = family.S.shape[1], len(family.S)
     Q = np.full((N, r), Fraction(0), dtype=object)
     self_f = np.full((N, r), Fraction(0), dtype=object)
@@ -239,25 +335,122 @@ def _load_head_file(path):
     tid = {token_str(t): k for k, t in enumerate(family.tokens)}
     key_features = {t: tuple(_vector(e.get("features"), f"keys[{k}].features", r))
                     for k, e, t in _entries(data, "keys", m, tid)}
-    return data, family, (Q, key_features, self_f, scale, bias)
+    # the largest b the budget allows even without the pairs' term: stop building beyond it
+    cap = 64 * math.isqrt(COST_PER_INPUT) // (family.n + 1)
+    forms = {}
+    for name, table in (("q", Q), ("s", self_f), ("k", key_features)):
+        for i, vec in (table.items() if isinstance(table, dict) else enumerate(table)):
+            form = _integer_form(vec, cap)
+            if form is None:
+                raise ValueError(f"path {str(path)!r}: not verified, too costly: a feature vector "
+                                 f"needs more than {cap} bits over one denominator, the most "
+                                 f"this family's budget allows (COST_PER_INPUT = "
+                                 f"{COST_PER_INPUT} per input; see verification_cost)")
+            forms[(name, i)] = form
+    bits = max(_vector_bits(f) for f in forms.values())
+    cost, limit = verification_cost(family, r, bits)
+    if cost > limit:
+        raise ValueError(f"path {str(path)!r}: not verified, too costly: feature vectors of up "
+                         f"to {bits} bits over one denominator at rank {r} cost {cost:.3g} word "
+                         f"operations on {len(family)} inputs, above this family's budget "
+                         f"{limit:.3g} (COST_PER_INPUT = {COST_PER_INPUT} per input)")
+    return family, (Q, key_features, self_f, scale, bias), forms
+
+
+def _dot(a, b) -> int:
+    return sum(u * v for u, v in zip(a, b) if u and v)
+
+
+def _exact_check(family: WitnessFamily, tables, forms):
+    """The exact weights and outputs of a head file on every input, in integers: per input the
+    weights alpha_p = A_p / (d_Q d_p) share d_Q, so y - b = sum_p A_p L_p f_p / sum_p A_p L_p
+    with L_p = prod_{p' != p} d_p'. Returns (least weight, max error or None, whether a
+    denominator vanishes, {(query, token): A})."""
+    Q, key_features, self_f, scale, bias = tables
+    n, qpos, S = family.n, family.query_position, family.S
+    qform = [forms[("q", i)] for i in range(len(Q))]
+    sform = [forms[("s", i)] for i in range(len(Q))]
+    kform = {t: forms[("k", t)] for t in key_features}
+    keys = np.delete(family.token_ids, qpos, axis=1)
+    pair = {(i, t): _dot(qform[i][0], kform[t][0])
+            for i, t in {(int(i), int(t)) for i, row in zip(family.query_ids, keys) for t in row}}
+    self_w = [_dot(qform[i][0], sform[i][0]) for i in range(len(S))]
+    least = min([Fraction(a, qform[i][1] * kform[t][1]) for (i, t), a in pair.items()]
+                + [Fraction(a, qform[i][1] * sform[i][1]) for i, a in enumerate(self_w)])
+    if least < 0:
+        return least, None, False, pair
+    overlaps = (family.tokens @ S.T).tolist()  # overlaps[token][query]
+    weights = S.sum(axis=1).tolist()
+    worst = (-1, 1)  # max error as (numerator, denominator)
+    for row, (i, ids) in enumerate(zip(family.query_ids.tolist(), family.token_ids.tolist())):
+        sn, sd = scale[i].numerator, scale[i].denominator
+        A = [self_w[i] if p == qpos else pair[(i, t)] for p, t in enumerate(ids)]
+        D = [sform[i][1] if p == qpos else kform[t][1] for p, t in enumerate(ids)]
+        F = [sn * weights[i] if p == qpos else overlaps[t][i] * sd for p, t in enumerate(ids)]
+        L = [math.prod(D[:p] + D[p + 1:]) for p in range(n)]
+        den = sum(a * lp for a, lp in zip(A, L)) * sd
+        if den <= 0:
+            return least, None, True, pair
+        num = sum(a * lp * f for a, lp, f in zip(A, L, F))
+        bn, bd = bias[i].numerator, bias[i].denominator
+        err_num = abs(num * bd + (bn - int(family.targets[row]) * bd) * den)
+        err_den = den * bd
+        if err_num * worst[1] > worst[0] * err_den:
+            worst = (err_num, err_den)
+    return least, Fraction(*worst), False, pair
+
+
+#: Primes for the kernel table's rank: its rank mod p is a lower bound on the rank over Q.
+_PRIMES = (2**61 - 1, 2**89 - 1)
+
+
+def _kernel_rank(forms: dict, N: int, key_ids: list, r: int) -> int | None:
+    """Rank of the table [<Q_x, K_t>] over queries x and key tokens t. Rows and columns over
+    one denominator each have the same rank; r bounds it above and its rank mod a prime
+    below, so a prime that reaches r decides it (else exact elimination, None if too big)."""
+    qform = [forms[("q", i)][0] for i in range(N)]
+    kform = [forms[("k", t)][0] for t in key_ids]
+    best = 0
+    for p in _PRIMES:
+        qp = [[u % p for u in q] for q in qform]
+        kp = [[u % p for u in k] for k in kform]
+        M = [[_dot(q, k) % p for k in kp] for q in qp]
+        rank = 0
+        for c in range(len(kp)):
+            piv = next((k for k in range(rank, len(M)) if M[k][c]), None)
+            if piv is None:
+                continue
+            M[rank], M[piv] = M[piv], M[rank]
+            inv = pow(M[rank][c], -1, p)
+            for k in range(len(M)):
+                if k != rank and M[k][c]:
+                    f = M[k][c] * inv % p
+                    M[k] = [(u - f * v) % p for u, v in zip(M[k], M[rank])]
+            rank += 1
+        best = max(best, rank)
+        if best == r:
+            return r
+    try:
+        return exact_rank([[_dot(q, k) for k in kform] for q in qform])
+    except ValueError:
+        return None
 
 
 def verify_head_file(path) -> HeadReport:
     """Re-verify the head on the rebuilt family exactly: weights >= 0, denominators > 0, max
-    error < 1/2, the claims (passed False); malformed files raise ValueError."""
+    error < 1/2, the claims (passed False); malformed or too costly files raise ValueError
+    (:func:`verification_cost` says when a file is too costly)."""
     path = check_path(path, "path")
-    data, family, (Q, key_features, self_f, scale, bias) = _load_head_file(path)
+    return verify_head_data(read_format_file(path, "head file", FORMAT, ()), path)
+
+
+def verify_head_data(data: dict, path) -> HeadReport:
+    """:func:`verify_head_file` on the JSON object already read from `path`."""
+    family, tables, forms = _load_head(data, path)
+    Q, key_features, self_f = tables[:3]
     r = data["rank"]
-    values = [*Q.ravel(), *self_f.ravel(), *scale, *bias,
-              *(v for t in key_features.values() for v in t)]
-    bits = max(abs(v.numerator).bit_length() + v.denominator.bit_length() for v in values)
-    cost = len(family) * r * (1 + bits / 64) ** 2
-    if cost > MAX_VERIFY_COST:
-        raise ValueError(f"path {str(path)!r}: rationals of up to {bits} bits on {len(family)} "
-                         f"inputs at rank {r} cost {cost:.3g} to verify, above MAX_VERIFY_COST "
-                         f"= {MAX_VERIFY_COST}")
     problems = []
-    key_ids = set(np.delete(family.token_ids, family.query_position, axis=1).ravel().tolist())
+    key_ids = key_token_ids(family)
     missing = sorted(key_ids - set(key_features))
     if missing:
         problems.append(f"{len(missing)} key tokens of the family have no features")
@@ -266,29 +459,28 @@ def verify_head_file(path) -> HeadReport:
                         "a key position")
     if data["variant"] == "nonnegative" and not all_nonnegative(Q, self_f, key_features):
         problems.append("variant 'nonnegative' but a feature is negative")
+    if data.get("model", MODEL) != MODEL:
+        problems.append("the model text is not the one this verifier checks")
     report = HeadReport(str(path), data["family"], data["variant"], len(family.S), len(family),
                         r, None, None, None, False, problems)
     if missing:
         return report
-    head = tables_to_kernel_head(family, Q, key_features, self_f, scale, bias)
-    alpha = kernel_weights(head, family.sequences, family.convention, exact=True)
-    report.min_weight = min(Fraction(v) for v in alpha.ravel())
-    if report.min_weight < 0:
-        problems.append(f"an attention weight is negative ({report.min_weight})")
+    least, max_error, zero_den, _ = _exact_check(family, tables, forms)
+    report.min_weight = least
+    if least < 0:
+        problems.append(f"an attention weight is negative ({least})")
         return report
-    if any(t <= 0 for t in alpha.sum(axis=-1)):
+    if zero_den:
         problems.append("an attention denominator is 0")
         return report
-    y = kernel_attention(head, family.sequences, family.convention, exact=True)
-    report.max_error = exact_max_error(y, family.targets)
-    if not report.max_error < Fraction(1, 2):
-        problems.append(f"max error {float(report.max_error):.6f} >= 1/2")
-    claimed = parse_rational(data["max_error"], "max_error")
-    if claimed != report.max_error:
+    report.max_error = max_error
+    if not max_error < Fraction(1, 2):
+        problems.append(f"max error {float(max_error):.6f} >= 1/2")
+    claimed = parse_rational(data["max_error"], "max_error", MAX_ERROR_BITS)
+    if claimed != max_error:
         problems.append(f"claimed max error {float(claimed):.6f} != recomputed "
-                        f"{float(report.max_error):.6f}")
-    report.kernel_rank = exact_rank([[sum((a * b for a, b in zip(q, key_features[t])),
-                                          Fraction(0)) for t in sorted(key_features)] for q in Q])
+                        f"{float(max_error):.6f}")
+    report.kernel_rank = _kernel_rank(forms, len(family.S), sorted(key_features), r)
     report.passed = not problems
     return report
 
@@ -296,7 +488,9 @@ def verify_head_file(path) -> HeadReport:
 def read_head_claims(path) -> dict:
     """A head file's claims (family, variant, rank, max error, construction), unverified."""
     path = check_path(path, "path")
-    data = _read_head_json(path, ("family", "variant", "rank", "max_error"))
+    data = read_format_file(path, "head file", FORMAT, ("family", "variant", "rank", "max_error"))
+    _check_rank(data)
     return {"path": str(path), "family": data["family"], "variant": data["variant"],
-            "rank": data["rank"], "max_error": parse_rational(data["max_error"], "max_error"),
+            "rank": data["rank"],
+            "max_error": parse_rational(data["max_error"], "max_error", MAX_ERROR_BITS),
             "construction": data.get("construction", "")}

@@ -1,5 +1,6 @@
 """From factors of an admissible ratio matrix to an explicit exact head (Chapter 3,
-{prf:ref}`prop-sandwich-matrix-problem` (ii)), checked exactly before it is returned.
+{prf:ref}`prop-sandwich-matrix-problem` (ii)), checked exactly before it is returned; the
+witness heads of chapters 3 and 6 (one feature per key token, per query, one query spread).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from companion.bounds.gap_domination import gap_domination_factor
 from companion.bounds.witness import WitnessFamily
-from companion.checks import check_fraction
+from companion.checks import check_fraction, check_instance, check_int
 from companion.core.attention import KernelAttentionHead, attention_output
 from companion.core.exact import solve
 from companion.core.task import token_index
@@ -21,11 +22,13 @@ from companion.sandwich.matrix import (
     admissibility_violations,
     check_exact_factor,
     exact_dot,
+    indicator_factors,
     ratio_bounds,
     ratio_matrix_of_factors,
+    spread_factors,
 )
 
-__all__ = ["build_exact_head"]
+__all__ = ["build_exact_head", "indicator_head", "query_indicator_head", "spread_query_head"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +51,12 @@ class ExactHead:
     @property
     def nonnegative(self) -> bool:
         return all_nonnegative(self.query_features, self.self_features, self.key_features)
+
+    @property
+    def attention_head(self) -> KernelAttentionHead:
+        """The head as a :class:`KernelAttentionHead` (Fractions; zero outside F(S))."""
+        return tables_to_kernel_head(self.family, self.query_features, self.key_features,
+                                     self.self_features, self.self_value_scale, self.bias)
 
 
 def all_nonnegative(*tables) -> bool:
@@ -309,3 +318,47 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
         bias[x] = _simplest_between(centre - slack, centre + slack) if slack > 0 else centre
     max_error = max(max(hi[x] + bias[x], -(lo[x] + bias[x])) for x in range(N))
     return bias, max_error
+
+
+# --------------------------------------------------------------------------- witness heads
+
+
+def query_indicator_head(family: WitnessFamily) -> KernelAttentionHead:
+    """The exact head of rank |S|: one feature per query, from the factors Q = I,
+    K_y[x] = M_xy = u_xy / 2 (:func:`companion.sandwich.matrix.indicator_factors`)."""
+    check_instance(family, "family", WitnessFamily)
+    return build_exact_head(family, *indicator_factors(ratio_bounds(family))).attention_head
+
+
+def spread_query_head(family: WitnessFamily) -> KernelAttentionHead:
+    """The exact head of rank |S| - 1: one query spread over the others' features
+    (:func:`companion.sandwich.matrix.spread_factors`, {prf:ref}`prop-one-query-spread`);
+    ValueError when no spread exists (every P_s <= 1)."""
+    check_instance(family, "family", WitnessFamily)
+    return build_exact_head(family, *spread_factors(ratio_bounds(family))).attention_head
+
+
+def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAttentionHead:
+    """The exact head with one feature per key token: phi_K(z) = e_z, phi_Q(x)_z = base^-<x,z>
+    (default base 2n); error (n-2) g / (base^g + n - 2) < 1/2 on a mixed sequence of gap g."""
+    check_instance(family, "family", WitnessFamily)
+    n, q = family.n, family.query_position
+    base = 2 * n if base is None else check_int(base, f"base (above n - 2 = {n - 2})", n - 1)
+    key_ids = sorted(set(np.delete(family.token_ids, q, axis=1).ravel().tolist()))
+    keys = family.tokens[key_ids]
+    index, r = token_index(keys), len(keys)
+    eye, zero = np.eye(r, dtype=np.int64), np.zeros(r, dtype=np.int64)
+
+    def query(x):
+        ov = np.asarray(x, dtype=np.int64) @ keys.T
+        out = np.empty(ov.shape, dtype=object)
+        out.reshape(-1)[:] = [Fraction(1, base ** int(v)) for v in ov.ravel()]
+        return out
+
+    return KernelAttentionHead(
+        rank=r, query_features=query,
+        key_features=lambda z, p: token_lookup(
+            z, lambda b: eye[index[b]] if p != q and b in index else zero, r).astype(np.int64),
+        values=lambda z, p: np.asarray(z, dtype=np.int64),
+        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64))

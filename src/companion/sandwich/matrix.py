@@ -16,7 +16,7 @@ from companion.core.exact import exact_rank  # noqa: F401 (the sandwich's rank, 
 from companion.core.task import token_index
 
 __all__ = ["ratio_bounds", "admissibility_violations", "spread_products", "indicator_factors",
-           "spread_factors"]
+           "spread_factors", "ratio_matrix_of_factors"]
 
 #: Most entries of one exact factor (|S| x r Fractions; the book's largest has 2116).
 MAX_FACTOR_ENTRIES = 2**16
@@ -136,9 +136,11 @@ def exact_dot(a, b) -> Fraction:
     return sum((u * v for u, v in zip(a, b, strict=True)), Fraction(0))
 
 
-def ratio_matrix_of_factors(Q, K) -> np.ndarray:
+def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
     """M[x,y] = <Q_x, K_y> / <Q_x, K_x> (exact); Q_x = phi_Q(S[x]), K_y = phi_K(complement
-    S[y]), both exact factors of one shape."""
+    S[y]), both exact factors (ints or Fractions) of one shape."""
+    Q = check_exact_factor(query_factor, "query_factor")
+    K = check_exact_factor(key_factor, "key_factor", *Q.shape)
     N = len(Q)
     M = np.empty((N, N), dtype=object)
     for x in range(N):

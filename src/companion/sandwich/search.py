@@ -1,6 +1,7 @@
 """Numerical search for low-rank admissible ratio matrices (Chapter 3, the sandwich's upper
-ends): float factors by L-BFGS (signed) or HALS (nonnegative), rounded to rationals; only the
-exact check of the rounded head (:func:`companion.sandwich.heads.build_exact_head`) counts.
+ends): float factors by Douglas-Rachford splitting between the box and the rank-r matrices
+(signed) or by HALS (nonnegative), rounded to rationals; only the exact check of the rounded
+head (:func:`companion.sandwich.heads.build_exact_head`) counts.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ __all__ = ["search_ratio_factors", "exact_head_from_search"]
 
 #: Denominators tried, in order, when rounding float factors to rationals.
 ROUNDING_DENOMINATORS = (2**10, 2**14, 2**20, 2**30)
-#: Most restarts x rounds of one search (a round: one L-BFGS run or 100 HALS sweeps;
-#: results/heads used 4 x 30) and most denominators tried (an exact check each).
+#: Most restarts x rounds of one search (a round: 100 Douglas-Rachford steps, one SVD each,
+#: or 100 HALS sweeps) and most denominators tried (an exact check each).
 MAX_SEARCH_ROUNDS = 10_000
 MAX_DENOMINATORS = 16
 
@@ -61,29 +62,23 @@ def _violation(X, upper, margin, floor):
                      np.max(upper[off] * floor / 2 - Xn[off])))
 
 
-def _signed_search(upper, r, rng, margin, floor, rounds, torch, start=None):
-    N = len(upper)
-    U = torch.tensor(upper, dtype=torch.float64)
-    hi, lo = U * (1 - margin), U * floor
-    off = 1 - torch.eye(N, dtype=torch.float64)
-    init = rng.uniform(0, 1, (2, N, r)) / np.sqrt(r) if start is None else start
-    A = torch.tensor(init[0], requires_grad=True)
-    B = torch.tensor(init[1], requires_grad=True)
-    opt = torch.optim.LBFGS([A, B], max_iter=500, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-14, tolerance_change=1e-16, history_size=50)
-
-    def closure():
-        opt.zero_grad()
-        X = A @ B.T
-        loss = ((torch.diagonal(X) - 1) ** 2).sum() + (
-            (torch.relu(X - hi) ** 2 + torch.relu(lo - X) ** 2) * off).sum()
-        loss.backward()
-        return loss
-
+def _signed_search(upper, r, rng, margin, floor, rounds, start=None):
+    """Douglas-Rachford for a point of the box [floor u, (1 - margin) u] (unit diagonal) of
+    rank r: Y <- Y + P_rank(2 P_box(Y) - Y) - P_box(Y); factors of the rank-r part of P_box(Y)
+    once its rows, normalised, clear the bounds."""
+    hi, lo = upper * (1 - margin), upper * floor
+    np.fill_diagonal(hi, 1.0)
+    np.fill_diagonal(lo, 1.0)
+    Y = rng.uniform(lo, hi) if start is None else np.array(start, dtype=np.float64)
     worst = np.inf
     for _ in range(rounds):
-        opt.step(closure)
-        Q, K = A.detach().numpy().copy(), B.detach().numpy().copy()
+        for _ in range(100):
+            B = np.clip(Y, lo, hi)
+            U, sv, Vt = np.linalg.svd(2 * B - Y)
+            Y += (U[:, :r] * sv[:r]) @ Vt[:r] - B
+        U, sv, Vt = np.linalg.svd(np.clip(Y, lo, hi))
+        root = np.sqrt(sv[:r])
+        Q, K = U[:, :r] * root, Vt[:r].T * root
         worst = min(worst, _violation(Q @ K.T, upper, margin, floor))
         if worst < 0:
             return Q, K, worst
@@ -115,19 +110,12 @@ def _nonnegative_search(upper, r, rng, margin, floor, rounds):
     return None, None, worst
 
 
-def _warm_start(start, rank: int):
-    """Rank-`rank` truncation (SVD) of a matrix, as a (2, N, rank) factor pair."""
-    u, sv, vt = np.linalg.svd(start)
-    root = np.sqrt(sv[:rank])
-    return np.stack([u[:, :rank] * root, vt[:rank].T * root])
-
-
 def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegative=False,
                          restarts: int = 4, rounds: int = 30, margin: float = 2e-3,
                          floor: float = 1e-4, start=None) -> SearchResult:
     """Float factors Q, K (|S| x rank) with Q K^T admissible, off-diagonal entries in [floor u,
-    (1 - margin) u]: L-BFGS on (diag - 1)^2 + hinge^2 (signed, torch) or HALS projections
-    (nonnegative). Seeded; `start` (N x N) seeds the first signed restart."""
+    (1 - margin) u]: Douglas-Rachford between the box and the rank-r matrices (signed) or HALS
+    projections (nonnegative). Seeded; `start` (N x N) seeds the first signed restart."""
     N = check_instance(bounds, "bounds", RatioBounds).size
     rank = check_int(rank, "rank", 1, N)
     seed = check_int(seed, "seed", 0)
@@ -145,17 +133,12 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
     upper = np.vectorize(float, otypes=[np.float64])(bounds.upper)
     rng = np.random.default_rng(seed)
     worst = np.inf
-    if not nonnegative:
-        import torch
-
-        torch.set_num_threads(1)
     for restart in range(restarts):
         if nonnegative:
             Q, K, v = _nonnegative_search(upper, rank, rng, margin, floor, rounds)
         else:
-            Q, K, v = _signed_search(upper, rank, rng, margin, floor, rounds, torch,
-                                     _warm_start(start, rank)
-                                     if restart == 0 and start is not None else None)
+            Q, K, v = _signed_search(upper, rank, rng, margin, floor, rounds,
+                                     start if restart == 0 else None)
         worst = min(worst, v)
         if Q is not None:
             return SearchResult(rank, bool(nonnegative), seed, Q, K, restart, v)
