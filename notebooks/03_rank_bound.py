@@ -26,18 +26,16 @@
 # :class: tip
 # Chained along a ladder of keys, the factors multiply: the weight ratio grows like
 # $\lambda^G$ with $\lambda = 4^{1/5}$ at three tokens ({prf:ref}`lem-amplification`), and a
-# trace inequality turns the ratios into a rank bound ({prf:ref}`thm-exponential-rank`).
-# Every head with error below $1/2$ at three tokens needs $r \ge 2^{0.1772\,(m-19)}$
-# features, certified for every width $m$ ({prf:ref}`cor-every-width`). A sharper trace
-# bound ({prf:ref}`lem-shifted-trace`, {prf:ref}`cor-strict-sandwich`) meets exact heads on
-# two finite families: the smallest feature rank of one head with error below $1/2$ is
-# {glue:text}`window-e1-real` on the 28 queries of the experiments (E1) and
-# {glue:text}`window-rows23-real` on the 23 Paley rows; on the 46-word family it lies
-# in {glue:text}`window-code46-real` ({prf:ref}`cor-narrowed-sandwich`). With
-# nonnegative features a lemma of our own ({prf:ref}`lem-near-orthogonal`) and block designs
-# ({prf:ref}`prop-design-heads`) make it {glue:text}`window-e1-nonnegative` on E1 and
-# {glue:text}`window-rows23-nonnegative` on the Paley rows; the 46 words lie in
-# {glue:text}`window-code46-nonnegative` ({ref}`the table of windows <tab-windows>`).
+# trace inequality turns the ratios into a rank bound ({prf:ref}`thm-exponential-rank`):
+# every head with error below $1/2$ at three tokens needs $r \ge 2^{0.1772\,(m-19)}$
+# features, certified for every width $m$ ({prf:ref}`cor-every-width`). On three finite
+# families a certificate and an exact head pin the smallest rank
+# ({ref}`the table of windows <tab-windows>`): with any real features
+# {glue:text}`window-e1-real` on the 28 queries of the experiments (E1),
+# {glue:text}`window-rows23-real` on the 23 Paley rows, {glue:text}`window-code46-real` on the
+# 46 words; with nonnegative features, by a lemma of our own ({prf:ref}`lem-near-orthogonal`)
+# and block designs, {glue:text}`window-e1-nonnegative`,
+# {glue:text}`window-rows23-nonnegative` and {glue:text}`window-code46-nonnegative`.
 # Verdicts — {claim-verdict}`lem-c`; {claim-verdict}`thm-e`; {claim-verdict}`lem-d-sharper`;
 # {claim-verdict}`sandwich-heads`.
 # ```
@@ -48,11 +46,9 @@
 # against the dynamic programme, attacks on the matrix inequalities, tampered certificates,
 # the stored heads re-verified) are folded into the audit trail at the end.
 #
-# **Code for this chapter:** `companion.bounds` (`amplification`, `rank_bounds`, `witness`,
-# `codes`, `code_search`, `asymptotics`), `companion.sandwich` (`matrix`, `heads` (exact
-# heads on $F(S)$), `designs`, `search`, `head_files`, `certificates`, `windows`:
-# {prf:ref}`prop-sandwich-matrix-problem`, the head and certificate files and the table of
-# windows), the E1 family from `companion.experiments.e1`, and `companion.book`.
+# **Code for this chapter:** `companion.bounds` (Lemmas C and D, Theorem E, the codes and the
+# asymptotics), `companion.sandwich` (the matrix problem, exact heads, designs, search, head
+# and certificate files, the table of windows) and the E1 family of `companion.experiments.e1`.
 
 # %% tags=["remove-cell"]
 # Colab or a bare kernel: install the companion (book/reading.md, "Three ways to run")
@@ -262,7 +258,7 @@ print("kappa lambda^G <= rho(G) <= lambda^G, checked exactly for G0 <= G <= 300:
 # steps of length 4 a close second ($3^{1/4} \approx 1.3161$). Longer contexts raise the
 # factor by $n - 2$ and shorten the best step.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 rates = []
 for n in (3, 4, 6, 10):
     for eps in (Fraction(1, 2), Fraction(1, 4)):
@@ -539,7 +535,7 @@ weight = int(np.sum(cert.S[0]))
 pair = max(cert.chains, key=lambda p: (len(cert.chains[p]), p))  # the longest ladder
 query = np.array(cert.S[pair[0]])
 keys = [np.array(z) for z in cert.chains[pair]]
-fig, ax = plt.subplots(figsize=(7.2, 0.42 * (len(keys) + 1) + 1.0))
+fig, ax = plt.subplots(figsize=(7.2, 0.36 * (len(keys) + 1) + 0.9))
 ax.imshow(np.array([query, *keys]), cmap="Greys", vmin=0, vmax=1.5, aspect="auto")
 ax.set_yticks(range(len(keys) + 1),
               ["query $x$"] + [f"key $z_{k}$" for k in range(len(keys))])
@@ -839,7 +835,11 @@ plt.show()
 # ```
 # :::
 #
-# **Why the bound is strict.** The last inequality of the proof needs $M_{xy} < u_{xy}$, not
+# The bound needs the ratios strictly inside their box; the fold below says why, and shows a
+# matrix in the closed box with inner dimension 25 that no head can have.
+#
+# :::{dropdown} Why the bound is strict: a closed-box matrix of inner dimension 25
+# The last inequality of the proof needs $M_{xy} < u_{xy}$, not
 # $\le$, and that is where an exact head differs from the closed box, exactly as for E1's
 # real-features bound 22 ({prf:ref}`cor-strict-sandwich`): a head whose error is
 # $\varepsilon < 1/2$ obeys the ladder inequalities with the factors $c_{n,\varepsilon}(g)$,
@@ -848,9 +848,10 @@ plt.show()
 # the affine plane's lines, placed on E1's 28 queries with each complementary pair on two
 # parallel lines, give a matrix $M = VV^\top$ with nonnegative $V$ of inner dimension 25 in the
 # closed box $0 \le M_{xy} \le u_{xy}$; its entries $1/5$ *equal* their bounds, and no head
-# can have them. Checked exactly:
+# can have them. The folded cell below checks this exactly.
+# :::
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 e1_bounds = ratio_bounds(family)  # the experiments' family is E1's
 lines = [line for parallel in affine_plane(5) for line in parallel]
 complements = [(x, y) for x in range(e1_bounds.size) for y in range(x + 1, e1_bounds.size)
@@ -871,7 +872,8 @@ print(f"Lemma N on E1's bounds: beta^2 = {lemma_n.beta_squared} -> nonnegative f
       f"r >= {lemma_n.rank}")
 
 # %% [markdown]
-# One more coordinate repairs the lines. Give every line of a parallel class $c$ the vector
+# :::{dropdown} The lift: one more coordinate repairs the lines
+# Give every line of a parallel class $c$ the vector
 # $v = (\gamma_c \mathbf 1_L, s_c)$ with $\gamma_c^2 + s_c^2/5 = 1$ (so $\lVert v \rVert^2 = 5$
 # and the entry of $M = VV^\top/5$ on two lines is $\langle v, v'\rangle/5$). Two lines of one
 # class are disjoint and get $s_c^2/5$, small. Two lines of classes $c \ne c'$ meet in one
@@ -879,7 +881,8 @@ print(f"Lemma N on E1's bounds: beta^2 = {lemma_n.beta_squared} -> nonnegative f
 # $s = \sqrt 5 \sin\phi$ this is $(\cos(\phi - \phi') + 4\sin\phi\sin\phi')/5$, below $1/5$
 # once $\phi$ and $\phi'$ differ by a factor above $5 + \sqrt{24} \approx 9.9$. Scales
 # $t_c = (1/5)/11^c$ with the rational point $\gamma = (5 - t^2)/(5 + t^2)$,
-# $s = 10t/(5 + t^2)$ do it, exactly:
+# $s = 10t/(5 + t^2)$ do it, exactly; the proposition below uses this lift in (b).
+# :::
 #
 # ```{prf:proposition} Nonnegative heads from block designs
 # :label: prop-design-heads
@@ -895,18 +898,16 @@ print(f"Lemma N on E1's bounds: beta^2 = {lemma_n.beta_squared} -> nonnegative f
 # features.
 # ```
 #
-# The proof of each instance is the exact check of its matrix and of the head built from it,
-# which `companion.sandwich.designs` and `build_exact_head` run. On E1, the affine plane of
-# order 5 lifted has rank 26, the bound of {prf:ref}`cor-nonnegative-rank`: **with
-# nonnegative features E1's smallest rank is exactly 26**. On the 46 words, the transversal
-# design TD(6, 7) (points $(g, e)$, $g < 6$, $e \in \mathbb Z_7$; blocks $\{(g, ag + b)\}$)
-# gives rank 42 unlifted, and TD(5, 7), 49 blocks of size 5 on 35 points, lifted gives 36.
-# The blocks need no algebra: a *packing*, 46 blocks of size 5 on 34 points that pairwise
-# share at most one point, found by a seeded annealing search (`packing`, the same blocks on
-# every machine), lifted gives 35; its blocks fall into 14 classes of disjoint blocks, each
-# class on its own scale:
+# Each instance is proved by the exact check of its matrix and of the head built from it
+# (`companion.sandwich.designs`, `build_exact_head`; the folded table below). On E1 the affine
+# plane of order 5, lifted, has rank 26, the bound of {prf:ref}`cor-nonnegative-rank`:
+# **with nonnegative features E1's smallest rank is exactly 26**. On the 46 words the
+# transversal design TD(6, 7) (points $(g, e)$, $g < 6$, $e \in \mathbb Z_7$; blocks
+# $\{(g, ag + b)\}$) gives rank 42 unlifted, TD(5, 7) lifted 36, and a *packing*
+# (46 blocks of size 5 on 34 points pairwise sharing at most one point, from a seeded
+# annealing search, `packing`; 14 classes of disjoint blocks) lifted gives 35.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 design_rows = []
 code46 = witness_family(paley_subset(23, 23))
 for label, fam, classes, lift in (
@@ -934,17 +935,15 @@ Table(design_rows, formats={"least slack 1/rho - M": ".2e"})
 # nonnegative factorisation of inner dimension 25 exists, by the corollary).
 #
 # (tab-windows)=
-# **The windows.** Every end is a committed file in `results/heads/`: a lower-bound
-# certificate (`<family>_lower_bound.json` for any real features, written with the sharper
-# trace lemma; `<family>_nonnegative_lower_bound.json` where Lemma N proves more) or an exact
-# head (`<family>_signed.json`, `<family>_nonnegative.json`; a nonnegative head counts for real
-# features too). `companion.sandwich.windows` reads and re-verifies them all, here and in the
-# pages that quote this table, and `python -m companion verify-head results/heads/*.json`
-# re-checks them without this chapter. The heads come from the constructions above, from
-# {prf:ref}`prop-one-query-spread` and the query indicators, and from a seeded search
-# (Douglas–Rachford splitting between the box and the rank-$r$ matrices,
-# `companion.sandwich.search`, run by `scripts/search_heads.py`), rounded to rationals; only
-# the exact check of the rounded head counts.
+# **The windows.** Every end is a committed file in `results/heads/` (named in the fold under
+# the table): a lower-bound certificate, by the sharper trace lemma for any real features or
+# by Lemma N where it proves more, or an exact head (a nonnegative head counts for real
+# features too). `companion.sandwich.windows` re-verifies every file wherever this table is
+# quoted, and `python -m companion verify-head results/heads/*.json` does so without the book.
+# The heads come from the constructions above, the query indicators and a seeded
+# Douglas–Rachford search between the box and the rank-$r$ matrices
+# (`scripts/search_heads.py`), rounded to rationals; only the exact check of the rounded head
+# counts.
 
 # %% tags=["hide-input"]
 heads_dir = Path("..") / "results" / "heads"
@@ -953,6 +952,13 @@ if not heads_dir.is_dir():  # run from the repository root
 windows = sandwich_windows(heads_dir)  # every file re-verified exactly
 for w in windows:
     glue_text(w.key, w.text)  # what the other pages quote
+Table([w.row() for w in windows], caption="The windows: lower <= smallest feature rank of "
+      "an exact head <= upper, each end a committed file re-verified here")
+
+# %% tags=["hide-cell"]
+# the file behind each end, in the order of the table above (in results/heads/)
+display(Table([{"lower end": w.lower_file, "upper end": w.upper_file} for w in windows]))
+# the three families behind the windows (Paley q = 23; n = 3, eps = 1/2)
 family_rows = []
 for name, spec in FAMILIES.items():
     fam = witness_family(paley_subset(spec["a"], spec["b"], spec["q"]), spec["n"])
@@ -961,9 +967,7 @@ for name, spec in FAMILIES.items():
                         "|S|": len(fam.S), "inputs": len(fam),
                         "ladder keys private": ratio.private_ladders,
                         "max P_s": max(spread_products(ratio))})
-display(Table(family_rows, caption="The three witness families (n = 3, eps = 1/2)"))
-Table([w.row() for w in windows], caption="The windows: lower <= smallest feature rank of "
-      "an exact head <= upper, each end a committed file re-verified here")
+Table(family_rows, caption="The three witness families (n = 3, eps = 1/2)")
 
 # %% [markdown]
 # Four of the six windows are closed. Any real features (kernel $\ge 0$, the paper's class):
@@ -996,15 +1000,30 @@ Table([w.row() for w in windows], caption="The windows: lower <= smallest featur
 # :::
 
 # %% [markdown]
-# **Why E1 needs the strict bounds.** Its value is exactly $B = 21$, at $c = 1/10$, and no
+# **Why E1 needs the strict bounds.** Its sharper-lemma value is exactly $21$, and a matrix in
+# the closed box attains it; only strictness lifts the bound to 22 (fold below; its check is
+# the folded cell after it).
+#
+# :::{dropdown} A closed-box matrix of rank 21 on E1
+# E1's sharper-lemma value is $B = 21$, at $c = 1/10$, and no
 # argument that only knows $0 \le M_{xy} \le u_{xy}$ can prove more: the matrix with unit
 # diagonal and $1/5$ exactly where the Kneser graph $K(8, 2)$ has an edge (two 2-subsets of
 # $\{1, \dots, 8\}$ adjacent when disjoint; its 28 vertices placed on the queries so that
 # the five complementary pairs, whose bound is $1/27$, get no edge) lies in that closed box
 # and has rank 21. It is not a head's matrix, though: its entries $1/5$ *equal* their bounds,
-# and a head with error below $1/2$ stays strictly below them. Checked exactly:
+# and a head with error below $1/2$ stays strictly below them.
+#
+# The Kneser graph's adjacency matrix has eigenvalues $15$, $-5$ (seven times) and $1$
+# (twenty times), so $I + A/5$ has the eigenvalue $0$ seven times: rank 21, and equality in
+# {prf:ref}`lem-shifted-trace`. Lowered by any amount, the entries no longer cancel and the
+# rank jumps to 28. Equality in the lemma needs every entry at the end of its interval that
+# is farthest from $c$ — here $0$ or $1/5$ — and a head cannot reach $1/5$; that is the
+# whole proof of {prf:ref}`cor-strict-sandwich` on this family. So no head of rank 21 solves
+# E1's family, and the searched rank-22 head is optimal; the audit trail re-verifies that
+# head live from its file.
+# :::
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 e1_box = ratio_bounds(family)  # the experiments' family is E1's
 assert np.array_equal(family.S, paley_subset(23, 5, 23))
 kneser = kneser_box_matrix(e1_box)  # unit diagonal, 1/5 on the edges of K(8, 2)
@@ -1023,21 +1042,13 @@ shrunk = identity + (kneser - identity) * (1 - Fraction(1, 10**6))
 print("the same pattern with 1/5 - 1/(5 10^6): exact rank", exact_rank(shrunk.tolist()))
 
 # %% [markdown]
-# The Kneser graph's adjacency matrix has eigenvalues $15$, $-5$ (seven times) and $1$
-# (twenty times), so $I + A/5$ has the eigenvalue $0$ seven times: rank 21, and equality in
-# {prf:ref}`lem-shifted-trace`. Lowered by any amount, the entries no longer cancel and the
-# rank jumps to 28. Equality in the lemma needs every entry at the end of its interval that
-# is farthest from $c$ — here $0$ or $1/5$ — and a head cannot reach $1/5$; that is the
-# whole proof of {prf:ref}`cor-strict-sandwich` on this family. So no head of rank 21 solves
-# E1's family, and the searched rank-22 head is optimal.
-#
-# The audit trail re-verifies that head live from its file.
-
-# %% [markdown]
 # ## Asymptotics: how fast does the bound grow with m?
 #
-# Three curves, for $n \in \{3, 4, 6, 10\}$ at $\varepsilon = 1/2$:
+# Three curves, for $n \in \{3, 4, 6, 10\}$ at $\varepsilon = 1/2$: a bound *certified* for
+# explicit codes, an *estimate* for random codes, and the *large-context limit*
+# $n \to \infty$, which the proposition below pins down.
 #
+# :::{dropdown} How the three curves are computed
 # * **certified, explicit.** For each width, copies of small explicit codes (Paley, and
 #   greedy codes searched for that $n$; a knapsack picks the mix, zero columns pad) are
 #   concatenated, and the bound of the result is computed from its gap distribution, the
@@ -1051,7 +1062,8 @@ print("the same pattern with 1/5 - 1/(5 10^6): exact rank", exact_rank(shrunk.to
 # * **large-context limit.** For a fixed code with all gaps $\ge 2$, $\rho(G) \ge n - 2$, so
 #   as $n \to \infty$ the bound tends to $|S|$, and the best bound at width $m$ to
 #   $L(m) = \max_w A(m, w)$, the largest constant-weight code with all gaps $\ge 2$, which
-#   two classical counts pin to within one bit:
+#   two classical counts pin to within one bit.
+# :::
 #
 # ```{prf:proposition} The large-context limit, to within a factor 2
 # :label: prop-large-context-limit
@@ -1135,10 +1147,10 @@ print("the same pattern with 1/5 - 1/(5 10^6): exact rank", exact_rank(shrunk.to
 # ```
 # :::
 #
-# The cell computes $B_0$ exactly and checks the stated rate at every width up to 1000; the
-# next one tabulates the explicit codes' bounds (the full table folded under the cell).
+# The folded cells compute $B_0$ exactly, check the stated rate at every width up to 1000
+# and tabulate the explicit codes' bounds; the figure draws them.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 paley20 = paley_hadamard_code(19)
 base_bound = every_width_rank_bound(paley20, paley20.shape[1])  # B_0, a Fraction
 rate = (math.log2(base_bound.numerator) - math.log2(base_bound.denominator)) / 20
@@ -1175,7 +1187,7 @@ for m in table_widths:
 display(Table(rows, formats={"certified log2 (exact)": ".2f",
                              "estimate log2 (random)": ".2f"}))
 
-# %% tags=["hide-input"]
+# %% tags=["hide-cell"]
 widths = np.arange(8, 1001, 4)
 curves = {n: asymptotic_rows(bases[n], widths, n) for n in (3, 4, 6, 10)}
 Table([{"n": n,
@@ -1187,7 +1199,7 @@ Table([{"n": n,
                "rate from lambda (per unit of gap)": ".4f"})
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Certified feature-rank lower bounds at length three against the token width $m$, for $n = 3, 4, 6, 10$ (solid: certified for an explicit code; dashed: estimate for a random code), with the $n \\to \\infty$ limit and the ceiling $2^m$.", "name": "fig-rank-bounds-vs-width"}, "image": {"alt": "Log base 2 of the rank bound against the token width m up to 1000: for each of four lengths n a solid certified line and a dashed random-code estimate, all growing linearly in m below a dotted ceiling line 2 to the m, with a dash-dotted limit line for large n."}}
-fig, ax = plt.subplots(figsize=(7.2, 4.8))
+fig, ax = plt.subplots(figsize=(7.2, 4.2))
 for n, color in zip((3, 4, 6, 10), ("C0", "C1", "C2", "C3"), strict=True):
     rows_n = curves[n]
     ax.plot(widths, [r.certified_log2 for r in rows_n], color=color, lw=1.8,
@@ -1214,9 +1226,8 @@ plt.show()
 # dominated by the rare pairs of small gap, and each unit of gap buys at most
 # $\log_2\lambda = 0.4$ bits at $n = 3$. Longer contexts raise the exponent (0.50 at
 # $n = 10$; $2^{m - O(\log m)}$ as $n \to \infty$, {prf:ref}`prop-large-context-limit`).
-# Whether the true minimal rank is nearer these numbers or $2^m$ is open for growing $m$; on
-# the two finite families where the sandwich closed the certificate is exact
-# ({prf:ref}`cor-narrowed-sandwich`).
+# Whether the true minimal rank is nearer these numbers or $2^m$ is open for growing $m$;
+# where a window of the table closed, the certificate is exact.
 
 # %% [markdown]
 # ## Summary
@@ -1227,18 +1238,14 @@ plt.show()
 # - {prf:ref}`lem-trace-rank`, {prf:ref}`lem-nonneg-sharpening` and the sharper
 #   {prf:ref}`lem-shifted-trace` never exceeded the true rank, on random matrices and on
 #   matrices optimised to break them, checked in exact arithmetic.
-# - {prf:ref}`thm-exponential-rank` on the 24-bit family: certified $r \ge 20$ as first
-#   stated, $r \ge 22$ with the sharper lemma and strict bounds
-#   ({prf:ref}`cor-strict-sandwich`); a verified rank-22 head closes the window. With any
-#   real features the smallest rank is {glue:text}`window-e1-real` on E1,
-#   {glue:text}`window-rows23-real` on the 23 Paley rows and
-#   {glue:text}`window-code46-real` on the 46 words ({prf:ref}`cor-narrowed-sandwich`).
-# - {prf:ref}`lem-near-orthogonal`, our own lemma, and {prf:ref}`cor-nonnegative-rank`:
-#   nonnegative features need $\min(|S|, 26)$ on these families; with the block designs of
-#   {prf:ref}`prop-design-heads` the nonnegative windows are {glue:text}`window-e1-nonnegative`
-#   (E1), {glue:text}`window-rows23-nonnegative` (Paley rows) and
-#   {glue:text}`window-code46-nonnegative` (46 words). Every end is a file that
-#   `verify-head` re-checks ({ref}`the table <tab-windows>`).
+# - {prf:ref}`thm-exponential-rank` on E1's 24-bit family: $r \ge 20$ as first stated, $22$
+#   with the sharper lemma and strict bounds ({prf:ref}`cor-strict-sandwich`).
+# - The windows ({ref}`the table <tab-windows>`, every end a file that `verify-head`
+#   re-checks): with any real features E1 {glue:text}`window-e1-real`, the Paley rows
+#   {glue:text}`window-rows23-real`, the 46 words {glue:text}`window-code46-real`; with
+#   nonnegative features, by our {prf:ref}`lem-near-orthogonal` and the block designs of
+#   {prf:ref}`prop-design-heads`, {glue:text}`window-e1-nonnegative`,
+#   {glue:text}`window-rows23-nonnegative` and {glue:text}`window-code46-nonnegative`.
 # - {prf:ref}`cor-every-width`: $r \ge 2^{0.1772\,(m-19)}$ for every $m$; explicit
 #   concatenated codes certify more at given widths ($2^{18.39}$ at $m = 100$,
 #   $2^{184.65}$ at $m = 1000$), still far below the $2^m$ ceiling.

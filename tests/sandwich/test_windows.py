@@ -36,8 +36,8 @@ def test_each_end_names_its_file_and_how_it_is_known(windows):
     # a nonnegative head is a real-features head too: it can be the real window's upper end
     assert windows[("paley_rows_23", "real")].upper_file == "paley_rows_23_signed.json"
     row = windows[("e1_28", "real")].row()
-    assert set(row) == {"family", "features", "lower", "upper", "window", "lower end",
-                        "upper end"}
+    assert set(row) == {"family", "features", "window", "lower end", "upper end"}
+    assert row["lower end"] == "sharper trace lemma" and row["upper end"] == "exact signed head"
 
 
 def test_a_file_that_fails_stops_the_table(tmp_path):

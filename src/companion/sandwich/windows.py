@@ -23,14 +23,12 @@ def _spec(a: int, b: int) -> dict:
 #: The three families of the sandwich: (label, the family's spec in the files).
 FAMILIES = {"e1_28": _spec(23, 5), "paley_rows_23": _spec(23, 0),
             "paley_code_46": _spec(23, 23)}
-LABELS = {"e1_28": "E1: 23 Paley rows + 5 complements (28 queries)",
-          "paley_rows_23": "23 Paley rows",
+LABELS = {"e1_28": "E1 (28 queries)", "paley_rows_23": "23 Paley rows",
           "paley_code_46": "46-word Paley code"}
 #: Short names in the keys the pages quote a window by (``window-e1-nonnegative``).
 SHORT = {"e1_28": "e1", "paley_rows_23": "rows23", "paley_code_46": "code46"}
 #: How a certificate's lemma is named in the table.
-LEMMA_NAMES = {"real": "sharper trace lemma (cor-strict-sandwich)",
-               "nonnegative": "Lemma N (cor-nonnegative-rank)"}
+LEMMA_NAMES = {"real": "sharper trace lemma", "nonnegative": "Lemma N"}
 
 
 @dataclass(frozen=True)
@@ -63,10 +61,10 @@ class Window:
         return f"exactly {self.lower}" if self.closed else f"[{self.lower}, {self.upper}]"
 
     def row(self) -> dict:
-        return {"family": self.label, "features": self.features, "lower": self.lower,
-                "upper": self.upper, "window": self.text,
-                "lower end": f"{self.lower_how}: {self.lower_file}",
-                "upper end": f"{self.upper_how}: {self.upper_file}"}
+        """One line of Chapter 3's table: the window and how each end is known (the files
+        are `lower_file` and `upper_file`)."""
+        return {"family": self.label, "features": self.features, "window": self.text,
+                "lower end": self.lower_how, "upper end": self.upper_how}
 
 
 def sandwich_windows(folder="results/heads") -> list[Window]:
