@@ -87,7 +87,7 @@ ALLOWED = {
     "TranscriptModel is user code), like _MAPS for heads",
     **{f"sandwich/head_files.py:{f}": _FILE for f in (
         "parse_rational", "parse_token", "_vector", "read_format_file", "_entries",
-        "_load_head", "write_json_file")},
+        "_load_head")},
 }
 
 

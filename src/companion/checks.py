@@ -43,11 +43,6 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
     return value
 
 
-def check_positive_int(value, name: str, upper: int | None = None) -> int:
-    """`value` as an int in [1, upper] (upper None: no upper limit)."""
-    return check_int(value, name, 1, upper)
-
-
 #: Longest int sequence :func:`check_int_sequence` checks entry by entry.
 MAX_SEQUENCE_LENGTH = 10**6
 
@@ -299,11 +294,6 @@ def check_eps(eps) -> Fraction:
 def check_length(n) -> int:
     """Sequence length n >= 3, where gap domination (Lemma B) starts to bite."""
     return check_int(n, "n (sequence length)", 3)
-
-
-def check_gap(G, name: str = "G") -> int:
-    """A total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
-    return check_int(G, f"{name} (total gap)", 1)
 
 
 #: Largest inverse temperature: beta times an overlap must stay finite in float64.

@@ -154,11 +154,15 @@ def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
 
 def write_json(path: Path, obj) -> Path:
     """:func:`atomic_write_json` on a path :func:`writable_path` returned (no checks)."""
-    text = json_text(obj, indent=1)
+    return write_text(path, json_text(obj, indent=1) + "\n")
+
+
+def write_text(path: Path, text: str) -> Path:
+    """`text` written atomically at a path :func:`writable_path` returned (no checks)."""
     fd, tmp = _open_temporary(path, "path")
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -26,7 +26,7 @@ from companion.checks import (
     check_path,
 )
 from companion.core.exact import exact_rank
-from companion.files import read_json_file
+from companion.files import read_json_file, writable_path, write_text
 from companion.sandwich.heads import ExactHead, all_nonnegative
 
 __all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
@@ -98,10 +98,8 @@ def parse_token(text, name: str, m: int) -> np.ndarray:
 
 
 def write_json_file(path, data: dict, row_keys: tuple) -> Path:
-    """`data` as compact JSON: a line per field and per entry of the lists in `row_keys`."""
-    path = check_path(path, "path")
-    if str(path) in ("", ".") or path.is_dir():
-        raise ValueError(f"path must name a file, got the folder {str(path)!r}")
+    """`data` as compact JSON: a line per field and per entry of the lists in `row_keys`,
+    written atomically (through a symlink, to its target)."""
     fields = []
     for k, v in data.items():
         if k in row_keys:
@@ -109,13 +107,7 @@ def write_json_file(path, data: dict, row_keys: tuple) -> Path:
             fields.append(f"  {json.dumps(k)}: [\n{rows}\n  ]")
         else:
             fields.append(f"  {json.dumps(k)}: {json.dumps(v)}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{\n" + ",\n".join(fields) + "\n}\n")
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r}: cannot write there ({exc.strerror or exc})") \
-            from exc
-    return path
+    return write_text(writable_path(path), "{\n" + ",\n".join(fields) + "\n}\n")
 
 
 def family_from_spec(spec) -> WitnessFamily:
@@ -228,9 +220,18 @@ def read_format_file(path, what: str, fmt: str, fields: tuple) -> dict:
     data = read_json_file(path, what)
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise ValueError(f"path {str(path)!r} must hold a JSON object with format {fmt!r}")
-    for key in fields:
+    return check_fields(data, path, what, fields)
+
+
+def check_fields(data: dict, path, what: str, required, allowed=None) -> dict:
+    """`data` if it holds the `required` fields and (`allowed` given) no other: a file states
+    nothing the verifier does not check or show."""
+    for key in required:
         if key not in data:
             raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if allowed is not None and set(data) - allowed:
+        raise ValueError(f"path {str(path)!r} has fields a {what} does not have: "
+                         f"{sorted(set(data) - allowed)!r:.100}")
     return data
 
 
@@ -303,12 +304,8 @@ def _vector_bits(form) -> int:
 def _load_head(data: dict, path):
     """(family, tables, integer forms) of a head file's JSON object; ValueError on malformed
     content, or when its verification costs more than :func:`verification_cost` allows."""
-    for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
-        if key not in data:
-            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
-    if set(data) - FIELDS:  # a file states nothing the verifier does not check or show
-        raise ValueError(f"path {str(path)!r} has fields a head file does not have: "
-                         f"{sorted(set(data) - FIELDS)!r:.100}")
+    check_fields(data, path, "head file",
+                 ("family", "variant", "rank", "max_error", "queries", "keys"), FIELDS)
     if data["variant"] not in ("signed", "nonnegative"):
         raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
     r = _check_rank(data)
