@@ -153,9 +153,7 @@ def verify_certificate_data(data: dict, path) -> CertificateReport:
     """:func:`verify_certificate_file` on the JSON object already read from `path`."""
     check_fields(data, path, "certificate", ("family", "features", "value", "rank", "claim",
                                              "queries", "keys", "ladders"), FIELDS)
-    features = data["features"]
-    if features not in LEMMAS:
-        raise ValueError(f"features must be one of {sorted(LEMMAS)}, got {features!r:.40}")
+    features = check_choice(data["features"], "features", tuple(LEMMAS))
     family = family_from_spec(data["family"])
     S, n, eps = family.S, family.n, family.eps
     N, m = S.shape

@@ -19,6 +19,7 @@ import numpy as np
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, family_size, witness_family
 from companion.checks import (
+    check_choice,
     check_instance,
     check_int,
     check_json_data,
@@ -32,6 +33,7 @@ from companion.sandwich.heads import ExactHead, all_nonnegative
 __all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
 
 FORMAT = "companion/nka-head/v1"
+VARIANTS = ("signed", "nonnegative")
 _RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?\Z")
 #: Longest feature, bias or scale read: numerator and denominator of at most
 #: MAX_RATIONAL_BITS bits each (about 1,233 digits; the committed heads use a few hundred).
@@ -152,8 +154,7 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
     check_instance(head, "head", ExactHead)
     check_json_data(check_mapping(family_spec, "family_spec"), "family_spec")
     check_instance(construction, "construction", str)
-    if not isinstance(variant, str) or variant not in ("signed", "nonnegative"):
-        raise ValueError(f"variant must be 'signed' or 'nonnegative', got {variant!r:.60}")
+    check_choice(variant, "variant", VARIANTS)
     if variant == "nonnegative" and not head.nonnegative:
         raise ValueError("variant 'nonnegative' claimed, but the head has a negative feature")
     fam = head.family
@@ -306,8 +307,7 @@ def _load_head(data: dict, path):
     content, or when its verification costs more than :func:`verification_cost` allows."""
     check_fields(data, path, "head file",
                  ("family", "variant", "rank", "max_error", "queries", "keys"), FIELDS)
-    if data["variant"] not in ("signed", "nonnegative"):
-        raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
+    check_choice(data["variant"], "variant", VARIANTS)
     r = _check_rank(data)
     parse_rational(data["max_error"], "max_error", MAX_ERROR_BITS)
     family = family_from_spec(data["family"])
