@@ -284,7 +284,7 @@ def verification_cost(family: WitnessFamily, rank: int, vector_bits: int) -> tup
     return cost, inputs * COST_PER_INPUT
 
 
-def _integer_form(vec, cap: int | None = None):
+def _integer_form(vec, cap: int):
     """(ints, d) with vec == ints / d, d > 0 the least common denominator; None as soon as
     d and the numerators over it need more than `cap` bits (the lcm is built step by step,
     so a hostile file stops early)."""
@@ -292,14 +292,9 @@ def _integer_form(vec, cap: int | None = None):
     top = max((abs(v.numerator).bit_length() for v in vec), default=0)
     for v in vec:
         d = math.lcm(d, v.denominator)
-        if cap is not None and 2 * d.bit_length() + top > cap:
+        if 2 * d.bit_length() + top > cap:
             return None
     return [v.numerator * (d // v.denominator) for v in vec], d
-
-
-def _vector_bits(form) -> int:
-    ints, d = form
-    return max((abs(u).bit_length() for u in ints), default=0) + d.bit_length()
 
 
 def _load_head(data: dict, path):
@@ -344,7 +339,8 @@ def _load_head(data: dict, path):
                                  f"this family's budget allows (COST_PER_INPUT = "
                                  f"{COST_PER_INPUT} per input; see verification_cost)")
             forms[(name, i)] = form
-    bits = max(_vector_bits(f) for f in forms.values())
+    bits = max(max((abs(u).bit_length() for u in ints), default=0) + d.bit_length()
+               for ints, d in forms.values())
     cost, limit = verification_cost(family, r, bits)
     if cost > limit:
         raise ValueError(f"path {str(path)!r}: not verified, too costly: feature vectors of up "
