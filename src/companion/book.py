@@ -15,7 +15,7 @@ from numbers import Real
 import matplotlib as mpl
 import numpy as np
 
-from companion.checks import check_int
+from companion.checks import check_instance, check_int, check_mapping
 
 __all__ = ["Table", "use_book_style", "seed_everything", "glue_text", "BOOK_WIDTH",
            "BOOK_COLORS", "BOOK_MARKERS", "BOOK_LINESTYLES"]
@@ -48,11 +48,9 @@ class Table:
                     f"columns must be a sequence of names, got {type(columns).__name__}")
             columns = [str(c) for c in columns]
         if rows and all(isinstance(r, Mapping) for r in rows):
-            if columns is None:
-                columns = [str(c) for c in rows[0]]
+            columns = [str(c) for c in rows[0]] if columns is None else columns
             for i, row in enumerate(rows):
-                missing = [c for c in columns if c not in row]
-                if missing:
+                if missing := [c for c in columns if c not in row]:
                     raise ValueError(f"rows[{i}] lacks the columns {missing}")
             values = [[row[c] for c in columns] for row in rows]
         elif all(isinstance(r, Sequence) and not isinstance(r, (str, bytes, Mapping))
@@ -68,19 +66,13 @@ class Table:
             raise TypeError("rows must be all dicts or all sequences (lists, tuples)")
         if not columns:
             raise ValueError("a table needs at least one column")
-        if caption is not None and not isinstance(caption, str):
-            raise TypeError(f"caption must be a str, got {type(caption).__name__}")
-        if not (formats is None or isinstance(formats, Mapping)):
-            raise TypeError(f"formats must be a dict {{column: spec}} or None, got "
-                            f"{type(formats).__name__}")
-        formats = {} if formats is None else dict(formats)
-        unknown = sorted(set(formats) - set(columns))
-        if unknown:
+        if caption is not None:
+            check_instance(caption, "caption", str)
+        formats = {} if formats is None else dict(check_mapping(formats, "formats"))
+        if unknown := sorted(set(formats) - set(columns)):
             raise ValueError(f"formats names unknown columns {unknown}; columns are {columns}")
         for name, fmt in formats.items():
-            if not isinstance(fmt, str):
-                raise TypeError(f"formats[{name!r}] must be a format spec (str), got "
-                                f"{type(fmt).__name__}")
+            check_instance(fmt, f"formats[{name!r}] (a format spec)", str)
         self.columns = columns
         self.caption = caption
         self.values = [[_plain(v) for v in row] for row in values]
@@ -265,8 +257,7 @@ def glue_text(name: str, text: str) -> None:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name):
         raise ValueError(f"name must be letters, digits and hyphens (a glue key the ledger's "
                          f"escaping leaves alone), got {name!r:.60}")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_instance(text, "text", str)
     try:
         from myst_nb import glue
     except ImportError:  # Colab or a bare kernel: the book is not being built

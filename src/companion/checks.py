@@ -43,11 +43,6 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
     return value
 
 
-def check_positive_int(value, name: str, upper: int | None = None) -> int:
-    """`value` as an int in [1, upper] (upper None: no upper limit)."""
-    return check_int(value, name, 1, upper)
-
-
 #: Longest int sequence :func:`check_int_sequence` checks entry by entry.
 MAX_SEQUENCE_LENGTH = 10**6
 
@@ -183,16 +178,17 @@ def check_instance(value, name: str, cls: type):
     return _require(value, name, cls, f"a {kind}")
 
 
-def check_array(values, name: str, ndim: int | None = None) -> np.ndarray:
-    """`values` as a numpy array of real numbers (bool included), of `ndim` dimensions when
-    given; finiteness is the caller's (exact inputs: :func:`check_exact_array`)."""
+def check_array(values, name: str, ndim: int | None = None, objects: bool = False) -> np.ndarray:
+    """`values` as a numpy array of real numbers (bool included; with `objects` an object
+    array too), of `ndim` dimensions when given; finiteness is the caller's (exact inputs:
+    :func:`check_exact_array`)."""
     if values is None or isinstance(values, (str, bytes, Mapping)):
         raise TypeError(f"{name} must be an array of real numbers, got {type(values).__name__}")
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError) as exc:  # ragged nested lists
         raise TypeError(f"{name} must be a rectangular array of real numbers ({exc})") from exc
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in ("biufO" if objects else "biuf"):
         raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
@@ -250,16 +246,9 @@ def check_device(device, name: str = "device"):
 
 def check_tokens(x, name: str = "sequences", min_ndim: int = 2) -> np.ndarray:
     """`x` as an int64 array after checking it holds 0/1 tokens of positive width."""
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be an array of 0/1 integers, got {type(x).__name__}")
-    try:
-        arr = np.asarray(x)
-    except ValueError as exc:  # ragged nested lists
-        raise TypeError(f"{name} must be a rectangular array of 0/1 entries ({exc})") from exc
+    arr = check_array(x, name, objects=True)
     if arr.dtype == object:  # numpy scalars, Fractions: each read by check_exact
         arr = check_exact_array(arr, name)
-    elif arr.dtype.kind not in "biuf":  # bool, int, unsigned, float
-        raise TypeError(f"{name} must be a numeric array of 0/1 entries, got dtype {arr.dtype}")
     if arr.ndim < min_ndim:
         raise ValueError(
             f"{name} must have at least {min_ndim} dimensions (..., n, m), got shape {arr.shape}")
@@ -299,11 +288,6 @@ def check_eps(eps) -> Fraction:
 def check_length(n) -> int:
     """Sequence length n >= 3, where gap domination (Lemma B) starts to bite."""
     return check_int(n, "n (sequence length)", 3)
-
-
-def check_gap(G, name: str = "G") -> int:
-    """A total gap G as an int >= 1 (a chain needs at least one unit of overlap)."""
-    return check_int(G, f"{name} (total gap)", 1)
 
 
 #: Largest inverse temperature: beta times an overlap must stay finite in float64.

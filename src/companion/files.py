@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from companion.checks import check_instance, check_path
+
 __all__ = ["read_json_file", "atomic_write_json", "writable_path", "out_lock",
            "UnwritablePathError", "OutputInUseError"]
 
@@ -81,9 +83,7 @@ def read_json_file(path, what: str = "results file"):
     """The JSON of a regular file of at most MAX_JSON_BYTES, nested at most MAX_JSON_DEPTH
     deep, without NaN, infinity (written or overflowing) or a key twice in one object; else a
     one-line ValueError naming the file."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike path, got {type(path).__name__}")
-    path, shown = Path(path), f"{str(path)!r:.200}"
+    path, shown = check_path(path, "path"), f"{str(path)!r:.200}"
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -127,11 +127,8 @@ def json_text(obj, **options) -> str:
 
 def _target(path, name: str) -> Path:
     """Where a file named `path` is written: a symlink's target; refused: a folder, a device."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str (the argument's name), got {type(name).__name__}")
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
-    raw = os.fspath(path)
+    check_instance(name, "name (the argument's name)", str)
+    raw = os.fspath(check_instance(path, name, (str, os.PathLike)))
     if not isinstance(raw, str) or not raw.strip() or raw.endswith(("/", os.sep)) \
             or os.path.basename(raw) in (".", ".."):
         raise _unwritable(name, raw, "it names a folder, not a file")
@@ -154,11 +151,15 @@ def _open_temporary(path: Path, name: str) -> tuple[int, Path]:
 
 def write_json(path: Path, obj) -> Path:
     """:func:`atomic_write_json` on a path :func:`writable_path` returned (no checks)."""
-    text = json_text(obj, indent=1)
+    return write_text(path, json_text(obj, indent=1) + "\n")
+
+
+def write_text(path: Path, text: str) -> Path:
+    """`text` written atomically at a path :func:`writable_path` returned (no checks)."""
     fd, tmp = _open_temporary(path, "path")
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -75,7 +75,7 @@ def test_large_width_pool_uses_distinct_tokens():
         (np.zeros((2, 0, 3)), ValueError, "n >= 1"),
         (np.zeros((2, 3, 0)), ValueError, "m >= 1"),
         (np.array([[[np.nan, 1.0]]]), ValueError, "NaN"),
-        ("0101", TypeError, "array of 0/1"),
+        ("0101", TypeError, "sequences must be an array"),
         (np.array([[["a", "b"]]]), TypeError, "dtype"),
     ],
 )

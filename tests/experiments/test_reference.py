@@ -84,8 +84,10 @@ def test_key_mismatch_and_bad_input_rejected():
         check_against_reference({"a": 1.0}, {"b": 1.0}, quantity="q", tolerance=0.1)
     with pytest.raises(ValueError, match="at least one"):
         check_against_reference({}, {}, quantity="q", tolerance=0.1)
-    with pytest.raises(TypeError, match="mappings"):
+    with pytest.raises(TypeError, match="live must be a dict"):
         check_against_reference([1.0], {"a": 1.0}, quantity="q", tolerance=0.1)
+    with pytest.raises(TypeError, match="stored must be a dict"):
+        check_against_reference({"a": 1.0}, [1.0], quantity="q", tolerance=0.1)
     with pytest.raises(TypeError, match="quantity"):
         check_against_reference({"a": 1.0}, {"a": 1.0}, quantity="", tolerance=0.1)
     with pytest.raises(ValueError, match="tolerance"):

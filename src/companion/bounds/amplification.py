@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from companion.bounds.gap_domination import domination_factor
-from companion.checks import check_eps, check_gap, check_int, check_length
+from companion.checks import check_eps, check_int, check_length
 
 __all__ = ["best_chain_factor", "best_chain", "brute_force_chain_factor",
            "log2_best_chain_factor", "chain_growth_rate", "chain_growth", "check_chain_growth"]
@@ -161,7 +161,7 @@ def chain_table(n: int, eps: Fraction) -> _ChainTable:
 def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
     """rho_{n,eps}(G), exact. Limit: G * bits(2p) <= 2**20 (eps = p/q; G <= 524288 at 1/2);
     past the DP's periodic regime rho(G + p) = c(p) rho(G) gives it in O(1) DP."""
-    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    G, n, eps = check_int(G, "G (total gap)", 1), check_length(n), check_eps(eps)
     if G * (2 * eps.numerator).bit_length() > MAX_EXACT_BITS:
         raise ValueError(f"G must be at most {MAX_EXACT_BITS // (2 * eps.numerator).bit_length()}"
                          f" for an exact rho(G) at eps = {eps} (its denominator (2p)**G), got "
@@ -172,13 +172,13 @@ def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 def best_chain(G, n: int = 3, eps=Fraction(1, 2)) -> tuple[int, ...]:
     """An optimal composition of G with the fewest links (so the smallest witness family);
     () if rho(G) = 0. Limit: G**2 * bits(2p) <= 2**31 (G <= 32768 at eps = 1/2)."""
-    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    G, n, eps = check_int(G, "G (total gap)", 1), check_length(n), check_eps(eps)
     return chain_table(n, eps).chain(G)
 
 
 def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
     """rho_{n,eps}(G) by enumerating all 2**(G-1) compositions of G (G <= 20), exact."""
-    G = check_gap(G)
+    G = check_int(G, "G (total gap)", 1)
     if G > MAX_BRUTE_FORCE_GAP:
         raise ValueError(f"G must be at most {MAX_BRUTE_FORCE_GAP} for brute force (2**(G-1) "
                          f"compositions), got {G}; use best_chain_factor")
@@ -202,7 +202,7 @@ def brute_force_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
 
 def log2_best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> float:
     """log2 rho_{n,eps}(G) (-inf when rho = 0) from the exact ints, for any G (exact period)."""
-    G, n, eps = check_gap(G), check_length(n), check_eps(eps)
+    G, n, eps = check_int(G, "G (total gap)", 1), check_length(n), check_eps(eps)
     return chain_table(n, eps).log2_rho(G)
 
 

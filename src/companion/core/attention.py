@@ -137,18 +137,22 @@ def attention_output(head: KernelAttentionHead, x: np.ndarray, convention: str,
                      exact: bool = False) -> np.ndarray:
     """:func:`kernel_attention` on checked arguments (int64 tokens): the package's own calls."""
     alpha, scores, b = kernel_terms(head, x, convention, exact, scaled=not exact)
-    total = _weights_total(alpha)
+    y = weighted_mean(alpha, scores, _weights_total(alpha), exact) + b
+    if not (exact or np.all(np.isfinite(y))):
+        raise ValueError("head: its values times readout weights overflow float64 on some "
+                         "input; use exact=True")
+    return y
+
+
+def weighted_mean(alpha, scores, total, exact: bool) -> np.ndarray:
+    """sum_p alpha_p scores_p / total (Fractions with `exact`): a head's output less its bias."""
     num = (alpha * scores).sum(axis=-1)
     if not exact:
-        y = num / total + b
-        if not np.all(np.isfinite(y)):
-            raise ValueError("head: its values times readout weights overflow float64 on some "
-                             "input; use exact=True")
-        return y
+        return num / total
     out = np.empty(np.shape(num), dtype=object)
     out.reshape(-1)[:] = [Fraction(u) / Fraction(v) for u, v in
                           zip(np.ravel(num).tolist(), np.ravel(total).tolist())]
-    return out + b
+    return out
 
 
 #: Most exhaustive sequences evaluated in Python ints when a head's integers exceed int64.

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from companion.checks import check_choice, check_int, check_positive_int, check_tokens
+from companion.checks import check_choice, check_int, check_tokens
 
 __all__ = ["CONVENTIONS", "min_ip_targets", "query_target", "count_sequences", "all_sequences"]
 
@@ -68,7 +68,7 @@ def all_tokens(m: int) -> np.ndarray:
 
 def _check_counts(n, m) -> tuple[int, int]:
     """n, m >= 1 with n * m <= 2**24 (the count 2**(n*m) has n*m bits)."""
-    n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
+    n, m = check_int(n, "n", 1), check_int(m, "m", 1)
     if n * m > 2**24:
         raise ValueError(f"n * m must be at most 2**24 (the count 2**(n*m) would have n*m "
                          f"bits), got n={n}, m={m}")

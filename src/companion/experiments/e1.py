@@ -211,16 +211,12 @@ def train_e1_unit(cfg: E1Config, family, group: Sequence[int] | None,
     return model_records(res, labels), res
 
 
-def train_unit(cfg: E1Config, family, group, seeds, device) -> tuple[list, object]:
-    """:func:`train_e1_unit` without the checks (the sweep's units)."""
+def train_unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
+    """One sweep unit, :func:`train_e1_unit` without the checks: ({"models": records}, the
+    trained module)."""
     model, labels = unit_models(cfg, family, group, seeds)
     res = train_on_family(cfg, family, model, device)
-    return model_records(res, labels), res
-
-
-def _unit(cfg: E1Config, family, group, seeds, device) -> tuple[dict, object]:
-    records, res = train_unit(cfg, family, group, seeds, device)
-    return {"models": records}, res.model
+    return {"models": model_records(res, labels)}, res.model
 
 
 def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=None,
@@ -236,7 +232,7 @@ def run_e1_sweep(config: E1Config, device="cpu", progress: bool = False, out=Non
         cfg = dataclasses.replace(cfg, family="custom:" + family_digest(family))
     plan = [("nka_r" + "-".join(map(str, g)), g, cfg.seeds) for g in cfg.rank_groups]
     plan += [("dense", None, cfg.dense_seeds)] if cfg.dense_seeds else []
-    return run_sweep(cfg, seed_units(plan, _unit, cfg, family, device), out, restart,
+    return run_sweep(cfg, seed_units(plan, train_unit, cfg, family, device), out, restart,
                      scheduler, threads, progress, keep_models)
 
 

@@ -84,7 +84,8 @@ def _int_power(x: torch.Tensor, power: int) -> torch.Tensor:
     return result
 
 
-def _num_inputs(inputs) -> int:
+def _check_inputs(inputs) -> int:
+    """N, the number of inputs: the leading size of the first tensor in `inputs`."""
     while isinstance(inputs, (tuple, list, Mapping)) and inputs:
         inputs = next(iter(inputs.values())) if isinstance(inputs, Mapping) else inputs[0]
     if not isinstance(inputs, torch.Tensor):
@@ -153,7 +154,7 @@ def train_batched(model: torch.nn.Module, inputs, targets: torch.Tensor, *, step
         raise TypeError(f"monitor must be callable or None, got {type(monitor).__name__}")
     device = torch.device(check_device(device))
     check_instance(targets, "targets", torch.Tensor)
-    n_inputs = _num_inputs(inputs)
+    n_inputs = _check_inputs(inputs)
     if n_inputs < 1:
         raise ValueError("inputs must hold at least one input (N >= 1)")
     if targets.ndim not in (1, 2) or targets.shape[-1] != n_inputs:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
-from companion.checks import check_float
+from companion.checks import check_float, check_mapping
 
 __all__ = ["ReferenceCheck", "check_against_reference"]
 
@@ -58,8 +58,7 @@ def check_against_reference(
     threshold: float | None = None,
 ) -> ReferenceCheck:
     """Compare live values with committed ones, model by model (same keys in both)."""
-    if not isinstance(live, Mapping) or not isinstance(stored, Mapping):
-        raise TypeError("live and stored must be mappings from model keys to numbers")
+    check_mapping(live, "live"), check_mapping(stored, "stored")
     if not isinstance(quantity, str) or not quantity:
         raise TypeError("quantity must be a non-empty str naming what is compared")
     tolerance = check_float(tolerance, "tolerance", 0.0, math.inf, low_open=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from companion.book import MAX_THREADS, progress_bar, seed_everything
-from companion.checks import check_bool, check_float, check_int
+from companion.checks import check_bool, check_float, check_instance, check_int
 from companion.files import json_text, out_lock, read_json_file, writable_path, write_json
 
 __all__ = ["FrozenConfig", "config_dict", "config_hash", "canonical_json", "Unit", "run_sweep",
@@ -303,9 +303,7 @@ def parse_scheduler(scheduler: str | None):
     ('address', it); anything else a ValueError naming the accepted forms."""
     if scheduler is None:
         return None
-    if not isinstance(scheduler, str):
-        raise TypeError(f"scheduler must be a str or None, got {type(scheduler).__name__}")
-    if match := _LOCAL.match(scheduler):
+    if match := _LOCAL.match(check_instance(scheduler, "scheduler (or None)", str)):
         if not 1 <= int(match.group(1)) <= 512:
             raise ValueError(f"scheduler 'local:N' needs 1 <= N <= 512 workers, got "
                              f"{scheduler!r}")

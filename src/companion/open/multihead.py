@@ -17,6 +17,7 @@ from companion.core.attention import KernelAttentionHead, kernel_attention
 from companion.core.exact import exact_max_error, solve
 from companion.core.lp import FarkasCertificate, feasible_point
 from companion.core.task import check_convention, query_target, token_ids, token_index
+from companion.sandwich.heads import token_lookup
 
 __all__ = [
     "multihead_max_error_exact",
@@ -103,31 +104,16 @@ def two_head_witness_heads(family) -> tuple[KernelAttentionHead, ...]:
             v2[tid, i] = val
             v1[tid, i] = Fraction(int(family.tokens[tid] @ S[i])) - val
 
-    def ids(z):
-        return token_ids(index, z)
-
-    def one_hot_query(x):
-        x = np.asarray(x, dtype=np.int64)
-        out = np.zeros(x.shape[:-1] + (N,), dtype=np.int64)
-        view = out.reshape(-1, N)
-        for row, tok in enumerate(x.reshape(-1, x.shape[-1])):
-            view[row, query_index[tok.tobytes()]] = 1
-        return out
+    eye = np.eye(N, dtype=np.int64)
 
     def make(weight, values):
-        def key_features(z, p):
-            z = np.asarray(z, dtype=np.int64)
-            out = np.empty(z.shape[:-1] + (1,), dtype=object)
-            out[..., 0] = Fraction(0) if p == q else np.vectorize(
-                lambda t: weight[t], otypes=[object])(ids(z))
-            return out
-
         return KernelAttentionHead(
             rank=1,
             query_features=lambda x: np.ones(np.shape(x)[:-1] + (1,), dtype=np.int64),
-            key_features=key_features,
-            values=lambda z, p: values[ids(z)],
-            readout_weights=one_hot_query,
+            key_features=lambda z, p: token_lookup(
+                z, lambda b: (Fraction(0) if p == q else weight[index[b]],), 1),
+            values=lambda z, p: values[token_ids(index, z)],
+            readout_weights=lambda x: token_lookup(x, lambda b: eye[query_index[b]], N),
             readout_bias=lambda x: np.zeros(np.shape(x)[:-1], dtype=np.int64),
         )
 

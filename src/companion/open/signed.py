@@ -21,7 +21,7 @@ from companion.checks import (
     check_int,
     check_tokens,
 )
-from companion.core.attention import KernelAttentionHead, kernel_terms
+from companion.core.attention import KernelAttentionHead, kernel_terms, weighted_mean
 from companion.core.exact import rank_factorisation
 from companion.core.task import check_convention, query_index, token_index
 from companion.sandwich.heads import token_lookup
@@ -57,15 +57,9 @@ def _check_signed(head, sequences, convention: str, exact) -> tuple:
     return x, check_convention(convention), exact
 
 
-def _maps(head, x, convention: str, exact: bool):
-    """alpha (..., n), scores f_p = <a(x), v_p(x_p)> (..., n) and the bias (...) on checked
-    tokens: core.attention's evaluator (every map's output read exactly with `exact`)."""
-    return kernel_terms(head, x, convention, exact)
-
-
 def signed_denominators(head, sequences, convention="bidirectional", exact: bool = False):
     """D = sum_p alpha_p(x, x_p) on every sequence, any sign: shape (...)."""
-    return _maps(head, *_check_signed(head, sequences, convention, exact))[0].sum(axis=-1)
+    return kernel_terms(head, *_check_signed(head, sequences, convention, exact))[0].sum(axis=-1)
 
 
 def signed_attention(head, sequences, convention="bidirectional", exact: bool = False,
@@ -75,9 +69,8 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
     whose denominators do not share one sign ('positive')."""
     check_choice(denominators, "denominators", DENOMINATOR_CONVENTIONS)
     x, convention, exact = _check_signed(head, sequences, convention, exact)
-    alpha, scores, b = _maps(head, x, convention, exact)
+    alpha, scores, b = kernel_terms(head, x, convention, exact)
     den = alpha.sum(axis=-1)
-    num = (alpha * scores).sum(axis=-1)
     flat_d = np.ravel(den)
     if any(d == 0 for d in flat_d):
         raise ValueError("a denominator sum_p alpha_p is 0: the signed head is undefined there")
@@ -90,12 +83,7 @@ def signed_attention(head, sequences, convention="bidirectional", exact: bool = 
             if signs.setdefault(tok.tobytes(), s) != s:
                 raise ValueError("denominators change sign for one query: the 'positive' "
                                  "convention fails")
-    if alpha.dtype == object:
-        out = np.empty(np.shape(num), dtype=object)
-        out.reshape(-1)[:] = [Fraction(nn) / Fraction(dd) for nn, dd in
-                              zip(np.ravel(num), flat_d)]
-        return out + b
-    return num / den + b
+    return weighted_mean(alpha, scores, den, exact) + b
 
 
 def signed_rank_lower_bound(bound: RankLowerBound, setting: str) -> int | None:

@@ -29,6 +29,7 @@ from companion.checks import (
     check_path,
 )
 from companion.sandwich.head_files import (
+    check_fields,
     family_from_spec,
     parse_rational,
     parse_token,
@@ -150,15 +151,9 @@ def verify_certificate_file(path) -> CertificateReport:
 
 def verify_certificate_data(data: dict, path) -> CertificateReport:
     """:func:`verify_certificate_file` on the JSON object already read from `path`."""
-    for key in ("family", "features", "value", "rank", "claim", "queries", "keys", "ladders"):
-        if key not in data:
-            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
-    if set(data) - FIELDS:  # a file states nothing the verifier does not check
-        raise ValueError(f"path {str(path)!r} has fields a certificate does not have: "
-                         f"{sorted(set(data) - FIELDS)!r:.100}")
-    features = data["features"]
-    if features not in LEMMAS:
-        raise ValueError(f"features must be one of {sorted(LEMMAS)}, got {features!r:.40}")
+    check_fields(data, path, "certificate", ("family", "features", "value", "rank", "claim",
+                                             "queries", "keys", "ladders"), FIELDS)
+    features = check_choice(data["features"], "features", tuple(LEMMAS))
     family = family_from_spec(data["family"])
     S, n, eps = family.S, family.n, family.eps
     N, m = S.shape

@@ -19,6 +19,7 @@ import numpy as np
 from companion.bounds.codes import paley_subset
 from companion.bounds.witness import WitnessFamily, family_size, witness_family
 from companion.checks import (
+    check_choice,
     check_instance,
     check_int,
     check_json_data,
@@ -26,12 +27,13 @@ from companion.checks import (
     check_path,
 )
 from companion.core.exact import exact_rank
-from companion.files import read_json_file
+from companion.files import read_json_file, writable_path, write_text
 from companion.sandwich.heads import ExactHead, all_nonnegative
 
 __all__ = ["family_from_spec", "write_head_file", "verify_head_file", "read_head_claims"]
 
 FORMAT = "companion/nka-head/v1"
+VARIANTS = ("signed", "nonnegative")
 _RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?\Z")
 #: Longest feature, bias or scale read: numerator and denominator of at most
 #: MAX_RATIONAL_BITS bits each (about 1,233 digits; the committed heads use a few hundred).
@@ -98,10 +100,8 @@ def parse_token(text, name: str, m: int) -> np.ndarray:
 
 
 def write_json_file(path, data: dict, row_keys: tuple) -> Path:
-    """`data` as compact JSON: a line per field and per entry of the lists in `row_keys`."""
-    path = check_path(path, "path")
-    if str(path) in ("", ".") or path.is_dir():
-        raise ValueError(f"path must name a file, got the folder {str(path)!r}")
+    """`data` as compact JSON: a line per field and per entry of the lists in `row_keys`,
+    written atomically (through a symlink, to its target)."""
     fields = []
     for k, v in data.items():
         if k in row_keys:
@@ -109,13 +109,7 @@ def write_json_file(path, data: dict, row_keys: tuple) -> Path:
             fields.append(f"  {json.dumps(k)}: [\n{rows}\n  ]")
         else:
             fields.append(f"  {json.dumps(k)}: {json.dumps(v)}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{\n" + ",\n".join(fields) + "\n}\n")
-    except OSError as exc:
-        raise ValueError(f"path {str(path)!r}: cannot write there ({exc.strerror or exc})") \
-            from exc
-    return path
+    return write_text(writable_path(path), "{\n" + ",\n".join(fields) + "\n}\n")
 
 
 def family_from_spec(spec) -> WitnessFamily:
@@ -160,8 +154,7 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
     check_instance(head, "head", ExactHead)
     check_json_data(check_mapping(family_spec, "family_spec"), "family_spec")
     check_instance(construction, "construction", str)
-    if not isinstance(variant, str) or variant not in ("signed", "nonnegative"):
-        raise ValueError(f"variant must be 'signed' or 'nonnegative', got {variant!r:.60}")
+    check_choice(variant, "variant", VARIANTS)
     if variant == "nonnegative" and not head.nonnegative:
         raise ValueError("variant 'nonnegative' claimed, but the head has a negative feature")
     fam = head.family
@@ -228,9 +221,18 @@ def read_format_file(path, what: str, fmt: str, fields: tuple) -> dict:
     data = read_json_file(path, what)
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise ValueError(f"path {str(path)!r} must hold a JSON object with format {fmt!r}")
-    for key in fields:
+    return check_fields(data, path, what, fields)
+
+
+def check_fields(data: dict, path, what: str, required, allowed=None) -> dict:
+    """`data` if it holds the `required` fields and (`allowed` given) no other: a file states
+    nothing the verifier does not check or show."""
+    for key in required:
         if key not in data:
             raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
+    if allowed is not None and set(data) - allowed:
+        raise ValueError(f"path {str(path)!r} has fields a {what} does not have: "
+                         f"{sorted(set(data) - allowed)!r:.100}")
     return data
 
 
@@ -282,7 +284,7 @@ def verification_cost(family: WitnessFamily, rank: int, vector_bits: int) -> tup
     return cost, inputs * COST_PER_INPUT
 
 
-def _integer_form(vec, cap: int | None = None):
+def _integer_form(vec, cap: int):
     """(ints, d) with vec == ints / d, d > 0 the least common denominator; None as soon as
     d and the numerators over it need more than `cap` bits (the lcm is built step by step,
     so a hostile file stops early)."""
@@ -290,27 +292,17 @@ def _integer_form(vec, cap: int | None = None):
     top = max((abs(v.numerator).bit_length() for v in vec), default=0)
     for v in vec:
         d = math.lcm(d, v.denominator)
-        if cap is not None and 2 * d.bit_length() + top > cap:
+        if 2 * d.bit_length() + top > cap:
             return None
     return [v.numerator * (d // v.denominator) for v in vec], d
-
-
-def _vector_bits(form) -> int:
-    ints, d = form
-    return max((abs(u).bit_length() for u in ints), default=0) + d.bit_length()
 
 
 def _load_head(data: dict, path):
     """(family, tables, integer forms) of a head file's JSON object; ValueError on malformed
     content, or when its verification costs more than :func:`verification_cost` allows."""
-    for key in ("family", "variant", "rank", "max_error", "queries", "keys"):
-        if key not in data:
-            raise ValueError(f"path {str(path)!r} lacks the field {key!r}")
-    if set(data) - FIELDS:  # a file states nothing the verifier does not check or show
-        raise ValueError(f"path {str(path)!r} has fields a head file does not have: "
-                         f"{sorted(set(data) - FIELDS)!r:.100}")
-    if data["variant"] not in ("signed", "nonnegative"):
-        raise ValueError(f"variant must be 'signed' or 'nonnegative', got {data['variant']!r}")
+    check_fields(data, path, "head file",
+                 ("family", "variant", "rank", "max_error", "queries", "keys"), FIELDS)
+    check_choice(data["variant"], "variant", VARIANTS)
     r = _check_rank(data)
     parse_rational(data["max_error"], "max_error", MAX_ERROR_BITS)
     family = family_from_spec(data["family"])
@@ -347,7 +339,8 @@ def _load_head(data: dict, path):
                                  f"this family's budget allows (COST_PER_INPUT = "
                                  f"{COST_PER_INPUT} per input; see verification_cost)")
             forms[(name, i)] = form
-    bits = max(_vector_bits(f) for f in forms.values())
+    bits = max(max((abs(u).bit_length() for u in ints), default=0) + d.bit_length()
+               for ints, d in forms.values())
     cost, limit = verification_cost(family, r, bits)
     if cost > limit:
         raise ValueError(f"path {str(path)!r}: not verified, too costly: feature vectors of up "

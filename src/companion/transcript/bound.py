@@ -20,7 +20,6 @@ from companion.checks import (
     check_instance,
     check_int,
     check_int_sequence,
-    check_positive_int,
     check_tokens,
 )
 from companion.core.task import min_ip_targets
@@ -39,7 +38,7 @@ MAX_ANSWER_VECTORS = 2**20
 
 def answer_vector_count(q: int, s: int) -> int:
     """Number of answer vectors (s+1)**q (q * bits(s + 1) <= 2**24)."""
-    q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    q, s = check_int(q, "q", 1), check_int(s, "s", 1)
     if q * (s + 1).bit_length() > 2**24:
         raise ValueError(f"q * bits(s + 1) must be at most 2**24 (the count (s+1)**q has that "
                          f"many bits), got q={q}, s={s}")
@@ -48,7 +47,7 @@ def answer_vector_count(q: int, s: int) -> int:
 
 def bits_needed(q: int, s: int) -> int:
     """ceil(q*log2(s+1)), computed exactly: the least k with 2**k >= (s+1)**q."""
-    q, s = check_positive_int(q, "q"), check_positive_int(s, "s")
+    q, s = check_int(q, "q", 1), check_int(s, "s", 1)
     if (s + 1) & s == 0:  # s + 1 = 2**j: exactly q*j bits, no big integer needed
         return q * s.bit_length()
     return (answer_vector_count(q, s) - 1).bit_length()
@@ -65,8 +64,8 @@ class BlockConstruction:
     s: int
 
     def __post_init__(self):  # stored as Python ints: numpy ints would overflow (s+1)**q
-        object.__setattr__(self, "q", check_positive_int(self.q, "q"))
-        object.__setattr__(self, "s", check_positive_int(self.s, "s"))
+        object.__setattr__(self, "q", check_int(self.q, "q", 1))
+        object.__setattr__(self, "s", check_int(self.s, "s", 1))
 
     @property
     def m(self) -> int:
@@ -267,7 +266,7 @@ class TightEncoder(TranscriptModel):
 
     def __init__(self, construction: BlockConstruction, symbol_bits: int = 1):
         self.construction = check_instance(construction, "construction", BlockConstruction)
-        self.symbol_bits = check_positive_int(symbol_bits, "symbol_bits", upper=62)
+        self.symbol_bits = check_int(symbol_bits, "symbol_bits", 1, 62)
 
     @property
     def alphabet_size(self) -> int:
@@ -320,7 +319,7 @@ def verify_exhaustively(model: TranscriptModel, max_tokens: int = MAX_KEY_TOKENS
 
 def sketch_bits(L: int, H: int, r: int, d: int, b: int) -> int:
     """Bits in L layers of H b-bit sketches (S, u) with S in R^{r x d}, u in R^r."""
-    L, H, r, d, b = (check_positive_int(v, name) for name, v in
+    L, H, r, d, b = (check_int(v, name, 1) for name, v in
                      (("L", L), ("H", H), ("r", r), ("d", d), ("b", b)))
     return L * H * r * (d + 1) * b
 

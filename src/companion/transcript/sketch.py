@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from companion.checks import check_instance, check_int, check_positive_int
+from companion.checks import check_instance, check_int
 from companion.transcript.bound import BlockConstruction, TranscriptModel, check_transcript
 
 __all__ = ["QuantisedSketchModel", "CountingSketchModel"]
@@ -69,11 +69,11 @@ class QuantisedSketchModel(_SketchModel):
     def __init__(self, construction: BlockConstruction, layers: int = 1, heads: int = 1,
                  rank: int = 1, value_dim: int = 1, bits: int = 1, seed: int = 0):
         self.construction = check_instance(construction, "construction", BlockConstruction)
-        self.layers = check_positive_int(layers, "layers")
-        self.heads = check_positive_int(heads, "heads")
-        self.rank = check_positive_int(rank, "rank")
-        self.value_dim = check_positive_int(value_dim, "value_dim")
-        self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+        self.layers = check_int(layers, "layers", 1)
+        self.heads = check_int(heads, "heads", 1)
+        self.rank = check_int(rank, "rank", 1)
+        self.value_dim = check_int(value_dim, "value_dim", 1)
+        self.bits = check_int(bits, "bits", 1, MAX_BITS)
         rng = np.random.default_rng(check_int(seed, "seed", 0))
         w, r, d, big_h = construction.m, self.rank, self.value_dim, self.heads
         size = self.layers * big_h * (2 * r + 2 * d) * w
@@ -166,8 +166,8 @@ class CountingSketchModel(_SketchModel):
 
     def __init__(self, construction: BlockConstruction, value_dim: int = 1, bits: int = 1):
         self.construction = check_instance(construction, "construction", BlockConstruction)
-        self.value_dim = check_positive_int(value_dim, "value_dim", upper=construction.q)
-        self.bits = check_positive_int(bits, "bits", upper=MAX_BITS)
+        self.value_dim = check_int(value_dim, "value_dim", 1, construction.q)
+        self.bits = check_int(bits, "bits", 1, MAX_BITS)
         self.rank = 1
         self._steps = 2**self.bits - 1
         # the dequantised level Bob receives for u_A = phi_K(z) = 1; the same for every z
