@@ -144,6 +144,8 @@ def test_exact_lp_finds_the_softmax_head_and_refuses_rank_one(small):
 def test_config_checks():
     with pytest.raises(ValueError, match="families"):
         M.MapsConfig(families=("nope",))
+    with pytest.raises(ValueError, match="families"):
+        M.MapsConfig(families=())
     with pytest.raises(TypeError, match="trained"):
         M.MapsConfig(trained="relu")
     with pytest.raises(ValueError, match="dims"):

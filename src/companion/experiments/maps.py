@@ -110,7 +110,7 @@ def taylor(u):
 # ------------------------------------------------------------------ configuration
 
 DIMS = (8, 32, 64, 128)
-#: Smallest family first: a run stopped early holds whole families.
+#: Smallest family first (the plan runs the last one's exact LPs, the costliest, last).
 FAMILY_ORDER = ("paley_rows_23", "e1_28", "paley_code_46")
 
 
@@ -144,6 +144,8 @@ class MapsConfig(FrozenConfig):
             values = getattr(self, name)
             if isinstance(values, str) or not isinstance(values, (tuple, list)):
                 raise TypeError(f"{name} must be a tuple of names, got {type(values).__name__}")
+            if name == "families" and not values:
+                raise ValueError("families must name at least one family")
             put(name, tuple(check_choice(v, f"{name}[i]", choices) for v in values))
         for name, low, high in (("dims", 2, 4096), ("favor_dims", 1, 4096),
                                 ("taylor_widths", 1, 24)):
@@ -293,9 +295,9 @@ MAP_FIELDS = {"models": records(MAP_RECORD), **RUN_FIELDS}
 
 
 def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
-    """Per family its exact units (seed-major: every dimension has a draw early) and its trained
-    units; the last family's exact units last (the costliest LPs: a run stopped early has the
-    rest)."""
+    """The exact units (seed-major) and then the trained units of every family but the last;
+    then the last (the costliest): its first draw at every dimension, its trained units by
+    dimension, its other draws. A run stopped early has a bit of everything."""
     ends = _window_ends(windows) if cfg.window_dims else {}
     exact, trained = {}, {}
     for name in cfg.families:
@@ -316,9 +318,11 @@ def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
             for r in sorted({d + (feature == "hedgehog") * (d % 2) for d in (*cfg.dims, *extra)})
             for b in blocks]
     *first, last = cfg.families
+    head = len(exact[last]) // max(len(cfg.exact_seeds), 1)  # the last family's first draws
     return ([u for name in first for u in exact[name]] + [u for name in first for u in
                                                           trained[name]]
-            + trained[last] + exact[last])
+            + exact[last][:head] + sorted(trained[last], key=lambda u: u.args[3])
+            + exact[last][head:])
 
 
 def run_maps_sweep(config: MapsConfig, device="cpu", progress: bool = False, out=None,
