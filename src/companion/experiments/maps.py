@@ -296,8 +296,8 @@ MAP_FIELDS = {"models": records(MAP_RECORD), **RUN_FIELDS}
 
 def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
     """The exact units (seed-major) and then the trained units of every family but the last;
-    then the last (the costliest): its first draw at every dimension, its trained units by
-    dimension, its other draws. A run stopped early has a bit of everything."""
+    then the last (the costliest): its first draw at every dimension, its trained units (the
+    smallest dimension, those above its windows, then inside), its other draws."""
     ends = _window_ends(windows) if cfg.window_dims else {}
     exact, trained = {}, {}
     for name in cfg.families:
@@ -319,9 +319,11 @@ def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
             for b in blocks]
     *first, last = cfg.families
     head = len(exact[last]) // max(len(cfg.exact_seeds), 1)  # the last family's first draws
+    top = max(ends.get(last, ()), default=0)  # its smallest dimension, those above, the rest
     return ([u for name in first for u in exact[name]] + [u for name in first for u in
                                                           trained[name]]
-            + exact[last][:head] + sorted(trained[last], key=lambda u: u.args[3])
+            + exact[last][:head] + sorted(trained[last], key=lambda u: (
+                u.args[3] > min(cfg.dims, default=0), u.args[3] < top, u.args[3]))
             + exact[last][head:])
 
 
