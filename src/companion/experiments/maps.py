@@ -26,6 +26,7 @@ from companion.bounds.witness import witness_family
 from companion.checks import (
     check_array,
     check_choice,
+    check_device,
     check_instance,
     check_int_sequence,
 )
@@ -42,7 +43,7 @@ from companion.experiments.sweep import (
     run_sweep,
     sweep_records,
 )
-from companion.sandwich.windows import FAMILIES
+from companion.sandwich.windows import FAMILIES, sandwich_windows
 from companion.softmax import threshold_closed_form
 
 __all__ = ["elu1", "relu", "hedgehog", "favor", "taylor", "MapsConfig", "MAPS_FULL",
@@ -332,9 +333,6 @@ def run_maps_sweep(config: MapsConfig, device="cpu", progress: bool = False, out
                    threads: int = 1) -> dict:
     """Run (or resume) a maps sweep: trained units '<map>_<family>_r<R>' (all seeds), exact
     units 'taylor_<family>_k<k>_s<seed>' and 'favor_<family>_r<R>_s<seed>'."""
-    from companion.checks import check_device
-    from companion.sandwich.windows import sandwich_windows
-
     cfg = check_instance(config, "config", MapsConfig)
     device = str(check_device(device))
     windows = sandwich_windows() if cfg.window_dims else []
