@@ -330,13 +330,14 @@ beta = threshold_closed_form(3, 24)
 spread = math.sqrt(math.expm1(beta * 12) / 1024)  # closed form, Hamming distance 12
 print(f"beta* = {beta:.6f}; one FAVOR+ feature's relative variance at Hamming distance 12: "
       f"{math.expm1(beta * 12):.6g}; relative standard deviation at R = 1,024: {spread:.4g}")
+kept = {(r["family"], r["rank"]): r["softmax"] for r in rows if r["map"] == "favor"}
 cells = {}
 for u in full["units"].values():
     rec = u["models"][0]
     if rec["map"] == "favor":
         cells.setdefault(rec["rank"], {fam: [] for fam in families})[rec["family"]].append(rec)
 display(Table([{"R": R, **{fam: "" if not recs else
-                           f"{sum(r['softmax'] == 'reproduced' for r in recs)}/{len(recs)}; "
+                           f"{kept[(fam, R)]}/{len(recs)}; "
                            f"{np.median([r['softmax_max_error'] for r in recs]):.2f}"
                            for fam, recs in by_family.items()}}
                for R, by_family in sorted(cells.items())],
