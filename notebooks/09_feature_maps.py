@@ -360,10 +360,11 @@ display(Table([{"R": R, **{fam: "" if not recs else
 # ## 6. What a practitioner can take from this
 #
 # * On these families the trained maps' capacity is the exact minimum (elu + 1, ReLU) or at
-#   most about twice it (Hedgehog); where they fail above it, the failure is optimisation,
-#   and the margin they needed above the minimum depended on the map: elu + 1 reached the minimum itself on the Paley rows and 1.2 times it on E1, Hedgehog
-#   1 to about 2 times, ReLU 1.4 and 2.5 times on the rows and E1 and more than 3.6 times on the 46 words
-#   (no seed within 128 features).
+#   most about twice it (Hedgehog); where they fail above it, the failure is optimisation.
+#   The margin they needed above the minimum depended on the map: elu + 1 reached the
+#   minimum itself on the Paley rows and 1.2 times it on E1; Hedgehog 1 to about 2 times;
+#   ReLU 1.4 and 2.5 times on the rows and E1, and more than 3.6 times on the 46 words (no
+#   seed within 128 features).
 # * The two fixed maps are the ones to worry about: no dimension up to 273 (Taylor) or 1,024
 #   (FAVOR+) admits an exact head with any values, a capacity failure that training cannot
 #   fix. FAVOR+'s promise, an unbiased softmax kernel, is true and useless here: the variance
@@ -373,6 +374,7 @@ display(Table([{"R": R, **{fam: "" if not recs else
 #
 # **Cost.** The committed run's units took {glue:text}`maps-cost` of wall time on one core
 # of a shared two-core machine (one process, one thread; the sum of the units' own wall
-# times, stored in the file), for {glue:text}`maps-units` units. The grid was cut to fit one core in under an hour (trained dimensions 8, 32,
-# 64, 128 and the window ends; Taylor widths 2, 4, 5, 8, 16; FAVOR+ at 8, 32, 128, 512, 1,024
+# times, stored in the file), for {glue:text}`maps-units` units. The grid was cut to fit
+# about an hour on one core (trained dimensions 8, 32, 64, 128 and the window ends; Taylor
+# widths 2, 4, 5, 8, 16; FAVOR+ at 8, 32, 128, 512, 1,024
 # and the window ends), never the exactness checks: every fixed-map verdict is the exact LP's.
