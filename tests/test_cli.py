@@ -199,6 +199,33 @@ def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys)
     assert "r=1:" in capsys.readouterr().out
 
 
+def test_cli_maps_writes_hashed_results_resumes_and_refuses_bad_options(tmp_path, monkeypatch,
+                                                                        capsys):
+    import companion.experiments.maps as maps
+
+    tiny = replace(maps.MAPS_SMOKE, steps=3, surrogate_steps=1)
+    monkeypatch.setattr(maps, "MAPS_QUICK", tiny)
+    out = tmp_path / "maps.json"
+    assert main(["maps", "--quick", "--out", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["config_hash"] == config_hash(data["config"]) == config_hash(tiny)
+    assert data["units"]["taylor_paley_rows_23_k2_s0"]["models"][0]["verdict"] == "infeasible"
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished unit was run again")
+
+    monkeypatch.setattr(maps, "_exact_head", boom)
+    monkeypatch.setattr(maps, "train_on_family", boom)
+    assert main(["maps", "--quick", "--out", str(out), "--no-progress"]) == 0
+    assert "taylor paley_rows_23 R=7: solved 0/1" in capsys.readouterr().out
+    for argv, option in ((["maps", "--threads", "0"], "--threads"),
+                         (["maps", "--smoke", "--scheduler", "nonsense"], "--scheduler")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and option in lines[0] and "Traceback" not in err, err
+
+
 def test_cli_rejects_bad_arguments(capsys):
     # argparse's own errors (unknown experiment, exclusive modes) exit with status 2
     with pytest.raises(SystemExit) as exc:

@@ -60,7 +60,8 @@ SKIP = {
     "tests/sandwich/test_windows.py",
     **{f"companion.experiments.{c}": "a constant" for c in (
         "e1:E1_FULL", "e1:E1_QUICK", "e1:E1_SMOKE", "e1:E1_LIVE_RANKS", "e1:E1_LIVE_SEEDS",
-        "probes:PROBES_FULL", "probes:PROBES_QUICK", "probes:PROBES_SMOKE")},
+        "probes:PROBES_FULL", "probes:PROBES_QUICK", "probes:PROBES_SMOKE",
+        "maps:MAPS_FULL", "maps:MAPS_QUICK", "maps:MAPS_SMOKE")},
     "companion.experiments.sweep:Unit": _REC + " (run_e1_sweep, run_probe_sweep, run_e2)",
     **{f"companion.experiments.sweep:{c}": "an exception class" for c in (
         "DaskMissingError", "SchedulerUnreachableError", "ResultFileError", "UnitFailedError",
@@ -139,6 +140,15 @@ E1_RESULTS = {"units": {"u": {"models": [
     {"kind": "nka", "rank": 1, "seed": 0, "best_max_error": 0.3, "fraction_within_half": 1.0},
     {"kind": "dense", "rank": 0, "seed": 0, "best_max_error": 0.7, "fraction_within_half": 0.5},
 ]}}}
+TINY_MAPS = _arr("dataclasses:replace", _ref("companion.experiments.maps:MAPS_SMOKE"),
+                 steps=2, surrogate_steps=1, favor_dims=(), taylor_widths=())
+MAPS_RESULTS = {"units": {"u": {"models": [
+    {"map": "relu", "family": "paley_rows_23", "rank": 8, "seed": 0, "verdict": "solved",
+     "best_max_error": 0.3},
+    {"map": "taylor", "family": "paley_rows_23", "rank": 7, "seed": 0, "verdict": "infeasible"},
+]}}}
+WINDOWS = [_arr("companion.sandwich.windows:Window", "paley_rows_23", "rows", f, 19, "", "",
+                23, "", "") for f in ("real", "nonnegative")]
 TINY_E2 = _arr("dataclasses:replace", _ref(f"{_OS}:E2_SMOKE"), sizes=((6, 40),), n_train=20,
                n_test=10, ranks=(1,), rank_groups=((1,),), seeds=(0,), steps=2)
 SMALL_S = _arr("companion.bounds.codes:paley_subset", 11, 3, 11)
@@ -297,6 +307,15 @@ OVERRIDES = {
     f"{_OS}:load_e2_protocols": {"folder": "/nonexistent-dir"},
     f"{_OS}:E2Config": {},
     f"{_OS}:protocol": {},
+    **{f"companion.experiments.maps:{f}": {"u": np.array([[0.5, -1.0, 2.0]])}
+       for f in ("elu1", "relu", "hedgehog", "taylor")},
+    "companion.experiments.maps:favor": {"u": np.array([[0.5, -1.0]]), "omega": np.ones((3, 2))},
+    "companion.experiments.maps:MapsConfig": {},
+    "companion.experiments.maps:run_maps_sweep": {"config": TINY_MAPS},
+    "companion.experiments.maps:summarise_maps": {"results": MAPS_RESULTS},
+    "companion.experiments.maps:first_solving": {"rows": Lazy(
+        "companion.experiments.maps:summarise_maps", (MAPS_RESULTS,)), "windows": WINDOWS},
+    "companion.experiments.maps:load_maps_results": {"path": "/nonexistent.json"},
     "companion.experiments.e1:E1Config": {},
     "companion.experiments.e1:build_unit": {"group": (1,)},
     "companion.experiments.e1:train_e1_unit": {"group": (1,)},

@@ -1,6 +1,6 @@
 """Command line: regenerate the experiments' sweeps; re-verify exact heads.
 
-    python -m companion e1|probes [--full|--quick|--smoke] [--out FILE] [--restart]
+    python -m companion e1|probes|maps [--full|--quick|--smoke] [--out FILE] [--restart]
         [--scheduler local:N|tcp://HOST:PORT] [--device cpu|cuda] [--threads N]
     python -m companion e2 [--full|--quick|--smoke] [--reading X|S-code|S-random|all]
         [--out FOLDER] ...
@@ -30,7 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m companion", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="experiment", required=True)
     for name, what in (("e1", "E1 witness suite"), ("e2", "E2 OOD scaling sweep"),
-                       ("probes", "chapter 8: signed heads and several heads on F(S)")):
+                       ("probes", "chapter 8: signed heads and several heads on F(S)"),
+                       ("maps", "chapter 9: linear-attention feature maps against the exact "
+                        "minimum rank")):
         s = sub.add_parser(name, help=what)
         mode = s.add_mutually_exclusive_group()
         modes = [("full", "full-size sweep (default)"), ("quick", "the book's quick mode"),
@@ -121,7 +123,8 @@ def _main(args) -> int:
         return _run_e2(args, device)
     out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
     with _writing(out, args.command):
-        {"e1": _run_e1, "probes": _run_probes}[args.experiment](args, device, out)
+        {"e1": _run_e1, "probes": _run_probes, "maps": _run_maps}[args.experiment](
+            args, device, out)
     print(f"results: {out}")
     return 0
 
@@ -200,6 +203,17 @@ def _run_e1(args, device: str, out: str) -> None:
         print(f"r={row['r']}: max error median {row['median_max_error']:.3f} "
               f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
               f"solved {row['solved']}/{row['seeds']}")
+
+
+def _run_maps(args, device: str, out: str) -> None:
+    from companion.experiments import maps
+
+    res = maps.run_maps_sweep(getattr(maps, f"MAPS_{args.mode.upper()}"),
+                              **_sweep(args, device, out))
+    for row in maps.summarise_maps(res):
+        print(f"{row['map']} {row['family']} R={row['rank']}: solved {row['solved']}/"
+              f"{row['seeds']}" + (f", {row['undecided']} beyond the exact LP"
+                                   if row["undecided"] else ""))
 
 
 def _run_probes(args, device: str, out: str) -> None:

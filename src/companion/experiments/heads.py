@@ -27,6 +27,10 @@ from companion.experiments.pair_readout import (
 __all__: list[str] = []  # no boundary: built by the configurations of e1, probes and e2
 
 FEATURES = ("exp", "softplus")
+#: Chapter 9's maps of the linear-attention literature, for table kernel heads (the table is
+#: the learned projection u of a one-hot token): elu(u) + 1, relu(u), Hedgehog [softmax(u),
+#: softmax(-u)] on the first R // 2 columns of a rank-R head (:mod:`companion.experiments.maps`).
+MAP_FEATURES = ("elu1", "relu", "hedgehog")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
 #: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
@@ -75,6 +79,9 @@ class HeadConfig:
         put("hidden", tuple(self.hidden))
         if self.heads is not None:
             put("heads", tuple(self.heads))
+        if self.feature in MAP_FEATURES and ((self.maps, self.attention) != ("table", "kernel")
+                                             or self.heads is not None):
+            raise ValueError(f"feature {self.feature!r} is for single table kernel heads only")
         # the one cost guard, reached from every configuration that builds models: a
         # parameter count that would exhaust memory
         width = self.pad_to or max(self.ranks, default=self.score_dim)
@@ -113,6 +120,10 @@ def _gather_pairs(matrix, rows):
     flat = (rows[:, :1] * size + rows[:, 1:]).reshape(-1)
     return matrix.reshape(matrix.shape[0], -1).index_select(1, flat).view(
         matrix.shape[0], rows.shape[0], 3)
+
+
+_POINTWISE = {"softplus": torch.nn.functional.softplus,
+              "elu1": lambda u: torch.nn.functional.elu(u) + 1, "relu": torch.relu}
 
 
 def _model_seed(*parts) -> int:
@@ -382,8 +393,23 @@ class StackedHeads(torch.nn.Module):
         if self.feature == "exp":
             return (torch.exp(self.q + self.mask_add[:, None, :]),
                     torch.exp(self.k + self.mask_add[:, None, None, :]))
-        f = torch.nn.functional.softplus
+        if self.feature == "hedgehog":
+            return self._hedgehog(self.q), self._hedgehog(self.k)
+        f = _POINTWISE[self.feature]
         return f(self.q) * mq, f(self.k) * mk
+
+    def _hedgehog(self, u: torch.Tensor) -> torch.Tensor:
+        """[softmax(u_:h), softmax(-u_:h)] in columns [0, 2h) of a rank-R model, h = R // 2."""
+        half = torch.tensor(self.ranks, device=u.device)[:, None] // 2  # (M, 1)
+        col = torch.arange(u.shape[-1], device=u.device)[None, :]
+        shape = (u.shape[0],) + (1,) * (u.ndim - 2) + (u.shape[-1],)
+        off = torch.zeros(col.shape[-1], dtype=u.dtype, device=u.device).expand(
+            len(half), -1).masked_fill(col >= half, -math.inf).reshape(shape)
+        first = torch.softmax(u + off, -1)
+        second = torch.softmax(-u + off, -1)
+        index = (col - half).clamp_min(0).reshape(shape).expand_as(u)
+        upper = ((col >= half) & (col < 2 * half)).to(u.dtype).reshape(shape)
+        return first + second.gather(-1, index) * upper
 
     def pair_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Single-head table kernel or softmax heads: (log alpha_p(x, z) up to a constant per
@@ -470,7 +496,9 @@ class StackedHeads(torch.nn.Module):
             for h in range(c.heads[j] if c.heads else 1):
                 q, k, v, a = (t[(j, h) if c.heads else j] for t in (self.q, self.k, self.v, self.a))
                 qr, kr = q[..., :r].double(), k[..., :r].double()
-                if c.attention == "kernel" and self.feature == "softplus":
+                if c.attention == "kernel" and self.feature in MAP_FEATURES:
+                    phi_q, phi_k = (t[j, ..., :r].double() for t in self.features())
+                elif c.attention == "kernel" and self.feature == "softplus":
                     phi_q, phi_k = (torch.nn.functional.softplus(qr),
                                     torch.nn.functional.softplus(kr))
                 else:
