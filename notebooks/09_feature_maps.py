@@ -114,13 +114,14 @@ print(f"committed full run: {units} units, {len(rows)} (map, family, dimension) 
 #   *Transformers are RNNs* {cite}`katharopoulos2020transformers`);
 # * **ReLU**, $\max(u, 0)$, $k$ features (the same family of linear transformers);
 # * **Hedgehog**, $[\mathrm{softmax}(u), \mathrm{softmax}(-u)]$, $2k$ features (Zhang et
-#   al. 2024, *The Hedgehog & the Porcupine*);
+#   al. 2024, *The Hedgehog & the Porcupine* {cite}`zhang2024hedgehog`);
 # * **FAVOR+**, $e^{\langle \omega_i, u\rangle - \lVert u \rVert^2/2} / \sqrt{R}$ for $R$
 #   draws $\omega_i \sim N(0, I)$, an unbiased estimate of the softmax kernel
 #   $e^{\langle q, k\rangle}$ (Choromanski et al. 2021, *Rethinking Attention with
-#   Performers*);
+#   Performers* {cite}`choromanski2021performers`);
 # * **Taylor**, $[1, u, \mathrm{vec}(u u^\top)/\sqrt 2]$, $1 + k + k^2$ features, the
-#   second-order expansion of the exponential (Arora et al. 2024, *Based*).
+#   second-order expansion of the exponential (Arora et al. 2024, *Based*
+#   {cite}`arora2024based`).
 #
 # Where $u$ comes from decides what is learned. For elu + 1, ReLU and Hedgehog it is a
 # **learned projection** of the token: here a table, one free vector per token and position
