@@ -1,8 +1,9 @@
 """The converged E2 study's analysis (chapter 7), as pre-registered in
 book/e2_preregistration.md: the pilot's choice of optimiser, r* per size with bootstrap
 intervals and two sharpness rules, the registered verdict of each curve family
-(:func:`study_summary`), and the chapter's tables and figure. The study's configurations,
-units and files are :mod:`~.pipeline`'s (designs A and B).
+(:func:`study_summary`), the decisive study's step from the rank-1 floor and its verdict
+(:func:`decisive_summary`), and the chapter's tables and figure. The studies'
+configurations, units and files are :mod:`~.pipeline`'s (designs A and B).
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from companion.experiments.e2.pipeline import (
     study_config,
     unit_plan,
 )
-from companion.experiments.e2.rule import PAPER_TRANSITIONS, RULE_DENSE_EXACT, curve_rule
+from companion.experiments.e2.rule import (
+    PAPER_TRANSITIONS,
+    RULE_DENSE_EXACT,
+    checkpoint_convergence,
+    curve_rule,
+)
 from companion.experiments.sweep import config_dict
 
-__all__ = ["TAUS", "pilot_choice", "study_summary", "status_table", "pilot_table",
-           "plot_study", "size_table", "gap_table"]
+__all__ = ["TAUS", "pilot_choice", "study_summary", "decisive_summary", "status_table",
+           "pilot_table", "plot_study", "size_table", "gap_table"]
 
 TAUS = (0.85, 0.9, 0.95)
 #: Held-out distributions: A's uniform and near-tie ("witness": a query's competitors differ
@@ -198,6 +204,80 @@ def study_summary(runs: dict) -> dict:
             fam[test] = {"ranks": cfg["ranks"], "per_size": lines, "verdict": verdict,
                          "reason": reason, "config_hash": run["config_hash"]}
     return out
+
+
+# ----------------------------------------------------------------------------- decisive study
+
+
+def floor_step(ranks, curve) -> dict:
+    """The step from the floor f = a(1) (the decisive study's sharpness): with the running
+    maximum, r_lo the last rank at or below f + 0.1 (1 - f), r_hi the first at or above
+    f + 0.9 (1 - f) (None if none); the width log2(r_hi / r_lo) in doublings."""
+    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
+    f = float(env[0])
+    r_lo = ranks[np.flatnonzero(env <= f + 0.1 * (1 - f))[-1]]
+    hi = np.flatnonzero(env >= f + 0.9 * (1 - f)) if f < 1 else []
+    r_hi = ranks[hi[0]] if len(hi) else None
+    return {"floor": f, "r_lo": r_lo, "r_hi": r_hi,
+            "width": None if r_hi is None else float(np.log2(r_hi / r_lo))}
+
+
+def _decisive_line(run: dict, size: int, test: str, points: dict) -> dict:
+    """A size's line (:func:`_size_line`), its step from the floor, and what keeps the width
+    from being judged: the control (dense exact), the floor (<= 1/2), the top rank converged
+    and fitting (>= 0.99 at the checkpoint), the step's two points converged."""
+    line = _size_line(run, size, test)
+    ranks = run["config"]["ranks"]
+    step = floor_step(ranks, line["median"])
+
+    def ok(r):  # converged at the checkpoint, validation settled
+        return points[r]["converged"] and points[r]["settled"]
+
+    checks = {"dense not exact": line["dense_exact"], "floor above 1/2": step["floor"] <= 0.5,
+              "top rank not converged or not fitting": ok(ranks[-1])
+              and points[ranks[-1]]["checkpoint"] >= 0.99,
+              "step not converged": all(ok(r) for r in (step["r_lo"], step["r_hi"]) if r)}
+    return {**line, **step, "point_converged": [ok(r) for r in ranks],
+            "dense_converged": ok("dense"), "fails": [k for k, v in checks.items() if not v]}
+
+
+def _decisive_verdict(lines: list[dict]) -> tuple[str, str]:
+    """The decisive study's registered verdict of one family (its lines by increasing size);
+    a width whose control is missing is left out of the evidence, never counted against."""
+    judged = [s for s in lines if not s["fails"]]
+    if len(judged) < 3:
+        return "inconclusive", f"only {len(judged)} widths can be judged; " + "; ".join(
+            f"m = {s['size']}: {', '.join(s['fails'])}" for s in lines if s["fails"])
+    stars = [s["r_star"]["0.9"] is not None for s in judged]
+    sharp = [s["width"] is not None and s["width"] <= 1 for s in judged]
+    ci = [s["interval_log2"]["0.9"] for s in judged]
+    if all(stars) and all(sharp) and ci[0][1] < ci[-1][0]:
+        return "reproduced", "a sharp step from the floor at every judged width, moving"
+    blunt = [s["size"] for s, a, b in zip(judged, stars, sharp) if a and not b]
+    if len(blunt) >= 2:
+        return "refuted at convergence", f"no sharp step from the floor at m = {blunt}"
+    if all(stars) and all(sharp) and max(c[0] for c in ci) <= min(c[1] for c in ci):
+        return "refuted at convergence", "sharp steps whose r* intervals all overlap"
+    if len(stars) - sum(stars) >= 2:
+        return "inconclusive", "no r* on the grid at two or more judged widths"
+    return "inconclusive", "r* intervals neither separate nor all overlap, or r* missing"
+
+
+def decisive_summary(run: dict) -> dict:
+    """results/e2_study/e2_decisive_summary.json from the decisive study's file (load_e2):
+    per test its complete widths' lines (r*, intervals, floor, step, convergence at the
+    checkpoint, what keeps a width from being judged) and the registered verdict."""
+    cfg = run["config"]
+    points = checkpoint_convergence(run)
+    tests = {}
+    for test in cfg["tests"]:
+        lines = [_decisive_line(run, size, test, points[size]) for size in complete_sizes(run)]
+        verdict, reason = _decisive_verdict(lines)
+        tests[test] = {"per_size": lines, "verdict": verdict, "reason": reason}
+    return {"taus": list(TAUS), "dense_exact_level": RULE_DENSE_EXACT,
+            "paper_transitions": list(PAPER_TRANSITIONS), "kind": _kind(cfg),
+            "headline": "complement", "ranks": cfg["ranks"], "config_hash": run["config_hash"],
+            "tests": tests}
 
 
 # ----------------------------------------------------------------------------- the chapter
