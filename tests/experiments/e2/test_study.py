@@ -265,6 +265,7 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     cfg = pl.DECISIVE["A", "exp-affine"]
     assert [m for m, _ in cfg.sizes] == [6, 8, 10, 12, 14] and cfg.tests[-1] == "complement"
     assert (cfg.lr, cfg.steps, cfg.surrogate_steps, cfg.eval_every) == (0.01, 2000, 2000, 100)
+    assert (cfg.seeds, cfg.splits) == ((0, 1), (0, 1, 2))  # the registered budget cut
     assert pl.e2_path(tmp_path, cfg).name == "e2_decisive_A_exp-affine.json"
     tiny = pl.study_config("A", "exp-affine", (6, 7), ranks=(1, 2), rank_groups=((1, 2),),
                            seeds=(0,), splits=(0, 1), n_train=60, n_test=30, steps=3,
