@@ -280,3 +280,11 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     assert fam["verdict"] == "inconclusive"  # three steps train nothing: no width is judged
     assert all(s["fails"] and 0 <= s["floor"] <= 1 for s in fam["per_size"])
     assert pl.study_files(tmp_path / "e2_study") == {"study": {}, "pilot": {}}  # kept apart
+
+
+def test_the_extension_rule_flags_units_whose_checkpoint_is_the_last_evaluation():
+    def unit(*best):
+        return {"eval_steps": [0, 100, 200], "models": [{"best_step": b} for b in best]}
+
+    run = {"units": {"a": unit(200, 100), "b": unit(200, 100, 100), "c": unit(200, 200, 0)}}
+    assert st.extension_units(run) == ["a", "c"]

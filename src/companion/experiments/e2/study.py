@@ -263,10 +263,19 @@ def _decisive_verdict(lines: list[dict]) -> tuple[str, str]:
     return "inconclusive", "r* intervals neither separate nor all overlap, or r* missing"
 
 
+def extension_units(run: dict) -> list[str]:
+    """The registered extension rule: the units whose best validation step is the last
+    evaluation for at least half of their models (to be run again with both phases doubled)."""
+    return [key for key, unit in sorted(run["units"].items())
+            if 2 * sum(m["best_step"] == unit["eval_steps"][-1] for m in unit["models"])
+            >= len(unit["models"])]
+
+
 def decisive_summary(run: dict) -> dict:
     """results/e2_study/e2_decisive_summary.json from the decisive study's file (load_e2):
     per test its complete widths' lines (r*, intervals, floor, step, convergence at the
-    checkpoint, what keeps a width from being judged) and the registered verdict."""
+    checkpoint, what keeps a width from being judged) and the registered verdict; the units
+    the extension rule flags."""
     cfg = run["config"]
     points = checkpoint_convergence(run)
     tests = {}
@@ -277,7 +286,7 @@ def decisive_summary(run: dict) -> dict:
     return {"taus": list(TAUS), "dense_exact_level": RULE_DENSE_EXACT,
             "paper_transitions": list(PAPER_TRANSITIONS), "kind": _kind(cfg),
             "headline": "complement", "ranks": cfg["ranks"], "config_hash": run["config_hash"],
-            "tests": tests}
+            "extend": extension_units(run), "tests": tests}
 
 
 # ----------------------------------------------------------------------------- the chapter
