@@ -401,7 +401,8 @@ def _earlier(c: dict) -> dict:
 
 def test_the_hash_migration_maps_old_and_new_hashes_one_to_one():
     files = [p for p in sorted(RESULTS.glob("**/e2_*.json")) + sorted(
-        (RESULTS / "e2_protocols").glob("*.json")) if "summary" not in p.name]
+        (RESULTS / "e2_protocols").glob("*.json"))
+        if "summary" not in p.name and "decisive" not in p.name]  # decisive: born migrated
     assert len(files) == 38 and len(set(MIGRATED.values())) == len(MIGRATED) == 37
     seen = set()
     for path in files:
