@@ -109,17 +109,22 @@ def bootstrap_interval(ranks, acc, tau: float, resamples: int = 2000, seed: int 
             float(np.quantile(star, 1 - tail, method="higher")))
 
 
+def _rise(ranks, curve, bottom: float, top: float) -> tuple:
+    """(r10, r90): the last rank whose running maximum is at most 10 % of the way from
+    `bottom` to `top`, the first at least 90 % (None where there is none)."""
+    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
+    low = np.flatnonzero(env <= bottom + 0.1 * (top - bottom))
+    high = np.flatnonzero(env >= bottom + 0.9 * (top - bottom))
+    return (ranks[low[-1]] if len(low) else None), (ranks[high[0]] if len(high) else None)
+
+
 def relative_width(ranks, curve) -> float | None:
     """Doublings the running maximum of a curve takes from 10 % to 90 % of its own range
-    (min to max): log2(r90 / r10), r10 the last rank at most 10 %, r90 the first at least
-    90 %; None when the range is 0 or no rank lies at or below 10 %."""
-    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
+    (min to max): log2(r90 / r10); None when the range is 0 or no rank lies at or below
+    10 %."""
     lo, hi = float(np.min(curve)), float(np.max(curve))
-    if hi <= lo:
-        return None
-    low = np.flatnonzero(env <= lo + 0.1 * (hi - lo))
-    high = np.flatnonzero(env >= lo + 0.9 * (hi - lo))
-    return float(np.log2(ranks[high[0]] / ranks[low[-1]])) if len(low) else None
+    r10, r90 = _rise(ranks, curve, lo, hi) if hi > lo else (None, None)
+    return float(np.log2(r90 / r10)) if r10 else None
 
 
 def _replicates(run: dict, size: int):
@@ -210,14 +215,10 @@ def study_summary(runs: dict) -> dict:
 
 
 def floor_step(ranks, curve) -> dict:
-    """The step from the floor f = a(1) (the decisive study's sharpness): with the running
-    maximum, r_lo the last rank at or below f + 0.1 (1 - f), r_hi the first at or above
-    f + 0.9 (1 - f) (None if none); the width log2(r_hi / r_lo) in doublings."""
-    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
-    f = float(env[0])
-    r_lo = ranks[np.flatnonzero(env <= f + 0.1 * (1 - f))[-1]]
-    hi = np.flatnonzero(env >= f + 0.9 * (1 - f)) if f < 1 else []
-    r_hi = ranks[hi[0]] if len(hi) else None
+    """The step from the floor f = a(1) to solving (the decisive study's sharpness): r_lo,
+    r_hi 10 % and 90 % of the way from f to 1 (:func:`_rise`); the width log2(r_hi / r_lo)."""
+    f = float(curve[0])
+    r_lo, r_hi = _rise(ranks, curve, f, 1.0) if f < 1 else (ranks[-1], None)
     return {"floor": f, "r_lo": r_lo, "r_hi": r_hi,
             "width": None if r_hi is None else float(np.log2(r_hi / r_lo))}
 
