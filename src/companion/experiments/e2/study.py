@@ -361,9 +361,8 @@ def plot_study(ax, run: dict, test: str, title: str | None = None) -> None:
                                               key=lambda kv: (kv[0] == "dense", kv[0]))
                         if r != "dense"])
         color = BOOK_COLORS[i % len(BOOK_COLORS)]
-        what = "m" if run["config"]["design"] == "A" else "P"
-        label = f"${what} = {size if what == 'm' else 2 * size - 2}$"
-        ax.plot(ranks, line["median"], marker=BOOK_MARKERS[i], ms=3, color=color, label=label)
+        ax.plot(ranks, line["median"], marker=BOOK_MARKERS[i], ms=3, color=color,
+                label=f"${_size_label(run['config']['design'], size)}$")
         ax.fill_between(ranks, acc.min(1), acc.max(1), color=color, alpha=0.15)
         ax.axhline(np.median(line["dense"]), color=color, ls="--", lw=1)
         star = line["r_star"]["0.9"]
