@@ -88,12 +88,13 @@ SKIP = {
             "PILOT_CHOICE", "E2_PROTOCOLS", "E2_LIVE")))},
     **{f"companion.experiments.e2.pipeline:{c}": "a constant: E2Config instances (E2Config "
        "is fuzzed; TINY_E2, TINY_READING and TINY_STUDY, cut from them, drive the runs here)"
-       for c in ("E2_QUICK", "E2_FULL", "E2_SMOKE", "READINGS_FULL", "READINGS_SMOKE",
-                 "READING_QUICK", "STUDY")},
+       for c in ("E2_QUICK", "E2_SMOKE", "READINGS_FULL", "READINGS_SMOKE",
+                 "READING_QUICK", "STUDY", "DECISIVE")},
     **{f"companion.experiments.e2.study:{f}": "chapter 7's reader of the committed study "
        "files (loaded by load_e2 / study_files, whose arguments are fuzzed); no argument "
        "checks by design; tested in tests/experiments/e2/test_study.py"
-       for f in ("pilot_choice", "study_summary", "status_table", "pilot_table", "plot_study",
+       for f in ("pilot_choice", "study_summary", "decisive_summary", "status_table",
+                 "pilot_table", "plot_study",
                  "size_table", "gap_table")},
 }
 

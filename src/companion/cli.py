@@ -5,6 +5,7 @@
     python -m companion e2 [--full|--quick|--smoke] [--reading X|S-code|S-random|all]
         [--out FOLDER] ...
     python -m companion e2 --pilot|--study [--arm A|B|all] [--out FOLDER] ...
+    python -m companion e2 --decisive [--out FOLDER] ...
     python -m companion probes --exact [--out FILE]
     python -m companion verify-head FILE [FILE ...]
 
@@ -13,7 +14,8 @@ results) at the paths of ``companion.experiments.e2.pipeline.e2_path``: ``--quic
 ``--smoke`` run the stored protocols' modes (with ``--reading``, a reading's), ``--full`` the
 three readings and judges them into ``e2_summary.json``, ``--pilot`` and ``--study`` the
 converged study, judged into ``e2_study/e2_study_summary.json`` once every (arm, kind) is
-complete. Exit 2 (one line) on a usage error, 130 on Ctrl-C.
+complete, ``--decisive`` the decisive study (into ``e2_study/e2_decisive_summary.json``).
+Exit 2 (one line) on a usage error, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                           "training, always in this process)"))
         if name == "e2":
             modes += [("pilot", "the converged study's pre-registered pilot (validation only)"),
-                      ("study", "the converged study (book/e2_preregistration.md)")]
+                      ("study", "the converged study (book/e2_preregistration.md)"),
+                      ("decisive", "the decisive study (book/e2_preregistration.md)")]
         for const, text in modes:
             mode.add_argument(f"--{const}", dest="mode", action="store_const", const=const,
                               help=text)
@@ -250,6 +253,8 @@ def _e2_runs(args) -> list:
     """(configuration, mode) of every E2 run the command names, in order."""
     from companion.experiments.e2 import pipeline as p
 
+    if args.mode == "decisive":
+        return [(c, "decisive") for c in p.DECISIVE.values()]
     if args.mode in ("pilot", "study"):
         runs = []
         for arm in tuple(p.ARMS) if args.arm == "all" else (args.arm,):
@@ -300,6 +305,8 @@ def _run_e2(args, device: str) -> int:
         _report_pilots(runs, folder)
     elif args.mode == "study":
         _judge_study(folder)
+    elif args.mode == "decisive":
+        _judge_decisive(runs, folder)
     return 0
 
 
@@ -353,6 +360,22 @@ def _judge_study(folder: str) -> None:
             for kind, tests in kinds.items():
                 for test, fam in tests.items():
                     print(f"{arm} {kind} {test}: {fam['verdict']} ({fam['reason']})")
+
+
+def _judge_decisive(runs, folder: str) -> None:
+    """Judge the complete decisive study into e2_study/e2_decisive_summary.json."""
+    from companion.experiments.e2 import pipeline as p
+    from companion.experiments.e2.study import decisive_summary
+    from companion.files import atomic_write_json
+
+    for cfg, _ in runs:
+        run = p.load_e2(p.e2_path(folder, cfg))
+        if p.study_complete(run):
+            summary = decisive_summary(run)
+            atomic_write_json(os.path.join(folder, "e2_study", "e2_decisive_summary.json"),
+                              summary)
+            for test, fam in summary["tests"].items():
+                print(f"decisive {cfg.kind} {test}: {fam['verdict']} ({fam['reason']})")
 
 
 if __name__ == "__main__":

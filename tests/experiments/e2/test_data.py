@@ -43,7 +43,7 @@ def test_a_pool_without_near_ties_fails_instead_of_hanging():
     with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
         data._near_tie_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="gap-1"):
-        data.draw_triples("gap1", None, 5, np.random.default_rng(0), np.eye(4, dtype=np.int64))
+        data.draw_triples("gap1", np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), None)
 
 
 def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
@@ -236,3 +236,28 @@ def test_complement_power_heads_climb_with_degree_and_are_exact_counts():
     assert data.complement_power_head_accuracy(pool, idx[:1], 4) == int(solved)
     with pytest.raises(ValueError, match="idx"):
         data.complement_power_head_accuracy(pool, idx[:, :2], 2)
+
+
+def test_complement_triples_defeat_every_query_independent_overlap_mixing():
+    """The decisive study's test (book/e2_preregistration.md, issue 40): (x, x̄, y) with y
+    meeting both; targets 0 at x and x̄, >= 1 at y. Mixing the tokens with weights that do not
+    depend on the query (a rank-1 head) and reading out the overlap fails every triple."""
+    d = data.study_split("A", 8, 1, n_train=50, n_eval=300, complement=True)
+    plain = data.study_split("A", 8, 1, n_train=50, n_eval=300)
+    for name in ("uniform", "witness"):  # the study's own draws are unchanged
+        assert np.array_equal(d["val"][name][1], plain["val"][name][1])
+        assert np.array_equal(d["evals"][f"test/{name}"][1], plain["evals"][f"test/{name}"][1])
+    for pool, idx in (d["val"]["complement"], d["evals"]["test/complement"]):
+        seqs = pool[idx]
+        comp = (seqs[:, :, None, :] + seqs[:, None, :, :] == 1).all(-1)  # (S, 3, 3)
+        assert idx.shape == (300, 3) and (comp.sum((1, 2)) == 2).all()  # one complement pair
+        targets = min_ip_targets(seqs)
+        assert (np.sort(targets, axis=1)[:, :2] == 0).all() and (targets.max(1) >= 1).all()
+        rng = np.random.default_rng(0)
+        for weights in (np.ones(len(pool)), rng.random(len(pool)) + 1e-3,
+                        np.exp(5 * rng.standard_normal(len(pool)))):
+            w = weights[idx] / weights[idx].sum(1, keepdims=True)  # the same for every query
+            out = np.einsum("sim,sp,spm->si", seqs, w, seqs)  # <q, sum_p w_p z_p>
+            assert not (np.abs(out - targets) < 0.5).all(1).any()
+    assert data.study_split("A", 8, 1, 50, 300, True)["val"]["complement"][1].tolist() == \
+        d["val"]["complement"][1].tolist()  # seeded

@@ -72,7 +72,11 @@ def test_the_study_arms_are_presets_with_their_own_rules():
     with pytest.raises(ValueError, match="sizes"):
         pl.study_config("B", "overlap", (12,))  # not a power of two
     with pytest.raises(ValueError, match="sizes"):
-        pl.study_config("A", "mlp", (14,))  # the cube of 2**14 tokens is too big
+        pl.study_config("A", "mlp", (18,))  # the cube of 2**18 tokens is too big
+    with pytest.raises(ValueError, match="sizes"):
+        pl.study_config("A", "mlp", (5,))
+    with pytest.raises(ValueError, match="tests"):  # the complement test is arm A's
+        pl.study_config("B", "overlap", tests=("uniform", "witness", "complement"))
     with pytest.raises(ValueError, match="eval_every"):
         dataclasses.replace(STUDY_TINY, eval_every=None)
     with pytest.raises(ValueError, match="tests"):
@@ -397,7 +401,8 @@ def _earlier(c: dict) -> dict:
 
 def test_the_hash_migration_maps_old_and_new_hashes_one_to_one():
     files = [p for p in sorted(RESULTS.glob("**/e2_*.json")) + sorted(
-        (RESULTS / "e2_protocols").glob("*.json")) if "summary" not in p.name]
+        (RESULTS / "e2_protocols").glob("*.json"))
+        if "summary" not in p.name and "decisive" not in p.name]  # decisive: born migrated
     assert len(files) == 38 and len(set(MIGRATED.values())) == len(MIGRATED) == 37
     seen = set()
     for path in files:
@@ -468,6 +473,19 @@ def test_cli_study_waits_for_a_committed_pilot_choice(tmp_path, capsys, monkeypa
     assert main(["e2", "--study", "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("waiting for its pilot's choice") == 4
     assert not (tmp_path / "e2_study" / "e2_study_summary.json").exists()
+
+
+def test_cli_decisive_mode_runs_its_preset_and_judges_it_once_complete(tmp_path, capsys,
+                                                                       monkeypatch):
+    tiny = pl.study_config("A", "exp-affine", (6, 7), ranks=(1, 2), rank_groups=((1, 2),),
+                           seeds=(0,), splits=(0, 1), n_train=60, n_test=30, steps=3,
+                           eval_every=1, tests=("uniform", "witness", "complement"))
+    monkeypatch.setattr(pl, "DECISIVE", {("A", "exp-affine"): tiny})
+    assert main(["e2", "--decisive", "--out", str(tmp_path), "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "e2_study" / "e2_decisive_summary.json").read_text())
+    assert set(summary["tests"]) == {"uniform", "witness", "complement"}
+    assert "decisive exp-affine complement: inconclusive" in capsys.readouterr().out
+    assert (tmp_path / "e2_study" / "e2_decisive_A_exp-affine.json").exists()
 
 
 def test_cli_full_study_and_pilot_modes_judge_the_committed_files_as_committed(tmp_path,

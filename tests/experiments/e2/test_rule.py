@@ -71,9 +71,11 @@ def test_bad_arguments_are_refused():
 # ------------------------------------------------ convergence at the checkpoint (issue 35)
 
 
-def _run(histories, best_steps, steps=(0, 100, 200, 300, 400, 500), size=8):
-    """A study record of one unit: one "nka" model of rank 1 per training history."""
-    models = [{"kind": "nka", "rank": 1, "seed": s, "best_step": b, "train_history": h}
+def _run(histories, best_steps, steps=(0, 100, 200, 300, 400, 500), size=8, val=None):
+    """A study record of one unit: one "nka" model of rank 1 per training history (its
+    validation history `val`, default flat)."""
+    models = [{"kind": "nka", "rank": 1, "seed": s, "best_step": b, "train_history": h,
+               "val_history": val or [0.5] * len(steps)}
               for s, (h, b) in enumerate(zip(histories, best_steps, strict=True))]
     return {"config": {}, "units": {f"A{size}/split0/r1": {"eval_steps": list(steps),
                                                           "models": models}}}
@@ -192,3 +194,12 @@ def test_where_the_registered_flag_fails_at_the_checkpoint(committed):
     flags = [(q["converged"], q["converged_last"]) for g in points.values()
              for by_rank in g.values() for r, q in by_rank.items() if r != "dense"]
     assert (len(flags), sum(c for c, _ in flags), sum(c for _, c in flags)) == (154, 135, 145)
+
+
+def test_validation_settles_when_its_best_gains_little_in_the_last_window():
+    """The decisive study's second convergence condition (issue 40)."""
+    flat = [0.2, 0.8, 0.9, 0.9, 0.9, 0.9]
+    late_gain = rule.checkpoint_convergence(_run([flat], [300], val=[0, .5, .6, .6, .6, .7]))
+    assert not late_gain[8][1]["settled"] and late_gain[8][1]["val_best"] == 0.7
+    settled = rule.checkpoint_convergence(_run([flat], [300], val=[0, .5, .7, .6, .6, .704]))
+    assert settled[8][1]["settled"] and settled[8][1]["val_best_before"] == 0.7

@@ -221,3 +221,70 @@ def test_the_sizing_script_times_a_unit():
     seconds = module.step_seconds(tiny, (6, 64), (2, 8), probe=2)
     assert 0 <= seconds < 5
     assert st.planned_units("A", "mlp") == 4 * 3 * 7 and st.planned_units("B", "learned") == 63
+
+
+# --------------------------------------------------------------------------- decisive study
+
+
+def test_the_step_is_measured_from_the_rank_one_floor():
+    ranks = [1, 2, 4, 8, 16, 32]
+    step = st.floor_step(ranks, [0.0, 0.05, 0.08, 0.95, 0.97, 1.0])
+    assert (step["floor"], step["r_lo"], step["r_hi"], step["width"]) == (0.0, 4, 8, 1.0)
+    # the same rise from a floor of 0.6 is measured against 0.64 and 0.96: r_lo is 4, and
+    # 0.95 is not solving yet, so the step ends at 32 and is not sharp
+    step = st.floor_step(ranks, [0.6, 0.6, 0.62, 0.95, 0.955, 0.97])
+    assert (step["r_lo"], step["r_hi"], step["width"]) == (4, 32, 3.0)
+    # a dip is read through the running maximum; a curve that never solves has no r_hi
+    assert st.floor_step(ranks, [0.0, 0.5, 0.05, 0.6, 0.7, 0.8])["r_lo"] == 1
+    assert st.floor_step(ranks, [0.0, 0.5, 0.05, 0.6, 0.7, 0.8])["r_hi"] is None
+
+
+def _width(size, star=8, width=1.0, ci=(2.0, 3.0), fails=()):
+    return {"size": size, "r_star": {"0.9": star}, "width": width,
+            "interval_log2": {"0.9": ci}, "fails": list(fails)}
+
+
+def test_the_decisive_verdict_never_refutes_without_the_papers_control():
+    moving = [_width(6, ci=(2, 3)), _width(8, ci=(3, 4)), _width(10, ci=(4, 5))]
+    assert st._decisive_verdict(moving)[0] == "reproduced"
+    flat = [_width(6, width=3.0), _width(8, width=2.0), _width(10)]
+    assert st._decisive_verdict(flat) == ("refuted at convergence",
+                                          "no sharp step from the floor at m = [6, 8]")
+    assert st._decisive_verdict([_width(6), _width(8), _width(10)])[0] == "refuted at convergence"
+    # the same blunt curves where dense softmax is not exact: those widths are no evidence
+    missing = [_width(6, width=3.0, fails=["dense not exact"]),
+               _width(8, width=2.0, fails=["dense not exact"]), _width(10), _width(12)]
+    verdict, reason = st._decisive_verdict(missing)
+    assert verdict == "inconclusive" and "m = 6: dense not exact" in reason
+    no_star = [_width(6, star=None, width=None), _width(8, star=None, width=None), _width(10)]
+    assert st._decisive_verdict(no_star) == (
+        "inconclusive", "no r* on the grid at two or more judged widths")
+
+
+def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
+    cfg = pl.DECISIVE["A", "exp-affine"]
+    assert [m for m, _ in cfg.sizes] == [6, 8, 10, 12, 14] and cfg.tests[-1] == "complement"
+    assert (cfg.lr, cfg.steps, cfg.surrogate_steps, cfg.eval_every) == (0.01, 2000, 2000, 100)
+    assert (cfg.seeds, cfg.splits) == ((0, 1), (0, 1, 2))  # the registered budget cut
+    assert pl.e2_path(tmp_path, cfg).name == "e2_decisive_A_exp-affine.json"
+    tiny = pl.study_config("A", "exp-affine", (6, 7), ranks=(1, 2), rank_groups=((1, 2),),
+                           seeds=(0,), splits=(0, 1), n_train=60, n_test=30, steps=3,
+                           eval_every=1, tests=cfg.tests)
+    run = pl.run_e2(tiny, out=pl.e2_path(tmp_path, tiny))
+    model = run["units"]["A6/split0/r1-2"]["models"][0]
+    assert set(model["test"]) == {"uniform", "witness", "complement"}
+    assert run["units"]["A6/split0/r1-2"]["sizes"]["val/complement"] == 30
+    summary = json.loads(json.dumps(st.decisive_summary(pl.load_e2(pl.e2_path(tmp_path, tiny)))))
+    fam = summary["tests"]["complement"]
+    assert [s["size"] for s in fam["per_size"]] == [6, 7] and summary["headline"] == "complement"
+    assert fam["verdict"] == "inconclusive"  # three steps train nothing: no width is judged
+    assert all(s["fails"] and 0 <= s["floor"] <= 1 for s in fam["per_size"])
+    assert pl.study_files(tmp_path / "e2_study") == {"study": {}, "pilot": {}}  # kept apart
+
+
+def test_the_extension_rule_flags_units_whose_checkpoint_is_the_last_evaluation():
+    def unit(*best):
+        return {"eval_steps": [0, 100, 200], "models": [{"best_step": b} for b in best]}
+
+    run = {"units": {"a": unit(200, 100), "b": unit(200, 100, 100), "c": unit(200, 200, 0)}}
+    assert st.extension_units(run) == ["a", "c"]

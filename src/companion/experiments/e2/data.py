@@ -22,11 +22,10 @@ from companion.core.task import all_tokens, overlaps, split_pool, token_pool
 __all__ = ["TEST_DISTRIBUTIONS", "query_gaps", "pool_inputs", "complement_power_rank",
            "complement_power_head_accuracy"]
 
-HARD_DISTRIBUTIONS = ("uniform", "gap1", "gap2", "witness")
 #: The stored protocols' distributions, train mixture and tests alike.
 TEST_DISTRIBUTIONS = ("uniform", "near_tie")
-#: Every distribution a configuration may name.
-DISTRIBUTIONS = (*HARD_DISTRIBUTIONS, "near_tie")
+#: Every distribution a configuration may name ("complement": the decisive study's test).
+DISTRIBUTIONS = ("uniform", "gap1", "gap2", "witness", "near_tie", "complement")
 #: Largest pool a configuration accepts (the samplers hold P x P int64 overlaps).
 MAX_POOL = 2**12
 #: Most training or test sequences a configuration accepts (the full runs use <= 8000).
@@ -61,14 +60,9 @@ def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
     raise ValueError(f"the pool has too few {what} triples: found {have} of {count}")
 
 
-def _distinct_triples(gram, count: int, rng, what: str, keep) -> np.ndarray:
-    """Uniform triples (x, z, w) of distinct tokens with ``keep(x, z, w)``."""
-    def accept(c):
-        x, z, w = c.T
-        return (x != z) & (x != w) & (z != w) & keep(x, z, w)
-
-    return _rejection(lambda b: rng.integers(0, len(gram), size=(b, 3)), accept, count, rng,
-                      what)
+def _overlap(pool: np.ndarray, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """<pool[x], pool[z]> row by row (no P x P Gram matrix: arm A's cube at m = 14)."""
+    return np.einsum("im,im->i", pool[x], pool[z])
 
 
 def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
@@ -93,20 +87,33 @@ def complement_index(pool: np.ndarray) -> np.ndarray:
     return np.array([where.get(int(c), -1) for c in (1 - pool) @ weights], dtype=np.int64)
 
 
-def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
-    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
-    (x, y, y) with y != x, as the certificate needs."""
+def _complement_triples(pool: np.ndarray, count: int, rng, meets: bool,
+                        what: str) -> np.ndarray:
+    """(x, x̄, y), y not in {x, x̄}; ``meets``: y also meets both x and x̄ (the decisive
+    study's complement test, on which query-independent mixing fails)."""
     comp = complement_index(pool)
     have = np.flatnonzero(comp >= 0)
-    size = len(comp)
-    n_pure = int(round(0.25 * count))
 
     def draw(b):
         x = have[rng.integers(0, len(have), size=b)]
-        return np.stack([x, comp[x], rng.integers(0, size, size=b)], axis=1)
+        return np.stack([x, comp[x], rng.integers(0, len(comp), size=b)], axis=1)
 
-    mixed = (_rejection(draw, lambda c: (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1]),
-                        count - n_pure, rng, "witness")
+    def accept(c):
+        ok = (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1])
+        if meets:
+            o = _overlap(pool, c[:, 0], c[:, 2])
+            ok &= (o >= 1) & (o <= pool[c[:, 2]].sum(1) - 1)
+        return ok
+
+    return _rejection(draw, accept, count, rng, what)
+
+
+def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
+    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
+    (x, y, y) with y != x, as the certificate needs."""
+    size = len(pool)
+    n_pure = int(round(0.25 * count))
+    mixed = (_complement_triples(pool, count - n_pure, rng, False, "witness")
              if count > n_pure else np.zeros((0, 3), dtype=np.int64))
     x = rng.integers(0, size, size=n_pure)
     y = (x + rng.integers(1, size, size=n_pure)) % size
@@ -115,17 +122,24 @@ def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
 
 
 def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
-    """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (a query's two competitors
-    differ in overlap by exactly 1 or 2); ``witness``; the stored protocols' ``near_tie``
-    (gap 1, drawn one triple at a time)."""
+    """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (three distinct tokens, the
+    first's two competitors differ in overlap by exactly 1 or 2); ``witness``;
+    ``complement``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time, on
+    the pool's Gram matrix `gram`, which only it reads)."""
     if name == "uniform":
-        return rng.integers(0, len(gram), size=(count, 3))
+        return rng.integers(0, len(pool), size=(count, 3))
     if name == "near_tie":
         return _near_tie_triples(gram, count, rng)
     if name in ("gap1", "gap2"):  # a query x whose competitors differ in overlap by the gap
-        gap = int(name[-1])
-        return _distinct_triples(gram, count, rng, f"gap-{gap}",
-                                 lambda x, z, w: np.abs(gram[x, z] - gram[x, w]) == gap)
+        def accept(c):
+            x, z, w = c.T
+            return ((x != z) & (x != w) & (z != w)
+                    & (np.abs(_overlap(pool, x, z) - _overlap(pool, x, w)) == int(name[-1])))
+
+        return _rejection(lambda b: rng.integers(0, len(pool), size=(b, 3)), accept, count,
+                          rng, f"gap-{name[-1]}")
+    if name == "complement":
+        return _complement_triples(pool, count, rng, True, "complement")
     return _witness_triples(pool, count, rng)
 
 
@@ -319,25 +333,29 @@ def _sides(keys: np.ndarray, arm: str, split: int, salt: int) -> np.ndarray:
     return (u >= first).astype(np.int64) + (u >= second)
 
 
-def study_split(arm: str, m: int, split: int, n_train: int, n_eval: int) -> dict:
+def study_split(arm: str, m: int, split: int, n_train: int, n_eval: int,
+                complement: bool = False) -> dict:
     """The converged study's sequences of one size and split, as :func:`_data` lays them out
     ("val": the validation sets). A: the cube {0,1}^m, complementary pairs hashed to train /
     validation / test (60 / 20 / 20), uniform and near-tie ("witness", gap 1) triples drawn
-    on each side; B: the Sylvester pool of order m, every multiset of three words on one side
-    (70 / 10 / 20); held out: all, and those with a complementary pair ("witness")."""
+    on each side, and with ``complement`` (the decisive study) complement triples too, drawn
+    after them so the others stay the same; B: the Sylvester pool of order m, every multiset
+    of three words on one side (70 / 10 / 20); held out: all, and those with a complementary
+    pair ("witness")."""
     if arm == "A":
         tokens = all_tokens(m)
         codes = np.arange(2**m, dtype=np.int64)
         side = _sides(np.minimum(codes, codes ^ (2**m - 1)), arm, split, m)
         pools = [tokens[side == k] for k in range(3)]
-        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence([split, m, 1]).spawn(5)]
-        grams = [q @ q.T for q in pools]
-        draw = [(pools[k], draw_triples(name, pools[k], count, rngs[i], grams[k]))
-                for i, (k, name, count) in enumerate(
-                    [(0, "uniform", n_train), (1, "uniform", n_eval), (1, "gap1", n_eval),
-                     (2, "uniform", n_eval), (2, "gap1", n_eval)])]
-        return {"train": draw[0], "val": dict(zip(("uniform", "witness"), draw[1:3])),
-                "evals": dict(zip(("test/uniform", "test/witness"), draw[3:5])),
+        plan = [(0, "uniform", n_train), (1, "uniform", n_eval), (1, "gap1", n_eval),
+                (2, "uniform", n_eval), (2, "gap1", n_eval)]
+        plan += [(1, "complement", n_eval), (2, "complement", n_eval)] if complement else []
+        rngs = np.random.SeedSequence([split, m, 1]).spawn(len(plan))
+        draw = [(pools[k], draw_triples(name, pools[k], count, np.random.default_rng(rngs[i]),
+                                        None)) for i, (k, name, count) in enumerate(plan)]
+        names = ("uniform", "witness", "complement")
+        return {"train": draw[0], "val": dict(zip(names, draw[1:3] + draw[5:6])),
+                "evals": {f"test/{n}": d for n, d in zip(names, draw[3:5] + draw[6:])},
                 "pool_train": len(pools[0]), "pool_test": len(pools[2])}
     pool = sylvester_code(m)
     p = len(pool)

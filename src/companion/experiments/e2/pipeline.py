@@ -48,9 +48,9 @@ from companion.experiments.sweep import (
 from companion.files import read_json_file
 
 __all__ = ["DESIGNS", "READINGS", "ARMS", "E2Config", "protocol", "study_config", "E2_QUICK",
-           "E2_FULL", "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "READINGS_FULL", "READINGS_SMOKE",
+           "E2_SMOKE", "E2_PROTOCOLS", "E2_LIVE", "READINGS_FULL", "READINGS_SMOKE",
            "READING_QUICK", "HEADLINE", "HEADLINES", "SIZES", "PILOT_GRID", "PILOT_CHOICE",
-           "STUDY", "pilot_configs", "e2_data", "run_e2", "e2_path",
+           "STUDY", "DECISIVE", "pilot_configs", "e2_data", "run_e2", "e2_path",
            "load_e2", "load_e2_protocols", "study_files", "study_complete", "complete_sizes",
            "e2_live_result"]
 
@@ -134,7 +134,7 @@ class E2Config(FrozenConfig):
 
     def __post_init__(self):
         put, study = self._put, check_choice(self.design, "design", tuple(DESIGNS)) in ARMS
-        put("sizes", _tuple(self.sizes, "sizes", _pairs(_ints(2, 64), _ints(1, MAX_POOL))))
+        put("sizes", _tuple(self.sizes, "sizes", _pairs(_ints(2, 64), _ints(1, 2**16))))
         for name, low, high, empty in (("hidden", 1, 4096, True), ("splits", 0, 2**32 - 1, False),
                                        ("ranks", 1, 4096, False), ("seeds", 0, 2**32 - 1, False)):
             put(name, _tuple(getattr(self, name), name, _ints(low, high), empty))
@@ -179,8 +179,10 @@ class E2Config(FrozenConfig):
                 "uniform", "near_tie"}):
             raise ValueError("dense_lr, train_mix: a stored protocol trains its dense heads with "
                              "the kernel heads, on uniform and near-tie triples")
-        if study and self.tests != STUDY_TESTS:
-            raise ValueError(f"tests: the study's held-out sets are {STUDY_TESTS}")
+        if study and self.tests not in (STUDY_TESTS, (*STUDY_TESTS, "complement")
+                                        if self.design == "A" else STUDY_TESTS):
+            raise ValueError(f"tests: the study's held-out sets are {STUDY_TESTS} (arm A: and "
+                             "the decisive study's complement triples)")
         put("fit_subsets", _tuple(self.fit_subsets, "fit_subsets", partial(
             check_choice, choices=("witness",) if study else ()), empty=True))
         for m, p in self.sizes:
@@ -188,8 +190,8 @@ class E2Config(FrozenConfig):
 
     def _check_size(self, m: int, p: int) -> None:
         d, why = self.design, None
-        if d == "A" and not (6 <= m <= 12 and p == 2**m):
-            why = "arm A's pool is the whole cube, P = 2**m with 6 <= m <= 12"
+        if d == "A" and not (6 <= m <= 16 and p == 2**m):
+            why = "arm A's pool is the whole cube, P = 2**m with 6 <= m <= 16"
         elif d == "B" and (m & (m - 1) or m < 8 or p != 2 * m - 2):
             why = "arm B's Sylvester order m is a power of two >= 8, P = 2m - 2"
         elif d == "S-code" and p != 2 * m - 2:
@@ -241,9 +243,6 @@ def protocol(widths=(8, 10, 12), pool_sizes=(256, 256, 256), near_tie_fraction: 
 
 #: Book quick mode (the defaults).
 E2_QUICK = protocol()
-#: Full size: bigger pools, more data, seeds, width, steps.
-E2_FULL = protocol(widths=(8, 12, 16), pool_sizes=(256, 1024, 2048), n_train=8000, n_test=2000,
-                   hidden=(64,), seeds=(0, 1, 2, 3, 4), steps=3000)
 #: Installation / cluster check (CLI ``--smoke``, the tests): seconds on one core.
 E2_SMOKE = protocol(widths=(6, 8), pool_sizes=(40, 48), n_train=200, n_test=100,
                     ranks=(1, 4, 16), rank_groups=((1, 4), (16,)), seeds=(0, 1), hidden=(8,),
@@ -346,6 +345,14 @@ STUDY = {(arm, kind): study_config(arm, kind, **{**c, "dense_lr": (
     PILOT_CHOICE.items()}
 
 
+#: The decisive study (issue 40, book/e2_preregistration.md, registered in d36b0157): arm A's
+#: exp-affine study again with the complement test (also a third validation set) and m = 14;
+#: seed 2 cut at every width by the registered budget rule (measured: 16.6 CPU-hours).
+DECISIVE = {("A", "exp-affine"): dataclasses.replace(
+    STUDY["A", "exp-affine"], sizes=tuple((m, 2**m) for m in (6, 8, 10, 12, 14)),
+    tests=(*STUDY_TESTS, "complement"), seeds=(0, 1))}
+
+
 def pilot_configs(arm: str, kind: str) -> list[E2Config]:
     """The pilot's runs of one (arm, kind): the middle sizes (B: the two larger pools),
     ranks 16 and 256 and the dense heads, two seeds, one split; each grid point a config."""
@@ -376,7 +383,8 @@ def e2_data(cfg: E2Config, m: int, pool_size: int, split: int | None = None) -> 
 def unit_data(cfg: E2Config, m: int, p: int, split: int) -> dict:
     """:func:`e2_data` without the checks (the units')."""
     if cfg.design in ARMS:
-        return e2data.study_split(cfg.design, m, split, cfg.n_train, cfg.n_test)
+        return e2data.study_split(cfg.design, m, split, cfg.n_train, cfg.n_test,
+                                  "complement" in cfg.tests)
     mix = dict(cfg.train_mix)
     if cfg.design in ("tokens", "X"):
         return e2data.disjoint_pool_split(m, p, cfg.train_fraction, cfg.n_train, cfg.n_test,
@@ -629,8 +637,9 @@ def load_e2(path) -> dict:
 def e2_path(folder, cfg: E2Config, mode: str = "full") -> Path:
     """Where a configuration's results live under `folder` (results/): a stored protocol's
     e2_protocols/<mode>.json (mode: its name; the modes quick, smoke, full: e2_<mode>.json),
-    a reading's e2_<design>_<mode>.json, the study's e2_study/e2_study_<arm>_<kind>.json and
-    a pilot run's e2_study/e2_pilot_<arm>_<kind>_lr<lr>_steps<steps>.json."""
+    a reading's e2_<design>_<mode>.json, the study's e2_study/e2_study_<arm>_<kind>.json (the
+    decisive study's e2_study/e2_decisive_<arm>_<kind>.json) and a pilot run's
+    e2_study/e2_pilot_<arm>_<kind>_lr<lr>_steps<steps>.json."""
     folder, cfg = check_path(folder, "folder"), check_instance(cfg, "cfg", E2Config)
     if not isinstance(mode, str) or not mode.replace("_", "").isalnum():
         raise ValueError(f"mode must be a non-empty identifier (letters, digits, _), got "
@@ -638,7 +647,8 @@ def e2_path(folder, cfg: E2Config, mode: str = "full") -> Path:
     if cfg.design in ARMS:
         return folder / "e2_study" / (
             f"e2_pilot_{cfg.design}_{cfg.kind}_lr{cfg.lr:g}_steps{cfg.steps}.json" if cfg.pilot
-            else f"e2_study_{cfg.design}_{cfg.kind}.json")
+            else f"e2_{'decisive' if 'complement' in cfg.tests else 'study'}_{cfg.design}_"
+            f"{cfg.kind}.json")
     if cfg.design == "tokens":
         return folder / (f"e2_{mode}.json" if mode in ("quick", "smoke", "full")
                          else f"e2_protocols/{mode}.json")

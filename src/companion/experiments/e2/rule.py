@@ -10,9 +10,9 @@
   capacity 1 - a_fit (the heads do not fit their own training sequences) and generalisation
   a_fit - a_test; rank-limited when capacity is at least half of it.
 
-Added after the converged study's results (issue 35), outside the registered rule:
-:func:`checkpoint_convergence` judges convergence at the validation checkpoint, where test
-accuracy is read, instead of at the last step.
+Added after the converged study's results (issue 35), outside its registered rule and inside
+the decisive study's (issue 40): :func:`checkpoint_convergence` judges convergence at the
+validation checkpoint, where test accuracy is read, instead of at the last step.
 """
 
 from __future__ import annotations
@@ -140,8 +140,10 @@ def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -
     of the best fit the run reaches, and that best fit rose by less than ``tolerance`` over
     the last ``window`` of the steps. The registered flag (*converged at the last step*)
     compares the last step with the first evaluation at or after ``1 - window`` of the steps.
-    Returns {size: {rank or "dense": {"replicates", "checkpoint", "best", "best_before",
-    "last", "late", "converged", "converged_last"}}}.
+    The decisive study also asks that validation has *settled*: the best validation accuracy
+    rose by less than ``tolerance`` over that window. Returns {size: {rank or "dense":
+    {"replicates", "checkpoint", "best", "best_before", "last", "late", "val_best",
+    "val_best_before", "converged", "converged_last", "settled"}}}.
     """
     run = check_mapping(run, "run")
     tolerance = check_float(tolerance, "tolerance", 0, 1, low_open=True)
@@ -155,18 +157,21 @@ def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -
         late = int(np.searchsorted(steps, (1 - window) * steps[-1]))
         for model in unit["models"]:
             train = np.asarray(model["train_history"], dtype=np.float64)
+            val = np.asarray(model["val_history"], dtype=np.float64)
             group = model["rank"] if model["kind"] == "nka" else "dense"
             points.setdefault(size, {}).setdefault(group, []).append((
                 train[int(np.searchsorted(steps, model["best_step"]))], train.max(),
-                train[:late + 1].max(), train[-1], train[late]))
+                train[:late + 1].max(), train[-1], train[late], val.max(), val[:late + 1].max()))
     out: dict = {}
     for size, groups in sorted(points.items()):
         for group in sorted(groups, key=lambda g: (g == "dense", g if g != "dense" else 0)):
-            checkpoint, best, before, last, late = np.median(groups[group], axis=0)
+            checkpoint, best, before, last, late, vbest, vbefore = np.median(groups[group], 0)
             out.setdefault(size, {})[group] = {
                 "replicates": len(groups[group]), "checkpoint": round(float(checkpoint), 6),
                 "best": round(float(best), 6), "best_before": round(float(before), 6),
                 "last": round(float(last), 6), "late": round(float(late), 6),
+                "val_best": round(float(vbest), 6), "val_best_before": round(float(vbefore), 6),
                 "converged": bool(best - checkpoint < tolerance and best - before < tolerance),
-                "converged_last": bool(abs(last - late) < tolerance)}
+                "converged_last": bool(abs(last - late) < tolerance),
+                "settled": bool(vbest - vbefore < tolerance)}
     return out

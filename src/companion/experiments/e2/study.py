@@ -1,8 +1,9 @@
 """The converged E2 study's analysis (chapter 7), as pre-registered in
 book/e2_preregistration.md: the pilot's choice of optimiser, r* per size with bootstrap
 intervals and two sharpness rules, the registered verdict of each curve family
-(:func:`study_summary`), and the chapter's tables and figure. The study's configurations,
-units and files are :mod:`~.pipeline`'s (designs A and B).
+(:func:`study_summary`), the decisive study's step from the rank-1 floor and its verdict
+(:func:`decisive_summary`), and the chapter's tables and figure. The studies'
+configurations, units and files are :mod:`~.pipeline`'s (designs A and B).
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from companion.experiments.e2.pipeline import (
     study_config,
     unit_plan,
 )
-from companion.experiments.e2.rule import PAPER_TRANSITIONS, RULE_DENSE_EXACT, curve_rule
+from companion.experiments.e2.rule import (
+    PAPER_TRANSITIONS,
+    RULE_DENSE_EXACT,
+    checkpoint_convergence,
+    curve_rule,
+)
 from companion.experiments.sweep import config_dict
 
-__all__ = ["TAUS", "pilot_choice", "study_summary", "status_table", "pilot_table",
-           "plot_study", "size_table", "gap_table"]
+__all__ = ["TAUS", "pilot_choice", "study_summary", "decisive_summary", "status_table",
+           "pilot_table", "plot_study", "size_table", "gap_table"]
 
 TAUS = (0.85, 0.9, 0.95)
 #: Held-out distributions: A's uniform and near-tie ("witness": a query's competitors differ
@@ -103,17 +109,22 @@ def bootstrap_interval(ranks, acc, tau: float, resamples: int = 2000, seed: int 
             float(np.quantile(star, 1 - tail, method="higher")))
 
 
+def _rise(ranks, curve, bottom: float, top: float) -> tuple:
+    """(r10, r90): the last rank whose running maximum is at most 10 % of the way from
+    `bottom` to `top`, the first at least 90 % (None where there is none)."""
+    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
+    low = np.flatnonzero(env <= bottom + 0.1 * (top - bottom))
+    high = np.flatnonzero(env >= bottom + 0.9 * (top - bottom))
+    return (ranks[low[-1]] if len(low) else None), (ranks[high[0]] if len(high) else None)
+
+
 def relative_width(ranks, curve) -> float | None:
     """Doublings the running maximum of a curve takes from 10 % to 90 % of its own range
-    (min to max): log2(r90 / r10), r10 the last rank at most 10 %, r90 the first at least
-    90 %; None when the range is 0 or no rank lies at or below 10 %."""
-    env = np.maximum.accumulate(np.asarray(curve, dtype=np.float64))
+    (min to max): log2(r90 / r10); None when the range is 0 or no rank lies at or below
+    10 %."""
     lo, hi = float(np.min(curve)), float(np.max(curve))
-    if hi <= lo:
-        return None
-    low = np.flatnonzero(env <= lo + 0.1 * (hi - lo))
-    high = np.flatnonzero(env >= lo + 0.9 * (hi - lo))
-    return float(np.log2(ranks[high[0]] / ranks[low[-1]])) if len(low) else None
+    r10, r90 = _rise(ranks, curve, lo, hi) if hi > lo else (None, None)
+    return float(np.log2(r90 / r10)) if r10 else None
 
 
 def _replicates(run: dict, size: int):
@@ -200,6 +211,85 @@ def study_summary(runs: dict) -> dict:
     return out
 
 
+# ----------------------------------------------------------------------------- decisive study
+
+
+def floor_step(ranks, curve) -> dict:
+    """The step from the floor f = a(1) to solving (the decisive study's sharpness): r_lo,
+    r_hi 10 % and 90 % of the way from f to 1 (:func:`_rise`); the width log2(r_hi / r_lo)."""
+    f = float(curve[0])
+    r_lo, r_hi = _rise(ranks, curve, f, 1.0) if f < 1 else (ranks[-1], None)
+    return {"floor": f, "r_lo": r_lo, "r_hi": r_hi,
+            "width": None if r_hi is None else float(np.log2(r_hi / r_lo))}
+
+
+def _decisive_line(run: dict, size: int, test: str, points: dict) -> dict:
+    """A size's line (:func:`_size_line`), its step from the floor, and what keeps the width
+    from being judged: the control (dense exact), the floor (<= 1/2), the top rank converged
+    and fitting (>= 0.99 at the checkpoint), the step's two points converged."""
+    line = _size_line(run, size, test)
+    ranks = run["config"]["ranks"]
+    step = floor_step(ranks, line["median"])
+
+    def ok(r):  # converged at the checkpoint, validation settled
+        return points[r]["converged"] and points[r]["settled"]
+
+    checks = {"dense not exact": line["dense_exact"], "floor above 1/2": step["floor"] <= 0.5,
+              "top rank not converged or not fitting": ok(ranks[-1])
+              and points[ranks[-1]]["checkpoint"] >= 0.99,
+              "step not converged": all(ok(r) for r in (step["r_lo"], step["r_hi"]) if r)}
+    return {**line, **step, "point_converged": [ok(r) for r in ranks],
+            "dense_converged": ok("dense"), "fails": [k for k, v in checks.items() if not v]}
+
+
+def _decisive_verdict(lines: list[dict]) -> tuple[str, str]:
+    """The decisive study's registered verdict of one family (its lines by increasing size);
+    a width whose control is missing is left out of the evidence, never counted against."""
+    judged = [s for s in lines if not s["fails"]]
+    if len(judged) < 3:
+        return "inconclusive", f"only {len(judged)} widths can be judged; " + "; ".join(
+            f"m = {s['size']}: {', '.join(s['fails'])}" for s in lines if s["fails"])
+    stars = [s["r_star"]["0.9"] is not None for s in judged]
+    sharp = [s["width"] is not None and s["width"] <= 1 for s in judged]
+    ci = [s["interval_log2"]["0.9"] for s in judged]
+    if all(stars) and all(sharp) and ci[0][1] < ci[-1][0]:
+        return "reproduced", "a sharp step from the floor at every judged width, moving"
+    blunt = [s["size"] for s, a, b in zip(judged, stars, sharp) if a and not b]
+    if len(blunt) >= 2:
+        return "refuted at convergence", f"no sharp step from the floor at m = {blunt}"
+    if all(stars) and all(sharp) and max(c[0] for c in ci) <= min(c[1] for c in ci):
+        return "refuted at convergence", "sharp steps whose r* intervals all overlap"
+    if len(stars) - sum(stars) >= 2:
+        return "inconclusive", "no r* on the grid at two or more judged widths"
+    return "inconclusive", "r* intervals neither separate nor all overlap, or r* missing"
+
+
+def extension_units(run: dict) -> list[str]:
+    """The registered extension rule: the units whose best validation step is the last
+    evaluation for at least half of their models (to be run again with both phases doubled)."""
+    return [key for key, unit in sorted(run["units"].items())
+            if 2 * sum(m["best_step"] == unit["eval_steps"][-1] for m in unit["models"])
+            >= len(unit["models"])]
+
+
+def decisive_summary(run: dict) -> dict:
+    """results/e2_study/e2_decisive_summary.json from the decisive study's file (load_e2):
+    per test its complete widths' lines (r*, intervals, floor, step, convergence at the
+    checkpoint, what keeps a width from being judged) and the registered verdict; the units
+    the extension rule flags."""
+    cfg = run["config"]
+    points = checkpoint_convergence(run)
+    tests = {}
+    for test in cfg["tests"]:
+        lines = [_decisive_line(run, size, test, points[size]) for size in complete_sizes(run)]
+        verdict, reason = _decisive_verdict(lines)
+        tests[test] = {"per_size": lines, "verdict": verdict, "reason": reason}
+    return {"taus": list(TAUS), "dense_exact_level": RULE_DENSE_EXACT,
+            "paper_transitions": list(PAPER_TRANSITIONS), "kind": _kind(cfg),
+            "headline": "complement", "ranks": cfg["ranks"], "config_hash": run["config_hash"],
+            "extend": extension_units(run), "tests": tests}
+
+
 # ----------------------------------------------------------------------------- the chapter
 
 
@@ -271,9 +361,8 @@ def plot_study(ax, run: dict, test: str, title: str | None = None) -> None:
                                               key=lambda kv: (kv[0] == "dense", kv[0]))
                         if r != "dense"])
         color = BOOK_COLORS[i % len(BOOK_COLORS)]
-        what = "m" if run["config"]["design"] == "A" else "P"
-        label = f"${what} = {size if what == 'm' else 2 * size - 2}$"
-        ax.plot(ranks, line["median"], marker=BOOK_MARKERS[i], ms=3, color=color, label=label)
+        ax.plot(ranks, line["median"], marker=BOOK_MARKERS[i], ms=3, color=color,
+                label=f"${_size_label(run['config']['design'], size)}$")
         ax.fill_between(ranks, acc.min(1), acc.max(1), color=color, alpha=0.15)
         ax.axhline(np.median(line["dense"]), color=color, ls="--", lw=1)
         star = line["r_star"]["0.9"]
