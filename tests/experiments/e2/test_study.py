@@ -280,6 +280,11 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     assert fam["verdict"] == "inconclusive"  # three steps train nothing: no width is judged
     assert all(s["fails"] and 0 <= s["floor"] <= 1 for s in fam["per_size"])
     assert pl.study_files(tmp_path / "e2_study") == {"study": {}, "pilot": {}}  # kept apart
+    flagged = pl.extension_units(run)  # this pass's flagged units ran longer, in the same call
+    assert sorted(k for k in run["units"] if k.endswith("/x2")) == [k + "/x2" for k in flagged]
+    for key in flagged:
+        assert run["units"][key + "/x2"]["eval_steps"][-1] == 6
+    assert summary["extend"] == summary["extended"] == flagged
 
 
 def test_the_extension_rule_flags_units_whose_checkpoint_is_the_last_evaluation():
@@ -288,3 +293,29 @@ def test_the_extension_rule_flags_units_whose_checkpoint_is_the_last_evaluation(
 
     run = {"units": {"a": unit(200, 100), "b": unit(200, 100, 100), "c": unit(200, 200, 0)}}
     assert st.extension_units(run) == ["a", "c"]
+
+
+def test_extended_units_are_planned_run_longer_and_read_in_place_of_their_first_pass():
+    """The rule's extensions: planned (decisive study only) for the flagged stored units, with
+    both phases doubled, and read in place of the first pass, which stays in the file."""
+    cfg = pl.DECISIVE["A", "exp-affine"]
+    first = {key for key, *_ in pl.unit_plan(config_dict(cfg))}
+
+    def unit(last_best):
+        return {"eval_steps": [0, 100, 200], "models": [{"best_step": 200 if last_best else 0}]}
+
+    stored = {"A6/split0/dense": unit(True), "A6/split1/dense": unit(False)}
+    plan = pl.unit_plan(config_dict(cfg), stored)
+    assert {key for key, *_ in plan} - first == {"A6/split0/dense/x2"}
+    assert plan[-1][1:] == next(u for u in plan if u[0] == "A6/split0/dense")[1:]
+    units = {u.key: u for u in pl._units(cfg, "cpu", stored)}
+    longer = units["A6/split0/dense/x2"].args[0]
+    assert (longer.steps, longer.surrogate_steps) == (4000, 4000)
+    assert units["A6/split0/dense"].args[0] is cfg
+    study = pl.STUDY["A", "exp-affine"]  # the converged study has no extension rule
+    assert {k for k, *_ in pl.unit_plan(config_dict(study), stored)} == {
+        k for k, *_ in pl.unit_plan(config_dict(study))}
+    run = {"units": {**stored, "A6/split0/dense/x2": unit(False)}}
+    assert st.extended_run(run)["units"] == {"A6/split0/dense": unit(False),
+                                             "A6/split1/dense": unit(False)}
+    assert st.extension_units(run) == ["A6/split0/dense"]  # first passes only

@@ -41,6 +41,7 @@ from companion.experiments.sweep import (
     Unit,
     check_units,
     config_dict,
+    config_hash,
     numbers,
     records,
     run_sweep,
@@ -539,18 +540,39 @@ def _transitions(ranks, accuracy: dict, threshold: float, tests) -> dict:
 # --------------------------------------------------------------------------- plan, files
 
 
-def unit_plan(cfg: dict) -> list[tuple]:
+#: The key suffix of a unit run again by the decisive study's extension rule.
+EXTENDED = "/x2"
+
+
+def extension_units(run: dict) -> list[str]:
+    """The decisive study's registered extension rule: the first-pass units whose best
+    validation step is the last evaluation for at least half of their models."""
+    return [key for key, unit in sorted(run["units"].items()) if not key.endswith(EXTENDED)
+            and 2 * sum(m["best_step"] == unit["eval_steps"][-1] for m in unit["models"])
+            >= len(unit["models"])]
+
+
+def extended(cfg: E2Config) -> E2Config:
+    """An extended unit's configuration: both phases doubled, the same schedule stretched."""
+    return dataclasses.replace(cfg, steps=2 * cfg.steps, surrogate_steps=2 * cfg.surrogate_steps)
+
+
+def unit_plan(cfg: dict, units: dict | None = None) -> list[tuple]:
     """(key, m, P, split, readout, rank groups, dense) of every unit of a configuration (its
     stored dict), in run order: a protocol one unit per width; a reading per (part, size,
-    readout), the slow heads first; the study per (size, split, group), the dense heads last."""
+    readout), the slow heads first; the study per (size, split, group), the dense heads last,
+    and in the decisive study the extension of every stored unit the rule flags (key + "/x2")."""
     design, sizes, (ro, *_) = cfg["design"], [tuple(s) for s in cfg["sizes"]], cfg["readouts"]
     groups, split = tuple(map(tuple, cfg["rank_groups"])), cfg["splits"][0]
     if design == "tokens":
         return [(f"m{m}", m, p, split, ro, groups, True) for m, p in sizes]
     if design in ARMS:
-        return [(f"{design}{m}/split{s}/" + ("dense" if g is None else "r" + "-".join(map(
+        plan = [(f"{design}{m}/split{s}/" + ("dense" if g is None else "r" + "-".join(map(
             str, g))), m, p, s, ro, () if g is None else (g,), g is None)
             for m, p in sizes for s in cfg["splits"] for g in (*groups, None)]
+        flagged = set(extension_units({"units": units})) if units and "complement" in \
+            cfg["tests"] else set()
+        return plan + [(key + EXTENDED, *unit) for key, *unit in plan if key in flagged]
     return [(f"m{m}-P{p}/{r}/{which}", m, p, split, r, groups if which == "heads" else (),
              which == "dense")
             for which in ("heads", "dense") for m, p in sizes for r in cfg["readouts"]]
@@ -573,9 +595,18 @@ def _fields(design: str) -> dict:
             else _PART_FIELDS)
 
 
-def _units(cfg: E2Config, device: str) -> list[Unit]:
-    return [Unit(key, train_e2_unit, (cfg, *unit, device), device=device)
-            for key, *unit in unit_plan(config_dict(cfg))]
+def _units(cfg: E2Config, device: str, stored: dict | None = None) -> list[Unit]:
+    return [Unit(key, train_e2_unit, (extended(cfg) if key.endswith(EXTENDED) else cfg, *unit,
+                                      device), device=device)
+            for key, *unit in unit_plan(config_dict(cfg), stored)]
+
+
+def _stored(cfg: E2Config, out, restart: bool) -> dict:
+    """The units `out` already stores for `cfg` (the plan's extensions are read from them)."""
+    if out is None or restart or not Path(out).is_file():
+        return {}
+    run = load_e2(out)
+    return run["units"] if run["config_hash"] == config_hash(config_dict(cfg)) else {}
 
 
 def _with_result(run: dict) -> dict:
@@ -610,8 +641,13 @@ def run_e2(cfg: E2Config, out=None, device="cpu", progress=False, restart=False,
     protocol's per width; "sizes": a reading's per size, readout and part)."""
     cfg = check_instance(cfg, "cfg", E2Config)
     device = str(check_device(device))
-    done = run_sweep(cfg, _units(cfg, device), out=out, restart=restart, scheduler=scheduler,
-                     threads=threads, progress=progress, fields=_fields(cfg.design))
+    run = partial(run_sweep, cfg, out=out, scheduler=scheduler, threads=threads,
+                  progress=progress, fields=_fields(cfg.design))
+    done = run(units := _units(cfg, device, _stored(cfg, out, restart)), restart=restart)
+    if extra := [u for u in _units(cfg, device, done["units"]) if u.key not in done["units"]]:
+        # the units this pass flagged for the extension rule: their longer runs
+        more = run(extra) if out is None else run(units + extra)
+        done = {**done, "units": {**done["units"], **more["units"]}}
     return _with_result({k: done[k] for k in ("config", "config_hash", "units")})
 
 
@@ -630,8 +666,10 @@ def load_e2(path) -> dict:
         raise ResultFileError(f"{where}: its configuration is not in normal form")
     if data["config"]["design"] == "tokens" and set(data.get("units", ())) == {"sweep"}:
         return _with_result(check_units(where, data, {"widths": dict}))
-    return _with_result(check_units(where, data, _fields(data["config"]["design"]),
-                                    {k for k, *_ in unit_plan(data["config"])}))
+    fields = _fields(data["config"]["design"])
+    check_units(where, data, fields)  # every unit sound before the plan reads them
+    return _with_result(check_units(where, data, fields,
+                                    {k for k, *_ in unit_plan(data["config"], data["units"])}))
 
 
 def e2_path(folder, cfg: E2Config, mode: str = "full") -> Path:
@@ -678,12 +716,12 @@ def study_files(folder) -> dict:
 
 def study_complete(run: dict) -> bool:
     """Whether a stored study file holds every unit of its configuration."""
-    return all(key in run["units"] for key, *_ in unit_plan(run["config"]))
+    return all(key in run["units"] for key, *_ in unit_plan(run["config"], run["units"]))
 
 
 def complete_sizes(run: dict) -> list[int]:
     """The sizes m of a (possibly partial) study file whose every unit is stored."""
-    plan = unit_plan(run["config"])
+    plan = unit_plan(run["config"], run["units"])
     return [m for m, _ in run["config"]["sizes"]
             if all(key in run["units"] for key, s, *_ in plan if s == m)]
 

@@ -13,11 +13,13 @@ import numpy as np
 from companion.book import BOOK_COLORS, BOOK_MARKERS, Table
 from companion.experiments.e2.pipeline import (
     ARMS,
+    EXTENDED,
     HEADLINES,
     PILOT_CHOICE,
     PILOT_GRID,
     E2Config,
     complete_sizes,
+    extension_units,
     pilot_configs,
     study_config,
     unit_plan,
@@ -145,10 +147,8 @@ def _size_line(run: dict, size: int, test: str) -> dict:
     reps = _replicates(run, size)
     acc = np.array([[rec["test"][test] for rec, _ in reps[r]] for r in ranks])
     fit = np.median([[rec["fit"] for rec, _ in reps[r]] for r in ranks], axis=1)
-    total = cfg["steps"] + cfg["surrogate_steps"]
-
     def train_at(rec, steps, fraction):  # training accuracy at the first evaluation >= f total
-        return rec["train_history"][int(np.searchsorted(steps, fraction * total))]
+        return rec["train_history"][int(np.searchsorted(steps, fraction * steps[-1]))]
 
     last = np.median([[train_at(rec, s, 1.0) for rec, s in reps[r]] for r in ranks], axis=1)
     late = np.median([[train_at(rec, s, 0.8) for rec, s in reps[r]] for r in ranks], axis=1)
@@ -264,12 +264,12 @@ def _decisive_verdict(lines: list[dict]) -> tuple[str, str]:
     return "inconclusive", "r* intervals neither separate nor all overlap, or r* missing"
 
 
-def extension_units(run: dict) -> list[str]:
-    """The registered extension rule: the units whose best validation step is the last
-    evaluation for at least half of their models (to be run again with both phases doubled)."""
-    return [key for key, unit in sorted(run["units"].items())
-            if 2 * sum(m["best_step"] == unit["eval_steps"][-1] for m in unit["models"])
-            >= len(unit["models"])]
+def extended_run(run: dict) -> dict:
+    """The run as the extension rule reads it: each extended unit's longer run in place of its
+    first pass (which stays in the file beside it)."""
+    units = run["units"]
+    return {**run, "units": {key: units.get(key + EXTENDED, unit) for key, unit in
+                             units.items() if not key.endswith(EXTENDED)}}
 
 
 def decisive_summary(run: dict) -> dict:
@@ -277,17 +277,19 @@ def decisive_summary(run: dict) -> dict:
     per test its complete widths' lines (r*, intervals, floor, step, convergence at the
     checkpoint, what keeps a width from being judged) and the registered verdict; the units
     the extension rule flags."""
-    cfg = run["config"]
+    cfg, flagged, sizes = run["config"], extension_units(run), complete_sizes(run)
+    done = [key for key in flagged if key + EXTENDED in run["units"]]
+    run = extended_run(run)
     points = checkpoint_convergence(run)
     tests = {}
     for test in cfg["tests"]:
-        lines = [_decisive_line(run, size, test, points[size]) for size in complete_sizes(run)]
+        lines = [_decisive_line(run, size, test, points[size]) for size in sizes]
         verdict, reason = _decisive_verdict(lines)
         tests[test] = {"per_size": lines, "verdict": verdict, "reason": reason}
     return {"taus": list(TAUS), "dense_exact_level": RULE_DENSE_EXACT,
             "paper_transitions": list(PAPER_TRANSITIONS), "kind": _kind(cfg),
             "headline": "complement", "ranks": cfg["ranks"], "config_hash": run["config_hash"],
-            "extend": extension_units(run), "tests": tests}
+            "extend": flagged, "extended": done, "tests": tests}
 
 
 # ----------------------------------------------------------------------------- the chapter
