@@ -285,6 +285,8 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     for key in flagged:
         assert run["units"][key + "/x2"]["eval_steps"][-1] == 6
     assert summary["extend"] == summary["extended"] == flagged
+    table = st.decisive_table(summary, caption="tiny")._repr_html_()
+    assert table.count("<tr>") == 3 and "m = 7" in table and "no: " in table
 
 
 def test_the_extension_rule_flags_units_whose_checkpoint_is_the_last_evaluation():

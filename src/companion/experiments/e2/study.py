@@ -33,7 +33,7 @@ from companion.experiments.e2.rule import (
 from companion.experiments.sweep import config_dict
 
 __all__ = ["TAUS", "pilot_choice", "study_summary", "decisive_summary", "status_table",
-           "pilot_table", "plot_study", "size_table", "gap_table"]
+           "pilot_table", "plot_study", "size_table", "decisive_table", "gap_table"]
 
 TAUS = (0.85, 0.9, 0.95)
 #: Held-out distributions: A's uniform and near-tie ("witness": a query's competitors differ
@@ -132,12 +132,13 @@ def relative_width(ranks, curve) -> float | None:
 def _replicates(run: dict, size: int):
     """Per rank (and dense) of one size, the models' records in (split, seed) order."""
     out: dict = {}
-    for key in sorted(run["units"]):
+    units = extended_run(run)["units"]  # an extended unit's longer run counts, not both
+    for key in sorted(units):
         if key.split("/")[0][1:] == str(size):
-            for rec in run["units"][key]["models"]:
+            for rec in units[key]["models"]:
                 out.setdefault(rec["rank"] if rec["kind"] == "nka" else "dense",
                                []).append((key.split("/")[1], rec["seed"], rec,
-                                           run["units"][key]["eval_steps"]))
+                                           units[key]["eval_steps"]))
     return {k: [r[2:] for r in sorted(v, key=lambda r: r[:2])] for k, v in out.items()}
 
 
@@ -407,6 +408,19 @@ def size_table(run: dict, test: str, caption: str | None = None) -> Table:
         row["dense exact"] = f"{sum(d >= RULE_DENSE_EXACT for d in s['dense'])}/{len(s['dense'])}"
         rows.append(row)
     return Table(rows, caption=caption)
+
+
+def decisive_table(summary: dict, test: str = "complement", caption: str | None = None) -> Table:
+    """Per complete width of the decisive study: the floor a(1), the step from it (r_lo to
+    r_hi, in doublings), r* at 0.9 with its interval, dense exactness, what keeps the width
+    from being judged."""
+    rows = [[f"m = {s['size']}", f"{s['floor']:.3f}", "—" if s["r_hi"] is None else
+             f"{s['r_lo']} → {s['r_hi']} ({s['width']:g} doublings)", star(s, 0.9),
+             f"{sum(d >= RULE_DENSE_EXACT for d in s['dense'])}/{len(s['dense'])}",
+             "yes" if not s["fails"] else "no: " + ", ".join(s["fails"])]
+            for s in summary["tests"][test]["per_size"]]
+    return Table(rows, columns=["width", "floor a(1)", "step from the floor",
+                                "r* at 0.9 [95 %]", "dense exact", "judged?"], caption=caption)
 
 
 def gap_table(run: dict, test: str, caption: str | None = None) -> Table:
