@@ -690,7 +690,7 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"], ranks=E2_LIV
     """Train ``ranks`` x ``seeds`` (of one rank group of a stored protocol, with its largest:
     the sweep's padding) and the dense heads of ``seeds`` at one width: the width's record."""
     cfg = check_instance(config, "config", E2Config)
-    ranks = _tuple(ranks, "ranks", _ints(1))
+    ranks = check_int_sequence(ranks, "ranks", 1)
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
     if cfg.design != "tokens" or check_int(width, "width") not in cfg.widths or not groups:
         raise ValueError(f"width, ranks: the width must be one of {cfg.widths} of a stored "
@@ -701,6 +701,6 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"], ranks=E2_LIV
                          f"(the sweep's padding), got {list(ranks)}")
     pool = cfg.pool_sizes[cfg.widths.index(width)]
     live = dataclasses.replace(cfg, sizes=((width, pool),), ranks=ranks, rank_groups=(ranks,),
-                               seeds=_tuple(seeds, "seeds", _ints(0)))
+                               seeds=check_int_sequence(seeds, "seeds", 0))
     return train_e2_unit(live, width, pool, live.splits[0], live.readouts[0], live.rank_groups,
                          True, str(check_device(device)))
