@@ -50,7 +50,7 @@ def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
     pool = paley_hadamard_code(11)
     comp = data.complement_index(pool)
     assert (comp >= 0).all() and (comp[comp] == np.arange(len(pool))).all()
-    idx = data._witness_triples(pool, 500, np.random.default_rng(0))
+    idx = data.draw_triples("witness", pool, 500, np.random.default_rng(0), None)
     mixed = 0
     for row in idx:
         if len(set(row.tolist())) == 3:
@@ -220,7 +220,7 @@ def test_complement_power_heads_climb_with_degree_and_are_exact_counts():
     from fractions import Fraction
 
     pool = data.complement_closed_pool(8, 40, 0)
-    idx = data._witness_triples(pool, 300, np.random.default_rng(0))
+    idx = data.draw_triples("witness", pool, 300, np.random.default_rng(0), None)
     acc = [data.complement_power_head_accuracy(pool, idx, k) for k in range(1, 5)]
     assert all(isinstance(a, Fraction) and (a * 300).denominator == 1 for a in acc)
     assert acc[0] < Fraction(1, 2) < acc[-1] and acc == sorted(acc)

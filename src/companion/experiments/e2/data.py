@@ -48,16 +48,14 @@ def _shuffle_rows(idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
     """Draw candidate rows in batches until `count` pass `accept`; positions shuffled."""
-    out, have = [], 0
-    batch = max(1024, 4 * count)
+    out, batch = [], max(1024, 4 * count)
     for _ in range(min(200, max(1, _MAX_CANDIDATES // batch))):
         cand = draw(batch)
-        cand = cand[accept(cand)]
-        out.append(cand)
-        have += len(cand)
-        if have >= count:
+        out.append(cand[accept(cand)])
+        if sum(map(len, out)) >= count:
             return _shuffle_rows(np.concatenate(out)[:count], rng)
-    raise RuntimeError(f"the pool has too few {what} triples: found {have} of {count}")
+    raise RuntimeError(f"the pool has too few {what} triples: found {sum(map(len, out))} of "
+                       f"{count}")
 
 
 def _overlap(pool: np.ndarray, x: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -98,32 +96,19 @@ def _complement_triples(pool: np.ndarray, count: int, rng, meets: bool) -> np.nd
         return np.stack([x, comp[x], rng.integers(0, len(comp), size=b)], axis=1)
 
     def accept(c):
-        ok = (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1])
-        if meets:
-            o = _overlap(pool, c[:, 0], c[:, 2])
-            ok &= (o >= 1) & (o <= pool[c[:, 2]].sum(1) - 1)
-        return ok
+        o = _overlap(pool, c[:, 0], c[:, 2])
+        return (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1]) & (
+            (o >= 1) & (o <= pool[c[:, 2]].sum(1) - 1) | (not meets))
 
     return _rejection(draw, accept, count, rng, "complement" if meets else "witness")
 
 
-def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
-    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
-    (x, y, y) with y != x, as the certificate needs."""
-    size = len(pool)
-    n_pure = int(round(0.25 * count))
-    mixed = _complement_triples(pool, count - n_pure, rng, False)
-    x = rng.integers(0, size, size=n_pure)
-    y = (x + rng.integers(1, size, size=n_pure)) % size
-    out = np.concatenate([mixed, _shuffle_rows(np.stack([x, y, y], axis=1), rng)])
-    return out[rng.permutation(len(out))]
-
-
 def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
     """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (three distinct tokens, the
-    first's two competitors differ in overlap by exactly 1 or 2); ``witness``;
-    ``complement``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time, on
-    the pool's Gram matrix `gram`, which only it reads)."""
+    first's two competitors differ in overlap by exactly 1 or 2); ``witness``: mixed (x, x̄,
+    y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure (x, y, y), y != x,
+    as the certificate needs; ``complement``; the stored protocols' ``near_tie`` (gap 1, drawn
+    one triple at a time, on the pool's Gram matrix `gram`, which only it reads)."""
     if name == "uniform":
         return rng.integers(0, len(pool), size=(count, 3))
     if name == "near_tie":
@@ -138,7 +123,12 @@ def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarr
                           rng, f"gap-{name[-1]}")
     if name == "complement":
         return _complement_triples(pool, count, rng, True)
-    return _witness_triples(pool, count, rng)
+    n_pure = int(round(0.25 * count))
+    mixed = _complement_triples(pool, count - n_pure, rng, False)
+    x = rng.integers(0, len(pool), size=n_pure)
+    y = (x + rng.integers(1, len(pool), size=n_pure)) % len(pool)
+    out = np.concatenate([mixed, _shuffle_rows(np.stack([x, y, y], axis=1), rng)])
+    return out[rng.permutation(len(out))]
 
 
 def complement_closed_pool(m: int, pairs: int, seed: int) -> np.ndarray:
@@ -238,13 +228,12 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
     gram, hseed = pool @ pool.T, int(s_hash.generate_state(1)[0])
 
     def side(name, count, rng, test):  # `count` training or up to `count` distinct test ones
-        got, have = [], 0
+        got = []
         for _ in range(50):
             cand = draw_triples(name, pool, 4 * count, rng, gram)
             got.append(cand[(unit_hash(multiset_codes(cand, size), hseed) < test_fraction)
                             == test])
-            have += len(got[-1])
-            if have >= (3 * count if test else count):
+            if sum(map(len, got)) >= (3 * count if test else count):
                 break
         idx = np.concatenate(got)
         if test:
@@ -257,8 +246,7 @@ def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: di
 
     parts = {name: side(name, c, train_rng, False)
              for name, c in _counts(n_train, train_mix).items() if c}
-    return _data(pool, pool, parts, {name: side(name, n_test, test_rng, True) for name in tests},
-                 {})
+    return _data(pool, pool, parts, {d: side(d, n_test, test_rng, True) for d in tests}, {})
 
 
 def _check_indices(idx, size: int) -> np.ndarray:
@@ -382,11 +370,9 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
         raise ValueError("k and the width make the integer weights too large for int64")
     gram = tokens @ tokens.T
     weight = (2 * (tokens @ (1 - tokens).T) + 1) ** k
-    target = sequence_targets(tokens, rows)
-    solved = np.ones(len(rows), dtype=bool)
-    for i in range(3):  # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
-        q = rows[:, i]
-        a, f = weight[q[:, None], rows], gram[q[:, None], rows]
-        num, den = (a * f).sum(1), a.sum(1)
-        solved &= np.abs(2 * num - 2 * target[:, i] * den) < den
+    q, z = rows[:, :, None], rows[:, None, :]  # (S, 3, 1) queries, (S, 1, 3) their tokens
+    a = weight[q, z]
+    num, den = (a * gram[q, z]).sum(2), a.sum(2)
+    # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
+    solved = (np.abs(2 * num - 2 * sequence_targets(tokens, rows) * den) < den).all(1)
     return Fraction(int(solved.sum()), len(rows))
