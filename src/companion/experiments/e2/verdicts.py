@@ -318,7 +318,6 @@ def e2_model_values(width_result: dict, distribution: str = "uniform", seeds=Non
     seeds = list(range(len(dense))) if seeds is None else check_int_sequence(seeds, "seeds", 0)
     if len(seeds) != len(dense):
         raise ValueError(f"seeds must name the result's {len(dense)} seeds, got {len(seeds)}")
-    out = {(width, r, s): float(heads[i][j]) for i, r in enumerate(ranks)
-           for j, s in enumerate(seeds)}
-    out.update({(width, "dense", s): float(dense[j]) for j, s in enumerate(seeds)})
-    return out
+    return {(width, r, s): float(acc[j]) for r, acc in zip([*ranks, "dense"], [*heads, dense],
+                                                          strict=True)
+            for j, s in enumerate(seeds)}
