@@ -71,18 +71,16 @@ STUDY_TESTS = ("uniform", "witness")
 
 def _check_tuple(value, name: str, *checks, empty: bool = False) -> tuple:
     """A list or tuple (non-empty unless `empty`) as a tuple of entries checked by the one
-    check (named name[i]), or of pairs checked by the two (name[i][0], name[i][1])."""
+    check (named name[i]), or of pairs checked by the two (name[i][0], name[i][1]); a check
+    is a function (value, name) or the values allowed."""
     pairs = len(checks) == 2
+    checks = [c if callable(c) else partial(check_choice, choices=c) for c in checks]
     if not isinstance(value, (list, tuple)) or not (value or empty) or pairs and not all(
             isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
         raise TypeError(f"{name} must be a non-empty tuple{' of pairs' * pairs}, got "
                         f"{value!r:.80}")
     return tuple((checks[0](v[0], f"{name}[{i}][0]"), checks[1](v[1], f"{name}[{i}][1]"))
                  if pairs else checks[0](v, f"{name}[{i}]") for i, v in enumerate(value))
-
-
-_RATE = partial(check_float, low=0, high=10, low_open=True)
-_SHARE = partial(check_float, low=0, high=1, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -136,14 +134,12 @@ class E2Config(FrozenConfig):
         check_choice(self.feature, "feature", heads.FEATURES)
         check_choice(self.encoding, "encoding", heads.ENCODINGS)
         self._check_flags("skip", "affine_values", "pilot")
-        put("readouts", _check_tuple(self.readouts, "readouts",
-                                     partial(check_choice, choices=heads.READOUTS)))
+        put("readouts", _check_tuple(self.readouts, "readouts", heads.READOUTS))
         for name in ("n_train", "n_test"):
             put(name, check_int(getattr(self, name), name, 1, MAX_SEQUENCES))
-        put("train_mix", _check_tuple(self.train_mix, "train_mix", partial(
-            check_choice, choices=DISTRIBUTIONS), _SHARE))
-        put("tests", _check_tuple(self.tests, "tests", partial(check_choice,
-                                                               choices=DISTRIBUTIONS)))
+        put("train_mix", _check_tuple(self.train_mix, "train_mix", DISTRIBUTIONS, partial(
+            check_float, low=0, high=1, low_open=True)))
+        put("tests", _check_tuple(self.tests, "tests", DISTRIBUTIONS))
         put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
                                           low_open=True, high_open=True))
         if list(self.ranks) != sorted(set(self.ranks)):
@@ -157,8 +153,8 @@ class E2Config(FrozenConfig):
         put("value_dim", check_int(self.value_dim, "value_dim", 1, 1024))
         put("steps", check_int(self.steps, "steps", 1, MAX_STEPS))
         put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0, MAX_STEPS))
-        put("dense_lr", _check_tuple(self.dense_lr, "dense_lr", partial(
-            check_choice, choices=self.readouts), _RATE, empty=True))
+        put("dense_lr", _check_tuple(self.dense_lr, "dense_lr", self.readouts, partial(
+            check_float, low=0, high=10, low_open=True), empty=True))
         if self.eval_every is not None:
             put("eval_every", check_int(self.eval_every, "eval_every", 1, MAX_STEPS))
         put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
@@ -180,8 +176,8 @@ class E2Config(FrozenConfig):
                                         if self.design == "A" else STUDY_TESTS):
             raise ValueError(f"tests: the study's held-out sets are {STUDY_TESTS} (arm A: and "
                              "the decisive study's complement triples)")
-        put("fit_subsets", _check_tuple(self.fit_subsets, "fit_subsets", partial(
-            check_choice, choices=("witness",) if study else ()), empty=True))
+        put("fit_subsets", _check_tuple(self.fit_subsets, "fit_subsets",
+                                        ("witness",) if study else (), empty=True))
         for m, p in self.sizes:
             self._check_size(m, p)
 
