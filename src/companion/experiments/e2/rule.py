@@ -56,8 +56,7 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD) ->
     grid = [i for i, r in enumerate(ranks) if r & (r - 1) == 0]
 
     def stay_above(idx):  # the first index after the last one below the threshold
-        below = [k for k, i in enumerate(idx) if not med[i] >= threshold]
-        k = below[-1] + 1 if below else 0
+        k = max((k + 1 for k, i in enumerate(idx) if not med[i] >= threshold), default=0)
         return idx[k] if k < len(idx) else None
 
     i_grid = stay_above(grid)
