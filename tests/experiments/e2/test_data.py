@@ -40,9 +40,9 @@ def test_gap_triples_have_their_defining_property():
 
 
 def test_a_pool_without_near_ties_fails_instead_of_hanging():
-    with pytest.raises(ValueError, match="gap"):  # one-hot: every cross overlap is 0
+    with pytest.raises(RuntimeError, match="gap"):  # one-hot: every cross overlap is 0
         data._near_tie_triples(np.eye(4, dtype=np.int64), 5, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="gap-1"):
+    with pytest.raises(RuntimeError, match="gap-1"):
         data.draw_triples("gap1", np.eye(4, dtype=np.int64), 5, np.random.default_rng(0), None)
 
 
@@ -50,7 +50,7 @@ def test_witness_triples_hold_a_query_its_complement_and_a_worse_key():
     pool = paley_hadamard_code(11)
     comp = data.complement_index(pool)
     assert (comp >= 0).all() and (comp[comp] == np.arange(len(pool))).all()
-    idx = data._witness_triples(pool, 500, np.random.default_rng(0))
+    idx = data.draw_triples("witness", pool, 500, np.random.default_rng(0), None)
     mixed = 0
     for row in idx:
         if len(set(row.tolist())) == 3:
@@ -87,10 +87,10 @@ def test_shared_pool_train_and_test_share_no_sequence(name):
 
 def test_held_out_is_a_function_of_the_multiset_with_the_right_rate():
     codes = np.arange(200_000)
-    side = data._held_out(codes, 0.3, seed=5)
+    side = data.unit_hash(codes, 5) < 0.3  # shared_pool_split's held-out rule
     assert abs(side.mean() - 0.3) < 0.01
-    np.testing.assert_array_equal(side, data._held_out(codes, 0.3, seed=5))
-    assert (side != data._held_out(codes, 0.3, seed=6)).any()
+    np.testing.assert_array_equal(side, data.unit_hash(codes, 5) < 0.3)
+    assert (side != (data.unit_hash(codes, 6) < 0.3)).any()
 
 
 def test_complement_closed_disjoint_pools():
@@ -220,7 +220,7 @@ def test_complement_power_heads_climb_with_degree_and_are_exact_counts():
     from fractions import Fraction
 
     pool = data.complement_closed_pool(8, 40, 0)
-    idx = data._witness_triples(pool, 300, np.random.default_rng(0))
+    idx = data.draw_triples("witness", pool, 300, np.random.default_rng(0), None)
     acc = [data.complement_power_head_accuracy(pool, idx, k) for k in range(1, 5)]
     assert all(isinstance(a, Fraction) and (a * 300).denominator == 1 for a in acc)
     assert acc[0] < Fraction(1, 2) < acc[-1] and acc == sorted(acc)

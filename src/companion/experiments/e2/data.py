@@ -48,16 +48,14 @@ def _shuffle_rows(idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def _rejection(draw, accept, count: int, rng, what: str) -> np.ndarray:
     """Draw candidate rows in batches until `count` pass `accept`; positions shuffled."""
-    out, have = [], 0
-    batch = max(1024, 4 * count)
+    out, batch = [], max(1024, 4 * count)
     for _ in range(min(200, max(1, _MAX_CANDIDATES // batch))):
         cand = draw(batch)
-        cand = cand[accept(cand)]
-        out.append(cand)
-        have += len(cand)
-        if have >= count:
+        out.append(cand[accept(cand)])
+        if sum(map(len, out)) >= count:
             return _shuffle_rows(np.concatenate(out)[:count], rng)
-    raise ValueError(f"the pool has too few {what} triples: found {have} of {count}")
+    raise RuntimeError(f"the pool has too few {what} triples: found {sum(map(len, out))} of "
+                       f"{count}")
 
 
 def _overlap(pool: np.ndarray, x: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -77,7 +75,7 @@ def _near_tie_triples(gram, count: int, rng) -> np.ndarray:
         cand = cand[cand != x]
         if x != z and len(cand):
             out.append(np.array([x, z, cand[rng.integers(0, len(cand))]])[rng.permutation(3)])
-    raise ValueError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
+    raise RuntimeError(f"a pool of {len(gram)} tokens has too few near-ties (overlap gap 1)")
 
 
 def complement_index(pool: np.ndarray) -> np.ndarray:
@@ -87,8 +85,7 @@ def complement_index(pool: np.ndarray) -> np.ndarray:
     return np.array([where.get(int(c), -1) for c in (1 - pool) @ weights], dtype=np.int64)
 
 
-def _complement_triples(pool: np.ndarray, count: int, rng, meets: bool,
-                        what: str) -> np.ndarray:
+def _complement_triples(pool: np.ndarray, count: int, rng, meets: bool) -> np.ndarray:
     """(x, x̄, y), y not in {x, x̄}; ``meets``: y also meets both x and x̄ (the decisive
     study's complement test, on which query-independent mixing fails)."""
     comp = complement_index(pool)
@@ -99,33 +96,19 @@ def _complement_triples(pool: np.ndarray, count: int, rng, meets: bool,
         return np.stack([x, comp[x], rng.integers(0, len(comp), size=b)], axis=1)
 
     def accept(c):
-        ok = (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1])
-        if meets:
-            o = _overlap(pool, c[:, 0], c[:, 2])
-            ok &= (o >= 1) & (o <= pool[c[:, 2]].sum(1) - 1)
-        return ok
+        o = _overlap(pool, c[:, 0], c[:, 2])
+        return (c[:, 2] != c[:, 0]) & (c[:, 2] != c[:, 1]) & (
+            (o >= 1) & (o <= pool[c[:, 2]].sum(1) - 1) | (not meets))
 
-    return _rejection(draw, accept, count, rng, what)
-
-
-def _witness_triples(pool: np.ndarray, count: int, rng) -> np.ndarray:
-    """Mixed (x, x̄, y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure
-    (x, y, y) with y != x, as the certificate needs."""
-    size = len(pool)
-    n_pure = int(round(0.25 * count))
-    mixed = (_complement_triples(pool, count - n_pure, rng, False, "witness")
-             if count > n_pure else np.zeros((0, 3), dtype=np.int64))
-    x = rng.integers(0, size, size=n_pure)
-    y = (x + rng.integers(1, size, size=n_pure)) % size
-    out = np.concatenate([mixed, _shuffle_rows(np.stack([x, y, y], axis=1), rng)])
-    return out[rng.permutation(len(out))]
+    return _rejection(draw, accept, count, rng, "complement" if meets else "witness")
 
 
 def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarray:
     """`count` triples over `pool`: uniform; ``gap1`` / ``gap2`` (three distinct tokens, the
-    first's two competitors differ in overlap by exactly 1 or 2); ``witness``;
-    ``complement``; the stored protocols' ``near_tie`` (gap 1, drawn one triple at a time, on
-    the pool's Gram matrix `gram`, which only it reads)."""
+    first's two competitors differ in overlap by exactly 1 or 2); ``witness``: mixed (x, x̄,
+    y), y not in {x, x̄} (the direct links of Theorem E), and a quarter pure (x, y, y), y != x,
+    as the certificate needs; ``complement``; the stored protocols' ``near_tie`` (gap 1, drawn
+    one triple at a time, on the pool's Gram matrix `gram`, which only it reads)."""
     if name == "uniform":
         return rng.integers(0, len(pool), size=(count, 3))
     if name == "near_tie":
@@ -139,8 +122,13 @@ def draw_triples(name: str, pool: np.ndarray, count: int, rng, gram) -> np.ndarr
         return _rejection(lambda b: rng.integers(0, len(pool), size=(b, 3)), accept, count,
                           rng, f"gap-{name[-1]}")
     if name == "complement":
-        return _complement_triples(pool, count, rng, True, "complement")
-    return _witness_triples(pool, count, rng)
+        return _complement_triples(pool, count, rng, True)
+    n_pure = int(round(0.25 * count))
+    mixed = _complement_triples(pool, count - n_pure, rng, False)
+    x = rng.integers(0, len(pool), size=n_pure)
+    y = (x + rng.integers(1, len(pool), size=n_pure)) % len(pool)
+    out = np.concatenate([mixed, _shuffle_rows(np.stack([x, y, y], axis=1), rng)])
+    return out[rng.permutation(len(out))]
 
 
 def complement_closed_pool(m: int, pairs: int, seed: int) -> np.ndarray:
@@ -230,50 +218,38 @@ def unit_hash(codes: np.ndarray, seed: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
 
 
-def _held_out(codes: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
-    """Which multisets are held out: the hash of each code below `test_fraction`, so a
-    sequence's side does not depend on who drew it."""
-    return unit_hash(codes, seed) < test_fraction
-
-
 def shared_pool_split(pool: np.ndarray, n_train: int, n_test: int, train_mix: dict, tests,
                       seed: int = 0, test_fraction: float = 0.3) -> dict:
-    """One pool, each multiset held out with probability `test_fraction` (:func:`_data`)."""
+    """One pool, each multiset held out with probability `test_fraction` (:func:`_data`): held
+    out where its hash is below it, so a sequence's side does not depend on who drew it."""
     size, m = pool.shape
-    _, s_train, s_test, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
-    gram = pool @ pool.T
-    hseed = int(s_hash.generate_state(1)[0])
+    _, *streams, s_hash = np.random.SeedSequence([seed, m, size, 7]).spawn(4)
+    train_rng, test_rng = (np.random.default_rng(s) for s in streams)
+    gram, hseed = pool @ pool.T, int(s_hash.generate_state(1)[0])
 
-    def side(name, count, rng, want_test):
-        got, have = [], 0
+    def side(name, count, rng, test):  # `count` training or up to `count` distinct test ones
+        got = []
         for _ in range(50):
             cand = draw_triples(name, pool, 4 * count, rng, gram)
-            keep = _held_out(multiset_codes(cand, size), test_fraction, hseed) == want_test
-            got.append(cand[keep])
-            have += int(keep.sum())
-            if have >= (3 * count if want_test else count):
+            got.append(cand[(unit_hash(multiset_codes(cand, size), hseed) < test_fraction)
+                            == test])
+            if sum(map(len, got)) >= (3 * count if test else count):
                 break
-        return np.concatenate(got)
+        idx = np.concatenate(got)
+        if test:
+            _, first = np.unique(multiset_codes(idx, size), return_index=True)
+            return idx[np.sort(first)][:count]
+        if len(idx) < count:
+            raise RuntimeError(f"n_train, train_mix: could not draw {count} training {name} "
+                               "sequences on the train side of the pool")
+        return idx[:count]
 
-    rng = np.random.default_rng(s_train)
-    parts = {}
-    for name, c in _counts(n_train, train_mix).items():
-        if c:
-            idx = side(name, c, rng, False)
-            if len(idx) < c:
-                raise ValueError(f"n_train, train_mix: could not draw {c} training {name} "
-                                 "sequences on the train side of the pool")
-            parts[name] = idx[:c]
-    rng = np.random.default_rng(s_test)
-    test_idx = {}
-    for name in tests:
-        idx = side(name, n_test, rng, True)
-        _, first = np.unique(multiset_codes(idx, size), return_index=True)
-        test_idx[name] = idx[np.sort(first)][:n_test]  # distinct test sequences
-    return _data(pool, pool, parts, test_idx, {})
+    parts = {name: side(name, c, train_rng, False)
+             for name, c in _counts(n_train, train_mix).items() if c}
+    return _data(pool, pool, parts, {d: side(d, n_test, test_rng, True) for d in tests}, {})
 
 
-def _index_rows(idx, size: int) -> np.ndarray:
+def _check_indices(idx, size: int) -> np.ndarray:
     """`idx` checked as a non-empty (S, 3) int array of indices into a pool of `size` tokens."""
     rows = check_array(idx, "idx", 2)
     if (rows.shape[1] != 3 or not len(rows) or rows.dtype.kind not in "biu"
@@ -295,7 +271,7 @@ def pool_inputs(pool, idx, device="cpu"):
     3s + i is (query, the three tokens) for position i of sequence s, as `min_ip_targets`."""
     check_device(device)
     pool = check_array(pool, "pool", 2)
-    return pool_rows(pool, _index_rows(idx, len(pool)), device)
+    return pool_rows(pool, _check_indices(idx, len(pool)), device)
 
 
 def pool_rows(pool: np.ndarray, idx: np.ndarray, device) -> tuple:
@@ -388,17 +364,15 @@ def complement_power_head_accuracy(pool, idx, k: int) -> Fraction:
     if tokens.ndim != 2 or len(tokens) > MAX_POOL:
         raise ValueError(f"pool must be a (P, m) array of 0/1 tokens with P <= {MAX_POOL}, got "
                          f"shape {tokens.shape}")
-    rows = _index_rows(idx, len(tokens))
+    rows = _check_indices(idx, len(tokens))
     m = tokens.shape[1]
     if len(tokens) * (2 * m + 1) ** k * 3 * m >= 2**62:
         raise ValueError("k and the width make the integer weights too large for int64")
     gram = tokens @ tokens.T
     weight = (2 * (tokens @ (1 - tokens).T) + 1) ** k
-    target = sequence_targets(tokens, rows)
-    solved = np.ones(len(rows), dtype=bool)
-    for i in range(3):  # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
-        q = rows[:, i]
-        a, f = weight[q[:, None], rows], gram[q[:, None], rows]
-        num, den = (a * f).sum(1), a.sum(1)
-        solved &= np.abs(2 * num - 2 * target[:, i] * den) < den
+    q, z = rows[:, :, None], rows[:, None, :]  # (S, 3, 1) queries, (S, 1, 3) their tokens
+    a = weight[q, z]
+    num, den = (a * gram[q, z]).sum(2), a.sum(2)
+    # |num/den - t| < 1/2  <=>  |2 num - 2 t den| < den, in integers
+    solved = (np.abs(2 * num - 2 * sequence_targets(tokens, rows) * den) < den).all(1)
     return Fraction(int(solved.sum()), len(rows))

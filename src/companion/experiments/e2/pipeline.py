@@ -23,6 +23,7 @@ from companion.checks import (
     check_float,
     check_instance,
     check_int,
+    check_int_sequence,
     check_path,
 )
 from companion.experiments import heads
@@ -69,27 +70,18 @@ ARMS = {"A": ("exp-affine", "mlp"), "B": ("overlap", "learned")}
 STUDY_TESTS = ("uniform", "witness")
 
 
-def _tuple(value, name: str, item, empty: bool = False) -> tuple:
-    """A list or tuple (non-empty unless `empty`) of `item`-checked entries, as a tuple."""
-    if not isinstance(value, (list, tuple)) or not (value or empty):
-        raise TypeError(f"{name} must be a non-empty tuple, got {value!r:.80}")
-    return tuple(item(v, f"{name}[{i}]") for i, v in enumerate(value))
-
-
-def _ints(low, high=None):
-    return partial(check_int, low=low, high=high)
-
-
-def _pairs(first, second):
-    def check(value, name):
-        if not (isinstance(value, (list, tuple)) and len(value) == 2):
-            raise TypeError(f"{name} must be a pair, got {value!r:.80}")
-        return first(value[0], f"{name}[0]"), second(value[1], f"{name}[1]")
-    return check
-
-
-_RATE = partial(check_float, low=0, high=10, low_open=True)
-_SHARE = partial(check_float, low=0, high=1, low_open=True)
+def _check_tuple(value, name: str, *checks, empty: bool = False) -> tuple:
+    """A list or tuple (non-empty unless `empty`) as a tuple of entries checked by the one
+    check (named name[i]), or of pairs checked by the two (name[i][0], name[i][1]); a check
+    is a function (value, name) or the values allowed."""
+    pairs = len(checks) == 2
+    checks = [c if callable(c) else partial(check_choice, choices=c) for c in checks]
+    if not isinstance(value, (list, tuple)) or not (value or empty) or pairs and not all(
+            isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
+        raise TypeError(f"{name} must be a non-empty tuple{' of pairs' * pairs}, got "
+                        f"{value!r:.80}")
+    return tuple((checks[0](v[0], f"{name}[{i}][0]"), checks[1](v[1], f"{name}[{i}][1]"))
+                 if pairs else checks[0](v, f"{name}[{i}]") for i, v in enumerate(value))
 
 
 @dataclass(frozen=True)
@@ -135,34 +127,35 @@ class E2Config(FrozenConfig):
 
     def __post_init__(self):
         put, study = self._put, check_choice(self.design, "design", tuple(DESIGNS)) in ARMS
-        put("sizes", _tuple(self.sizes, "sizes", _pairs(_ints(2, 64), _ints(1, 2**16))))
+        put("sizes", _check_tuple(self.sizes, "sizes", partial(check_int, low=2, high=64),
+                                  partial(check_int, low=1, high=2**16)))
         for name, low, high, empty in (("hidden", 1, 4096, True), ("splits", 0, 2**32 - 1, False),
                                        ("ranks", 1, 4096, False), ("seeds", 0, 2**32 - 1, False)):
-            put(name, _tuple(getattr(self, name), name, _ints(low, high), empty))
+            put(name, tuple(check_int_sequence(getattr(self, name), name, low, high, empty)))
         check_choice(self.feature, "feature", heads.FEATURES)
         check_choice(self.encoding, "encoding", heads.ENCODINGS)
         self._check_flags("skip", "affine_values", "pilot")
-        put("readouts", _tuple(self.readouts, "readouts",
-                               partial(check_choice, choices=heads.READOUTS)))
+        put("readouts", _check_tuple(self.readouts, "readouts", heads.READOUTS))
         for name in ("n_train", "n_test"):
             put(name, check_int(getattr(self, name), name, 1, MAX_SEQUENCES))
-        put("train_mix", _tuple(self.train_mix, "train_mix", _pairs(
-            partial(check_choice, choices=DISTRIBUTIONS), _SHARE)))
-        put("tests", _tuple(self.tests, "tests", partial(check_choice, choices=DISTRIBUTIONS)))
+        put("train_mix", _check_tuple(self.train_mix, "train_mix", DISTRIBUTIONS, partial(
+            check_float, low=0, high=1, low_open=True)))
+        put("tests", _check_tuple(self.tests, "tests", DISTRIBUTIONS))
         put("train_fraction", check_float(self.train_fraction, "train_fraction", 0, 1,
                                           low_open=True, high_open=True))
         if list(self.ranks) != sorted(set(self.ranks)):
             raise ValueError(f"ranks must be strictly increasing, got {self.ranks}")
         groups = (self.ranks,) if self.rank_groups is None else self.rank_groups
-        groups = _tuple(groups, "rank_groups", partial(_tuple, item=_ints(1)))
+        groups = _check_tuple(groups, "rank_groups",
+                              lambda g, name: tuple(check_int_sequence(g, name, 1)))
         if sorted(r for g in groups for r in g) != list(self.ranks):
             raise ValueError("rank_groups must partition ranks (every rank exactly once)")
         put("rank_groups", groups)
         put("value_dim", check_int(self.value_dim, "value_dim", 1, 1024))
         put("steps", check_int(self.steps, "steps", 1, MAX_STEPS))
         put("surrogate_steps", check_int(self.surrogate_steps, "surrogate_steps", 0, MAX_STEPS))
-        put("dense_lr", _tuple(self.dense_lr, "dense_lr", _pairs(
-            partial(check_choice, choices=self.readouts), _RATE), empty=True))
+        put("dense_lr", _check_tuple(self.dense_lr, "dense_lr", self.readouts, partial(
+            check_float, low=0, high=10, low_open=True), empty=True))
         if self.eval_every is not None:
             put("eval_every", check_int(self.eval_every, "eval_every", 1, MAX_STEPS))
         put("threshold", check_float(self.threshold, "threshold", 0, 1, low_open=True))
@@ -184,8 +177,8 @@ class E2Config(FrozenConfig):
                                         if self.design == "A" else STUDY_TESTS):
             raise ValueError(f"tests: the study's held-out sets are {STUDY_TESTS} (arm A: and "
                              "the decisive study's complement triples)")
-        put("fit_subsets", _tuple(self.fit_subsets, "fit_subsets", partial(
-            check_choice, choices=("witness",) if study else ()), empty=True))
+        put("fit_subsets", _check_tuple(self.fit_subsets, "fit_subsets",
+                                        ("witness",) if study else (), empty=True))
         for m, p in self.sizes:
             self._check_size(m, p)
 
@@ -227,8 +220,8 @@ def protocol(widths=(8, 10, 12), pool_sizes=(256, 256, 256), near_tie_fraction: 
     """A stored protocol (design "tokens") in the terms it was registered in: per width a pool
     of ``pool_sizes[i]`` random tokens, the near-tie share of the training triples, one
     readout; other fields as :class:`E2Config`'s."""
-    widths = _tuple(widths, "widths", _ints(2, 64))
-    pool_sizes = _tuple(pool_sizes, "pool_sizes", _ints(1, MAX_POOL))
+    widths = check_int_sequence(widths, "widths", 2, 64)
+    pool_sizes = check_int_sequence(pool_sizes, "pool_sizes", 1, MAX_POOL)
     if len(widths) != len(pool_sizes):
         raise ValueError("widths, pool_sizes must hold one pool size per width")
     f = check_float(near_tie_fraction, "near_tie_fraction", 0, 1)
@@ -315,7 +308,7 @@ def study_config(arm: str, kind: str, sizes=None, **fields) -> E2Config:
     20,000 training and 4,000 validation and test triples, validation every 100 steps."""
     check_choice(arm, "arm", tuple(ARMS))
     check_choice(kind, "kind", ARMS[arm])
-    sizes = SIZES[arm] if sizes is None else _tuple(sizes, "sizes", _ints(2, 64))
+    sizes = SIZES[arm] if sizes is None else check_int_sequence(sizes, "sizes", 2, 64)
     sizes = tuple((m, 2**m if arm == "A" else 2 * m - 2) for m in sizes)
     return E2Config(**{
         "design": arm, "sizes": sizes, "hidden": (64,) if kind == "mlp" else (),
@@ -731,7 +724,7 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"], ranks=E2_LIV
     """Train ``ranks`` x ``seeds`` (of one rank group of a stored protocol, with its largest:
     the sweep's padding) and the dense heads of ``seeds`` at one width: the width's record."""
     cfg = check_instance(config, "config", E2Config)
-    ranks = _tuple(ranks, "ranks", _ints(1))
+    ranks = check_int_sequence(ranks, "ranks", 1)
     groups = [g for g in cfg.rank_groups if set(ranks) <= set(g)]
     if cfg.design != "tokens" or check_int(width, "width") not in cfg.widths or not groups:
         raise ValueError(f"width, ranks: the width must be one of {cfg.widths} of a stored "
@@ -742,6 +735,6 @@ def e2_live_result(config: E2Config, width: int = E2_LIVE["width"], ranks=E2_LIV
                          f"(the sweep's padding), got {list(ranks)}")
     pool = cfg.pool_sizes[cfg.widths.index(width)]
     live = dataclasses.replace(cfg, sizes=((width, pool),), ranks=ranks, rank_groups=(ranks,),
-                               seeds=_tuple(seeds, "seeds", _ints(0)))
+                               seeds=check_int_sequence(seeds, "seeds", 0))
     return train_e2_unit(live, width, pool, live.splits[0], live.readouts[0], live.rank_groups,
                          True, str(check_device(device)))

@@ -41,25 +41,22 @@ def _check_accuracy(values, name: str, rows: int) -> np.ndarray:
     return a
 
 
-def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
-               low: float = RULE_LOW) -> dict:
+def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD) -> dict:
     """The rule (this module's docstring) on one curve, acc (len(ranks), seeds): r_star,
     r_star_refined, r_first, r50, the width in doublings, `sharp`, J = a(r*) - a(r*/2) and,
     with train_acc (the fit curve), the capacity share and `limit` below r*."""
     ranks = check_int_sequence(ranks, "ranks", 1, 2**40)
     if ranks != sorted(set(ranks)):
         raise ValueError(f"ranks must be strictly increasing, got {ranks}")
-    threshold = check_float(threshold, "threshold", 0, 1, low_open=True)
-    low = check_float(low, "low", 0, threshold, high_open=True)
+    threshold = check_float(threshold, "threshold", RULE_LOW, 1, low_open=True)
     acc = _check_accuracy(acc, "acc", len(ranks))
     if train_acc is not None:
-        _check_accuracy(train_acc, "train_acc", len(ranks))
+        train_acc = _check_accuracy(train_acc, "train_acc", len(ranks))
     med = np.median(acc, axis=1)
     grid = [i for i, r in enumerate(ranks) if r & (r - 1) == 0]
 
     def stay_above(idx):  # the first index after the last one below the threshold
-        below = [k for k, i in enumerate(idx) if not med[i] >= threshold]
-        k = below[-1] + 1 if below else 0
+        k = max((k + 1 for k, i in enumerate(idx) if not med[i] >= threshold), default=0)
         return idx[k] if k < len(idx) else None
 
     i_grid = stay_above(grid)
@@ -76,7 +73,7 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
         # earlier rank's accuracy is an optimisation failure and must not make a curve sharp
         env = np.maximum.accumulate(med)
         lows = [i for i in range(len(ranks)) if ranks[i] < out["r_star_refined"]
-                and env[i] <= low]
+                and env[i] <= RULE_LOW]
         if lows:
             out["r50"] = ranks[lows[-1]]
             out["width"] = float(np.log2(out["r_star_refined"] / out["r50"]))
@@ -84,7 +81,7 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
         if r_star > 1 and (r_star // 2) in ranks:
             out["J"] = float(med[i_grid] - med[ranks.index(r_star // 2)])
     if train_acc is not None:
-        tr = np.median(np.asarray(train_acc, dtype=np.float64), axis=1)
+        tr = np.median(train_acc, axis=1)
         out["train_median"] = tr.tolist()
         below = [i for i in grid if out["r_star"] is None or ranks[i] < out["r_star"]]
         if below:
@@ -98,11 +95,11 @@ def curve_rule(ranks, acc, train_acc=None, threshold: float = RULE_THRESHOLD,
     return out
 
 
-def dense_exact(dense_acc, level: float = RULE_DENSE_EXACT) -> dict:
-    """Dense seeds counted exact (test accuracy >= level) and at exactly 1.0."""
+def dense_exact(dense_acc) -> dict:
+    """Dense seeds counted exact (test accuracy >= RULE_DENSE_EXACT) and at exactly 1.0."""
     a = np.asarray(dense_acc, dtype=np.float64)
-    return {"exact": int((a >= level).sum()), "perfect": int((a == 1.0).sum()),
-            "seeds": int(a.size), "all_exact": bool((a >= level).all())}
+    return {"exact": int((a >= RULE_DENSE_EXACT).sum()), "perfect": int((a == 1.0).sum()),
+            "seeds": int(a.size), "all_exact": bool((a >= RULE_DENSE_EXACT).all())}
 
 
 def verdict(sizes: list[dict]) -> dict:
@@ -130,7 +127,7 @@ def verdict(sizes: list[dict]) -> dict:
     return {"verdict": "differs", "reason": reason}
 
 
-def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -> dict:
+def checkpoint_convergence(run, tolerance: float = 0.005) -> dict:
     """Convergence of every point of one study record (a committed
     ``results/e2_study/e2_study_<arm>_<kind>.json``), judged at the checkpoint its test
     accuracy is read at. Added after the results; the registered flag is kept beside it.
@@ -138,8 +135,8 @@ def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -
     In medians over a point's replicates (training exact-sequence accuracy, as stored at every
     evaluation): *converged at the checkpoint* when the checkpoint fits within ``tolerance``
     of the best fit the run reaches, and that best fit rose by less than ``tolerance`` over
-    the last ``window`` of the steps. The registered flag (*converged at the last step*)
-    compares the last step with the first evaluation at or after ``1 - window`` of the steps.
+    the last fifth of the steps. The registered flag (*converged at the last step*) compares
+    the last step with the first evaluation at or after 80 % of the steps.
     The decisive study also asks that validation has *settled*: the best validation accuracy
     rose by less than ``tolerance`` over that window. Returns {size: {rank or "dense":
     {"replicates", "checkpoint", "best", "best_before", "last", "late", "val_best",
@@ -147,14 +144,13 @@ def checkpoint_convergence(run, tolerance: float = 0.005, window: float = 0.2) -
     """
     run = check_mapping(run, "run")
     tolerance = check_float(tolerance, "tolerance", 0, 1, low_open=True)
-    window = check_float(window, "window", 0, 1, low_open=True, high_open=True)
     if not isinstance(run.get("units"), dict):
         raise ValueError("run must be a study record with its 'units'")
     points: dict = {}
     for key, unit in sorted(run["units"].items()):
         size = int(key.split("/")[0][1:])  # "A12/split0/r1-2-4-8-16": size 12
         steps = np.asarray(unit["eval_steps"])
-        late = int(np.searchsorted(steps, (1 - window) * steps[-1]))
+        late = int(np.searchsorted(steps, 0.8 * steps[-1]))  # the last fifth starts
         for model in unit["models"]:
             train = np.asarray(model["train_history"], dtype=np.float64)
             val = np.asarray(model["val_history"], dtype=np.float64)

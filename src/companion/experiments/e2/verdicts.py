@@ -5,6 +5,7 @@ content of results/e2_summary.json, the chapter's tables and figures, and the on
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -26,6 +27,15 @@ from companion.experiments.e2.study import star
 __all__ = ["e2_summary", "verdict_table", "decomposition_table", "gaps_by_rank_table",
            "curve_table", "summary_line", "plot_reading", "code_facts", "summarise_e2",
            "accuracy_table", "e2_model_values"]
+
+
+@contextmanager
+def _check_reading(what: str):
+    """A record's missing parts (KeyError, TypeError, ...) as one ValueError: `what` it must be."""
+    try:
+        yield
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise ValueError(f"{what}; reading it failed: {exc!r:.160}") from exc
 
 
 def _check_result(result, readout, test) -> dict:
@@ -85,7 +95,8 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
     out = {"threshold": RULE_THRESHOLD, "low": RULE_LOW, "dense_exact_level": RULE_DENSE_EXACT,
            "rule_commits": ["525fc89", "2d367f7"], "paper_transitions": list(PAPER_TRANSITIONS),
            "headline": dict(HEADLINE), "readings": {}, "stored_protocols": {}}
-    try:
+    with _check_reading("readings, stored: the readings' results (load_e2) and stored "
+                        "protocols (load_e2_protocols) by name"):
         for name, res in readings.items():
             cfg = res["config"]
             if cfg["design"] != name:
@@ -105,10 +116,6 @@ def e2_summary(readings: dict, stored: dict | None = None) -> dict:
                     (int(m), pools[int(m)], int(m), e["accuracy"]["uniform"],
                      e["train_accuracy"], e["dense"]["uniform"])
                     for m, e in res["widths"].items()], cfg["ranks"], cfg["threshold"])}
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-        raise ValueError(f"readings, stored: the readings' results (load_e2) and stored "
-                         f"protocols (load_e2_protocols) by name; reading them failed: "
-                         f"{exc!r:.160}") from exc
     return out
 
 
@@ -126,14 +133,17 @@ def _dense(per_size) -> str:
     return ", ".join(f"{s['dense_exact_seeds']}/{s['seeds']}" for s in per_size)
 
 
-def _protocol_rows(summary, test: str) -> list:
-    """(protocol, readout, problem size, judged curve) per curve of `test` in an E2 summary."""
-    check_mapping(summary, "summary")
-    check_choice(test, "test", DISTRIBUTIONS)
-    if not (isinstance(summary.get("readings"), dict)
+def _check_summary(summary, test: str) -> str:
+    """`test`, a distribution, once `summary` is an E2 summary (:func:`e2_summary`)."""
+    if not (isinstance(check_mapping(summary, "summary").get("readings"), dict)
             and isinstance(summary.get("stored_protocols"), dict)):
         raise ValueError("summary must be an E2 summary (e2_summary): a dict with dicts "
                          "'readings' and 'stored_protocols'")
+    return check_choice(test, "test", DISTRIBUTIONS)
+
+
+def _protocol_rows(summary, test: str) -> list:
+    """(protocol, readout, problem size, judged curve) per curve of `test` in an E2 summary."""
     return [(name, readout, r["problem_size"], tests[test])
             for name, r in summary["readings"].items()
             for readout, tests in r["by_readout"].items() if test in tests] + [
@@ -156,7 +166,8 @@ def verdict_table(summary: dict, test: str | None = None, caption: str | None = 
                                            for s in v["per_size"]),
             "dense exact": _dense(v["per_size"]), "verdict": v["verdict"],
             "first failing condition": "—" if v["verdict"] != "differs" else v["reason"]}
-            for name, readout, what, v in _protocol_rows(summary, test or "uniform")],
+            for name, readout, what, v in _protocol_rows(
+                summary, _check_summary(summary, test or "uniform"))],
             caption=caption)
     return Table([{
         "arm": arm + (" (headline)" if (kind, t) == tuple(summary["headlines"][arm]) else ""),
@@ -174,7 +185,8 @@ def decomposition_table(summary: dict, test: str = "uniform", caption: str | Non
         "capacity share": _dash(s["capacity_share"], ".2f"), "limited by": _dash(s["limit"]),
         "test at r = 128": f"{s['median'][-1]:.2f}",
         "fit at r = 128": _dash(s["fit_median"] and s["fit_median"][-1], ".2f")}
-        for name, readout, what, v in _protocol_rows(summary, test) for s in v["per_size"]],
+        for name, readout, what, v in _protocol_rows(summary, _check_summary(summary, test))
+        for s in v["per_size"]],
         caption=caption)
 
 
@@ -278,13 +290,10 @@ def summarise_e2(result: dict) -> list[dict]:
     """Per width of a stored protocol: median accuracy per rank (tests, train), the rule's r*,
     the dense worst seed."""
     check_mapping(result, "result")
-    try:
+    with _check_reading("result must be a stored protocol's result (load_e2: config, widths "
+                        "with ranks, accuracy, dense, ...)"):
         return [_summary_row(m, e)
                 for m, e in sorted(result["widths"].items(), key=lambda kv: int(kv[0]))]
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-        raise ValueError(f"result must be a stored protocol's result (load_e2: config, widths "
-                         f"with ranks, accuracy, dense, ...); reading it failed: "
-                         f"{exc!r:.120}") from exc
 
 
 def accuracy_table(result: dict, distribution: str, caption: str | None = None) -> Table:
@@ -302,16 +311,13 @@ def e2_model_values(width_result: dict, distribution: str = "uniform", seeds=Non
     """{(width, rank or "dense", seed): test accuracy} of one width's record."""
     check_choice(distribution, "distribution", TEST_DISTRIBUTIONS)
     check_instance(width, "width", (int, np.integer, str, type(None)))  # a key of the result
-    try:
+    with _check_reading("width_result must be a width's result with 'ranks', 'dense' and "
+                        "'accuracy' per distribution"):
         heads, dense = width_result["accuracy"][distribution], width_result["dense"][distribution]
         ranks = width_result["ranks"]
-    except (KeyError, TypeError, IndexError) as exc:
-        raise ValueError(f"width_result must be a width's result with 'ranks', 'dense' and "
-                         f"'accuracy' per distribution ({exc!r:.80})") from exc
     seeds = list(range(len(dense))) if seeds is None else check_int_sequence(seeds, "seeds", 0)
     if len(seeds) != len(dense):
         raise ValueError(f"seeds must name the result's {len(dense)} seeds, got {len(seeds)}")
-    out = {(width, r, s): float(heads[i][j]) for i, r in enumerate(ranks)
-           for j, s in enumerate(seeds)}
-    out.update({(width, "dense", s): float(dense[j]) for j, s in enumerate(seeds)})
-    return out
+    return {(width, r, s): float(acc[j]) for r, acc in zip([*ranks, "dense"], [*heads, dense],
+                                                          strict=True)
+            for j, s in enumerate(seeds)}
