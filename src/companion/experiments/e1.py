@@ -69,9 +69,9 @@ FAMILIES = ("experiment_witness_24",)
 
 @dataclass(frozen=True)
 class TrainingConfig(FrozenConfig):
-    """The fields E1 and chapter 8's probes share (defaults: their full runs)."""
+    """The training fields E1, chapter 8's probes and chapter 9's maps share (defaults: their
+    full runs; field order is free: a configuration's hash is over its sorted fields)."""
 
-    family: str = "experiment_witness_24"
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     d: int = 16
     phi_std: float = 1.0
@@ -87,6 +87,7 @@ class TrainingConfig(FrozenConfig):
 class E1Config(TrainingConfig):
     """One E1 sweep (defaults: full size); ranks sorted, rank_groups None: :func:`group_ranks`."""
 
+    family: str = "experiment_witness_24"
     ranks: tuple[int, ...] = E1_RANKS
     rank_groups: tuple[tuple[int, ...], ...] | None = None
     dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
