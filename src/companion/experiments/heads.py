@@ -185,13 +185,6 @@ class StackedHeads(torch.nn.Module):
 
     # ------------------------------------------------------------------ initialisation
 
-    def _generator(self, j: int, width: int) -> torch.Generator:
-        c, s = self.config, self.seeds[j]
-        if c.maps == "pool":
-            s = _model_seed(s, width, c.num_tokens, 3) if c.attention == "kernel" else \
-                _model_seed(s, c.num_tokens, 5)
-        return torch.Generator().manual_seed(s)
-
     def _init_tables(self, widths):
         c, dtype = self.config, self.config.dtype
         m, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
@@ -205,7 +198,8 @@ class StackedHeads(torch.nn.Module):
         a = torch.zeros(m, hh, t, d, dtype=dtype)
         e1_single = c.maps == "table" and c.attention != "signed" and c.heads is None
         for j, (rj, hj) in enumerate(zip(widths, per_model)):
-            g = self._generator(j, rj)
+            g = torch.Generator().manual_seed(self.seeds[j] if c.maps != "pool" else _model_seed(
+                self.seeds[j], *((rj, t, 3) if c.attention == "kernel" else (t, 5))))
             for h in range(hj):
                 q[j, h, :, :rj] = torch.randn(t, rj, generator=g, dtype=dtype) * std
                 k[j, h, :, :, :rj] = torch.randn(p, t, rj, generator=g, dtype=dtype) * std
@@ -252,8 +246,7 @@ class StackedHeads(torch.nn.Module):
         per_model = []
         for j, w in enumerate(widths):
             gen = torch.Generator().manual_seed(
-                _model_seed(self.seeds[j], w, m, 1) if kernel else _model_seed(self.seeds[j], 0,
-                                                                                m, 2))
+                _model_seed(self.seeds[j], *((w, m, 1) if kernel else (0, m, 2))))
             layers = [(torch.randn(a, b, generator=gen) * math.sqrt(2.0 / a), torch.zeros(b))
                       for a, b in zip(dims[:-1], dims[1:])]  # He initialisation
             weight = torch.randn(dims[-1], 2 * w + 2 * d + 1, generator=gen) * out_std / \
