@@ -51,14 +51,10 @@ __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
-def experiment_code_24() -> np.ndarray:
-    """The 24-bit query set of the experiments (:data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23)."""
-    return paley_subset(*EXPERIMENT_PALEY_SUBSET)
-
-
 def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
-    """The witness family the experiments train on (n = 3, eps = 1/2)."""
-    return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
+    """The witness family the experiments train on (n = 3, eps = 1/2): the 24-bit query set
+    :data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23."""
+    return witness_family(paley_subset(*EXPERIMENT_PALEY_SUBSET), 3, Fraction(1, 2), convention)
 
 
 #: Powers of two to 64, the bound (20), the rank-|S| construction (28), the trained threshold.

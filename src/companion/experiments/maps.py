@@ -165,14 +165,6 @@ def _family(name: str):
                           s["convention"])
 
 
-def _window_ends(windows) -> dict:
-    """{family: the ends of its two windows} (the exact minima and their brackets)."""
-    ends = {}
-    for w in windows:
-        ends.setdefault(w.family, set()).update((w.lower, w.upper))
-    return ends
-
-
 # ------------------------------------------------------------------ the exact LP of a fixed map
 
 def _taylor_kernel(tokens, k: int, seed: int):
@@ -289,7 +281,9 @@ def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
     """The exact units (seed-major) and then the trained units of every family but the last;
     then the last (the costliest): its first draw at every dimension, its trained units (the
     smallest dimension, those above its windows, then inside), its other draws."""
-    ends = _window_ends(windows) if cfg.window_dims else {}
+    ends = {}  # {family: the ends of its two windows} (the exact minima and their brackets)
+    for w in windows:
+        ends.setdefault(w.family, set()).update((w.lower, w.upper))
     exact, trained = {}, {}
     for name in cfg.families:
         extra = sorted(ends.get(name, ()))
