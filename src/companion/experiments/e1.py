@@ -20,7 +20,6 @@ from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
     check_choice,
     check_device,
-    check_float,
     check_instance,
     check_int,
     check_int_sequence,
@@ -272,15 +271,13 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
 
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
-    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99."""
+    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99
+    (seeds, qk_std and score_dim checked by :class:`HeadConfig`, the heads' boundary)."""
     family = check_instance(family, "family", WitnessFamily)
-    seeds = check_int_sequence(seeds, "seeds", 0)
-    qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)
-    score_dim = check_int(score_dim, "score_dim", 1, 4096)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
-    heads = table_softmax_heads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
-                              query_position=q)
+    heads = table_softmax_heads(seeds, len(family.tokens), score_dim=score_dim, qk_std=qk_std,
+                                query_position=q)
     with torch.no_grad():
         la, _ = heads.pair_tables()
         x = ids[:, q]

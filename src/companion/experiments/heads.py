@@ -121,9 +121,9 @@ class HeadConfig:
             count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
         if count > MAX_PARAMETERS:
-            raise ValueError(f"seeds, ranks, heads, num_tokens, length, hidden, d and pad_to give "
-                             f"~{count} parameters, above MAX_PARAMETERS = {MAX_PARAMETERS}; use "
-                             "fewer or smaller models")
+            raise ValueError(f"seeds, ranks, heads, num_tokens, length, hidden, d, score_dim and "
+                             f"pad_to give ~{count} parameters, above MAX_PARAMETERS = "
+                             f"{MAX_PARAMETERS}; use fewer or smaller models")
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
