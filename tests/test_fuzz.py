@@ -333,6 +333,8 @@ OVERRIDES = {
         "inputs": Lazy("torch:zeros", (4, 3), {"dtype": _ref("torch:int64")}),
         "targets": Lazy("torch:zeros", (4,)), "steps": 2, "lr": 0.1},
     "companion.experiments.engine:lr_at": {},
+    "companion.experiments.heads:HeadConfig": {"maps": "table", "attention": "kernel",
+                                               "ranks": (1,)},
     "companion.experiments.sweep:config_dict": {"config": {"a": 1}},
     "companion.experiments.sweep:config_hash": {"config": {"a": 1}},
     "companion.experiments.sweep:canonical_json": {},

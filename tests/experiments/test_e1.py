@@ -6,7 +6,6 @@ from companion.bounds.rank_bounds import certified_rank_bound
 from companion.bounds.witness import family_size, verify_certificate
 from companion.experiments.e1 import (
     EXPERIMENT_PALEY_SUBSET,
-    experiment_code_24,
     experiment_witness_24,
 )
 
@@ -32,12 +31,12 @@ def test_experiment_witness_is_what_the_search_selects():
     (a, b), bound, size = select_paley_witness()
     assert (a, b) == EXPERIMENT_PALEY_SUBSET
     assert 1000 <= size <= 2500
-    assert bound == certified_rank_bound(experiment_code_24())
+    assert bound == certified_rank_bound(paley_subset(*EXPERIMENT_PALEY_SUBSET))
 
 
 def test_experiment_witness_family():
     f = experiment_witness_24()
-    assert len(f) == family_size(experiment_code_24())
+    assert len(f) == family_size(paley_subset(*EXPERIMENT_PALEY_SUBSET))
     assert 1000 <= len(f) <= 2500
     assert f.sequences.shape == (len(f), 3, 24) and f.query_position == 0
     assert f.convention == "bidirectional"

@@ -417,6 +417,21 @@ def test_an_exploding_parameter_count_is_refused():
                    score_dim=10**3)
 
 
+@pytest.mark.parametrize("fields, name", [
+    ({"maps": "pool", "attention": "signed"}, "attention"),
+    ({"ranks": (2, 3)}, "ranks"),
+    ({"heads": (2,), "feature": "relu"}, "heads"),
+    ({"maps": "mlp", "feature": "relu"}, "feature"),
+    ({"query_position": 3}, "query_position"),
+    ({"pad_to": 1}, "pad_to"),
+    ({"phi_std": 0.0}, "phi_std"),
+])
+def test_the_configuration_checks_its_fields(fields, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        HeadConfig(**{"maps": "table", "attention": "kernel", "seeds": (0,), "ranks": (2,),
+                      **fields})
+
+
 def test_the_module_takes_a_configuration():
     cfg = HeadConfig("pool", "kernel", (0, 1), (2, 3), num_tokens=10)
     assert StackedHeads(cfg).num_models == 2 and StackedHeads(cfg).q.shape == (2, 10, 3)

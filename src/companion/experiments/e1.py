@@ -20,7 +20,6 @@ from companion.bounds.witness import WitnessFamily, witness_family
 from companion.checks import (
     check_choice,
     check_device,
-    check_float,
     check_instance,
     check_int,
     check_int_sequence,
@@ -51,14 +50,10 @@ __all__ = ["experiment_witness_24", "E1Config", "E1_FULL", "E1_QUICK", "E1_SMOKE
 EXPERIMENT_PALEY_SUBSET = (23, 5)
 
 
-def experiment_code_24() -> np.ndarray:
-    """The 24-bit query set of the experiments (:data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23)."""
-    return paley_subset(*EXPERIMENT_PALEY_SUBSET)
-
-
 def experiment_witness_24(convention: str = "bidirectional") -> WitnessFamily:
-    """The witness family the experiments train on (n = 3, eps = 1/2)."""
-    return witness_family(experiment_code_24(), 3, Fraction(1, 2), convention)
+    """The witness family the experiments train on (n = 3, eps = 1/2): the 24-bit query set
+    :data:`EXPERIMENT_PALEY_SUBSET` of Paley q = 23."""
+    return witness_family(paley_subset(*EXPERIMENT_PALEY_SUBSET), 3, Fraction(1, 2), convention)
 
 
 #: Powers of two to 64, the bound (20), the rank-|S| construction (28), the trained threshold.
@@ -69,9 +64,9 @@ FAMILIES = ("experiment_witness_24",)
 
 @dataclass(frozen=True)
 class TrainingConfig(FrozenConfig):
-    """The fields E1 and chapter 8's probes share (defaults: their full runs)."""
+    """The training fields E1, chapter 8's probes and chapter 9's maps share (defaults: their
+    full runs; field order is free: a configuration's hash is over its sorted fields)."""
 
-    family: str = "experiment_witness_24"
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     d: int = 16
     phi_std: float = 1.0
@@ -87,6 +82,7 @@ class TrainingConfig(FrozenConfig):
 class E1Config(TrainingConfig):
     """One E1 sweep (defaults: full size); ranks sorted, rank_groups None: :func:`group_ranks`."""
 
+    family: str = "experiment_witness_24"
     ranks: tuple[int, ...] = E1_RANKS
     rank_groups: tuple[tuple[int, ...], ...] | None = None
     dense_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -275,15 +271,13 @@ def consistency_violations(results: dict, r_star: int) -> list[dict]:
 
 def dense_init_statistics(family: WitnessFamily, seeds: Sequence[int], qk_std: float,
                           score_dim: int = 24) -> dict:
-    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99."""
+    """At initialisation, the dense heads' logit std, mean largest weight, share above 0.99
+    (seeds, qk_std and score_dim checked by :class:`HeadConfig`, the heads' boundary)."""
     family = check_instance(family, "family", WitnessFamily)
-    seeds = check_int_sequence(seeds, "seeds", 0)
-    qk_std = check_float(qk_std, "qk_std", 0.0, 100.0, low_open=True)
-    score_dim = check_int(score_dim, "score_dim", 1, 4096)
     ids = torch.as_tensor(family.token_ids)
     q = family.query_position
-    heads = table_softmax_heads(list(seeds), len(family.tokens), score_dim=score_dim, qk_std=qk_std,
-                              query_position=q)
+    heads = table_softmax_heads(seeds, len(family.tokens), score_dim=score_dim, qk_std=qk_std,
+                                query_position=q)
     with torch.no_grad():
         la, _ = heads.pair_tables()
         x = ids[:, q]

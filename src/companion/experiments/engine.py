@@ -316,30 +316,23 @@ def fit_batched(model, inputs, targets, steps, lr, final_lr_fraction, surrogate_
             optimizer.step()
             bar.update(1)
         bar.close()
-        return _finish(model, inputs, tgt, params, best, total, monitor, num_models, start,
-                       hist, hist_steps, mon_hist, mon_steps)
-
-
-def _finish(model, inputs, tgt, params, best, total, monitor, num_models, start, hist,
-            hist_steps, mon_hist, mon_steps) -> TrainResult:
-    """The last evaluation, the kept parameters put back, and the TrainResult."""
-    with torch.no_grad():
-        final = model(inputs)
-        if monitor is None:
-            best.record((final - tgt).abs(), total)
-        else:
-            _evaluate(model, monitor, best, total, mon_steps, mon_hist)
-        final_abs = (final - tgt).abs()
-        final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
-        for p, bp in zip(params, best.best):
-            p.copy_(bp)
-        best_err, best_frac = best.err, best.frac
-        if monitor is not None:  # the kept checkpoint's training errors
-            kept = (model(inputs) - tgt).abs()
-            best_err, best_frac = kept.amax(-1), (kept < 0.5).float().mean(-1)
-    return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(), final_frac.cpu(),
-                       best.step.cpu(),
-                       torch.stack(hist) if hist else torch.zeros(0, num_models),
-                       torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start,
-                       torch.stack(mon_hist) if mon_hist else None,
-                       torch.tensor(mon_steps, dtype=torch.long) if mon_steps else None)
+        with torch.no_grad():  # the last evaluation, then the kept parameters put back
+            final = model(inputs)
+            if monitor is None:
+                best.record((final - tgt).abs(), total)
+            else:
+                _evaluate(model, monitor, best, total, mon_steps, mon_hist)
+            final_abs = (final - tgt).abs()
+            final_err, final_frac = final_abs.amax(-1), (final_abs < 0.5).float().mean(-1)
+            for p, bp in zip(params, best.best):
+                p.copy_(bp)
+            best_err, best_frac = best.err, best.frac
+            if monitor is not None:  # the kept checkpoint's training errors
+                kept = (model(inputs) - tgt).abs()
+                best_err, best_frac = kept.amax(-1), (kept < 0.5).float().mean(-1)
+        return TrainResult(model, best_err.cpu(), best_frac.cpu(), final_err.cpu(),
+                           final_frac.cpu(), best.step.cpu(),
+                           torch.stack(hist) if hist else torch.zeros(0, num_models),
+                           torch.tensor(hist_steps, dtype=torch.long), time.perf_counter() - start,
+                           torch.stack(mon_hist) if mon_hist else None,
+                           torch.tensor(mon_steps, dtype=torch.long) if mon_steps else None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from companion.checks import check_bool, check_choice, check_float, check_int, check_int_sequence
 from companion.core.attention import KernelAttentionHead
 from companion.core.exact import HeadTables
 from companion.core.task import token_ids, token_index
@@ -24,7 +25,7 @@ from companion.experiments.pair_readout import (
     shifted_exp,
 )
 
-__all__: list[str] = []  # no boundary: built by the configurations of e1, probes and e2
+__all__ = ["HeadConfig"]  # the boundary: the configuration e1, probes, maps and e2 build
 
 FEATURES = ("exp", "softplus")
 #: Chapter 9's maps of the linear-attention literature, for table kernel heads (the table is
@@ -33,6 +34,9 @@ FEATURES = ("exp", "softplus")
 MAP_FEATURES = ("elu1", "relu", "hedgehog")
 ENCODINGS = ("01", "pm1")
 READOUTS = ("learned", "overlap")
+#: The attentions each kind of maps takes.
+ATTENTIONS = {"table": ("kernel", "softmax", "signed"), "pool": ("kernel", "softmax"),
+              "mlp": ("kernel", "softmax")}
 #: Most parameters one stack may hold (2**25 floats: ~1 GB with Adam's moments in float64).
 MAX_PARAMETERS = 2**25
 
@@ -74,14 +78,37 @@ class HeadConfig:
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        put("seeds", tuple(self.seeds))
-        put("ranks", () if self.attention == "softmax" else tuple(self.ranks))
-        put("hidden", tuple(self.hidden))
-        if self.heads is not None:
-            put("heads", tuple(self.heads))
-        if self.feature in MAP_FEATURES and ((self.maps, self.attention) != ("table", "kernel")
-                                             or self.heads is not None):
-            raise ValueError(f"feature {self.feature!r} is for single table kernel heads only")
+        check_choice(self.maps, "maps", tuple(ATTENTIONS))
+        for name, choices in (("attention", ATTENTIONS[self.maps]), ("readout", READOUTS),
+                              ("feature", FEATURES + MAP_FEATURES), ("encoding", ENCODINGS),
+                              ("sign_init", ("positive", "columns")),
+                              ("dtype", (torch.float32, torch.float64))):
+            check_choice(getattr(self, name), name, choices)
+        put("seeds", tuple(check_int_sequence(self.seeds, "seeds", 0, 2**63 - 1)))
+        put("ranks", () if self.attention == "softmax" else self.ranks)
+        for name in ("ranks", "heads")[:1 + (self.heads is not None)]:
+            put(name, tuple(check_int_sequence(getattr(self, name), name, 1,
+                                               allow_empty=self.attention == "softmax")))
+            if len(getattr(self, name)) not in (0, len(self.seeds)):
+                raise ValueError(f"{name} must hold one entry per seed, got {getattr(self, name)}")
+        put("hidden", tuple(check_int_sequence(self.hidden, "hidden", 1, allow_empty=True)))
+        for name in ("num_tokens", "m", "length", "d", "score_dim"):
+            put(name, check_int(getattr(self, name), name, 1))
+        put("query_position", check_int(self.query_position, "query_position", 0,
+                                        self.length - 1))
+        for name, least in (("pad_to", max(self.ranks or (self.score_dim,))),
+                            ("pad_heads", max(self.heads or (1,)))):
+            if getattr(self, name) is not None:
+                put(name, check_int(getattr(self, name), name, least))
+        for name in ("phi_std", "value_std", "qk_std", "gain_scale"):
+            put(name, check_float(getattr(self, name), name, 0.0, 100.0, low_open=True))
+        for name in ("positional", "skip", "affine_values"):
+            put(name, check_bool(getattr(self, name), name))
+        if (self.heads is not None or self.feature in MAP_FEATURES) and (
+                (self.maps, self.attention) != ("table", "kernel")
+                or self.heads is not None and self.feature in MAP_FEATURES):
+            raise ValueError(f"heads and feature {self.feature!r} are for table kernel heads "
+                             "only (feature: single heads)")
         # the one cost guard, reached from every configuration that builds models: a
         # parameter count that would exhaust memory
         width = self.pad_to or max(self.ranks, default=self.score_dim)
@@ -94,9 +121,9 @@ class HeadConfig:
             count = (gains * len(self.seeds) * (self.pad_heads or max(self.heads or (1,)))
                      * self.num_tokens * (positions + 1) * (width + self.d + 1))
         if count > MAX_PARAMETERS:
-            raise ValueError(f"seeds, ranks, heads, tokens and widths give ~{count} parameters, "
-                             f"above MAX_PARAMETERS = {MAX_PARAMETERS}; use fewer or smaller "
-                             "models")
+            raise ValueError(f"seeds, ranks, heads, num_tokens, length, hidden, d, score_dim and "
+                             f"pad_to give ~{count} parameters, above MAX_PARAMETERS = "
+                             f"{MAX_PARAMETERS}; use fewer or smaller models")
 
 
 def _pair_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -158,13 +185,6 @@ class StackedHeads(torch.nn.Module):
 
     # ------------------------------------------------------------------ initialisation
 
-    def _generator(self, j: int, width: int) -> torch.Generator:
-        c, s = self.config, self.seeds[j]
-        if c.maps == "pool":
-            s = _model_seed(s, width, c.num_tokens, 3) if c.attention == "kernel" else \
-                _model_seed(s, c.num_tokens, 5)
-        return torch.Generator().manual_seed(s)
-
     def _init_tables(self, widths):
         c, dtype = self.config, self.config.dtype
         m, p, t, d = self.num_models, self.num_positions, self.num_tokens, self.d
@@ -178,7 +198,8 @@ class StackedHeads(torch.nn.Module):
         a = torch.zeros(m, hh, t, d, dtype=dtype)
         e1_single = c.maps == "table" and c.attention != "signed" and c.heads is None
         for j, (rj, hj) in enumerate(zip(widths, per_model)):
-            g = self._generator(j, rj)
+            g = torch.Generator().manual_seed(self.seeds[j] if c.maps != "pool" else _model_seed(
+                self.seeds[j], *((rj, t, 3) if c.attention == "kernel" else (t, 5))))
             for h in range(hj):
                 q[j, h, :, :rj] = torch.randn(t, rj, generator=g, dtype=dtype) * std
                 k[j, h, :, :, :rj] = torch.randn(p, t, rj, generator=g, dtype=dtype) * std
@@ -225,8 +246,7 @@ class StackedHeads(torch.nn.Module):
         per_model = []
         for j, w in enumerate(widths):
             gen = torch.Generator().manual_seed(
-                _model_seed(self.seeds[j], w, m, 1) if kernel else _model_seed(self.seeds[j], 0,
-                                                                                m, 2))
+                _model_seed(self.seeds[j], *((w, m, 1) if kernel else (0, m, 2))))
             layers = [(torch.randn(a, b, generator=gen) * math.sqrt(2.0 / a), torch.zeros(b))
                       for a, b in zip(dims[:-1], dims[1:])]  # He initialisation
             weight = torch.randn(dims[-1], 2 * w + 2 * d + 1, generator=gen) * out_std / \
@@ -561,19 +581,17 @@ def multi_heads(heads, ranks, seeds, num_tokens, length=3, **options) -> Stacked
 
 
 def pool_kernel_heads(pool_size: int, ranks: Sequence[int], seeds: Sequence[int],
-                      readout: str = "overlap", value_dim: int = 16,
-                      phi_std: float = 1.0) -> StackedHeads:
+                      readout: str = "overlap", value_dim: int = 16) -> StackedHeads:
     """E2's NKA heads with table maps over a shared pool (every token seen in training)."""
     return StackedHeads(HeadConfig("pool", "kernel", seeds, ranks, num_tokens=pool_size,
-                                   d=value_dim, readout=readout, phi_std=phi_std))
+                                   d=value_dim, readout=readout))
 
 
 def pool_softmax_heads(pool_size: int, seeds: Sequence[int], score_dim: int,
-                       readout: str = "overlap", value_dim: int = 16,
-                       qk_std: float = 0.2) -> StackedHeads:
+                       readout: str = "overlap", value_dim: int = 16) -> StackedHeads:
     """E2's dense heads with table scores in R^score_dim over a shared pool."""
     return StackedHeads(HeadConfig("pool", "softmax", seeds, num_tokens=pool_size, d=value_dim,
-                                   score_dim=score_dim, readout=readout, qk_std=qk_std))
+                                   score_dim=score_dim, readout=readout))
 
 
 def mlp_kernel_heads(m: int, ranks: Sequence[int], seeds: Sequence[int],

@@ -31,12 +31,11 @@ from companion.checks import (
     check_int_sequence,
 )
 from companion.core.lp import FarkasCertificate, feasible_point
-from companion.experiments.e1 import model_records, train_on_family
+from companion.experiments.e1 import TrainingConfig, model_records, train_on_family
 from companion.experiments.heads import MAP_FEATURES, table_kernel_heads
 from companion.experiments.sweep import (
     COUNTS,
     RUN_FIELDS,
-    FrozenConfig,
     Unit,
     load_sweep,
     records,
@@ -116,7 +115,7 @@ FAMILY_ORDER = ("paley_rows_23", "e1_28", "paley_code_46")
 
 
 @dataclass(frozen=True)
-class MapsConfig(FrozenConfig):
+class MapsConfig(TrainingConfig):
     """One maps sweep. Trained maps (``trained``) at ``dims`` and each family's window ends,
     E1's schedule and table heads; FAVOR+ at ``favor_dims`` (and the window ends), Taylor on
     fixed sign projections of widths ``taylor_widths`` (1 + k + k^2 features), each draw
@@ -125,19 +124,10 @@ class MapsConfig(FrozenConfig):
     families: tuple[str, ...] = FAMILY_ORDER
     trained: tuple[str, ...] = MAP_FEATURES
     dims: tuple[int, ...] = DIMS
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     favor_dims: tuple[int, ...] = (8, 32, 128, 512, 1024)
     taylor_widths: tuple[int, ...] = (2, 4, 5, 8, 16)
     exact_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     window_dims: bool = True
-    d: int = 16
-    phi_std: float = 1.0
-    lr: float = 0.03
-    final_lr_fraction: float = 0.02
-    steps: int = 3000
-    surrogate_steps: int = 2000
-    surrogate_power: int = 16
-    seed_block: int | None = None
 
     def __post_init__(self):
         put = self._put
@@ -173,14 +163,6 @@ def _family(name: str):
     s = FAMILIES[name]
     return witness_family(paley_subset(s["a"], s["b"]), s["n"], Fraction(s["eps"]),
                           s["convention"])
-
-
-def _window_ends(windows) -> dict:
-    """{family: the ends of its two windows} (the exact minima and their brackets)."""
-    ends = {}
-    for w in windows:
-        ends.setdefault(w.family, set()).update((w.lower, w.upper))
-    return ends
 
 
 # ------------------------------------------------------------------ the exact LP of a fixed map
@@ -299,7 +281,9 @@ def _plan(cfg: MapsConfig, device: str, windows) -> list[Unit]:
     """The exact units (seed-major) and then the trained units of every family but the last;
     then the last (the costliest): its first draw at every dimension, its trained units (the
     smallest dimension, those above its windows, then inside), its other draws."""
-    ends = _window_ends(windows) if cfg.window_dims else {}
+    ends = {}  # {family: the ends of its two windows} (the exact minima and their brackets)
+    for w in windows:
+        ends.setdefault(w.family, set()).update((w.lower, w.upper))
     exact, trained = {}, {}
     for name in cfg.families:
         extra = sorted(ends.get(name, ()))

@@ -38,6 +38,7 @@ EXPERIMENT_FAMILY_DIGEST = "52421ecaca8ff2c9"
 class ProbeConfig(TrainingConfig):
     """One chapter-8 sweep; an empty grid skips its unit. Defaults: :data:`PROBES_FULL`."""
 
+    family: str = "experiment_witness_24"
     signed_ranks: tuple[int, ...] = (16, 20, 24, 28, 32)
     shared_ranks: tuple[int, ...] = (12, 20)
     columns_ranks: tuple[int, ...] = (16, 32)
@@ -79,11 +80,14 @@ PROBES_SMOKE = dataclasses.replace(PROBES_FULL, signed_ranks=(2,), shared_ranks=
                                    seeds=(0,), steps=20, surrogate_steps=10, seed_block=None)
 
 
+#: The signed kinds and their rank grids.
+_SIGNED = {"signed_pos": "signed_ranks", "signed_shared": "shared_ranks",
+           "signed_columns": "columns_ranks"}
+
+
 def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
     """(unit key, model kind, seeds) of every model kind, in run order."""
-    kinds = [k for k, grid in (("signed_pos", cfg.signed_ranks),
-                               ("signed_shared", cfg.shared_ranks),
-                               ("signed_columns", cfg.columns_ranks)) if grid]
+    kinds = [k for k, grid in _SIGNED.items() if getattr(cfg, grid)]
     kinds += [f"multi_H{h}" for h in cfg.multi_heads
               if any(t % h == 0 for t in cfg.multi_totals)]
     return [(kind, kind, cfg.seeds) for kind in kinds]
@@ -92,24 +96,17 @@ def _plan(cfg: ProbeConfig) -> list[tuple[str, str, tuple[int, ...]]]:
 def _build(cfg: ProbeConfig, family, kind: str, seeds: tuple[int, ...]):
     """One unit's stacked models and their labels (kind, heads, rank, total rank, seed)."""
     num_tokens, n = len(family.tokens), np.asarray(family.token_ids).shape[1]
-    qpos, seeds = int(family.query_position), list(seeds)
-    if kind.startswith("signed"):
-        grid = {"signed_pos": cfg.signed_ranks, "signed_shared": cfg.shared_ranks,
-                "signed_columns": cfg.columns_ranks}[kind]
-        ranks = [r for r in grid for _ in seeds]
-        ss = [s for _ in grid for s in seeds]
-        model = signed_heads(ranks, ss, num_tokens, n, query_position=qpos, d=cfg.d,
-                                 positional=kind != "signed_shared", phi_std=cfg.phi_std,
-                                 gain_scale=cfg.gain_scale,
-                                 sign_init="columns" if kind == "signed_columns" else "positive")
-        return model, [(kind, 1, r, r, s) for r, s in zip(ranks, ss)]
-    h = int(kind.removeprefix("multi_H"))
-    pairs = [(t // h, t) for t in cfg.multi_totals if t % h == 0]
-    ranks = [r for r, _ in pairs for _ in seeds]
-    ss = [s for _ in pairs for s in seeds]
-    model = multi_heads([h] * len(ranks), ranks, ss, num_tokens, n, query_position=qpos,
-                            d=cfg.d, phi_std=cfg.phi_std)
-    return model, [("multi", h, r, h * r, s) for r, s in zip(ranks, ss)]
+    signed, seeds = kind.startswith("signed"), list(seeds)
+    h = 1 if signed else int(kind.removeprefix("multi_H"))
+    grid = getattr(cfg, _SIGNED[kind]) if signed else [t // h for t in cfg.multi_totals
+                                                        if t % h == 0]
+    ranks, ss = [r for r in grid for _ in seeds], [s for _ in grid for s in seeds]
+    common = {"query_position": int(family.query_position), "d": cfg.d, "phi_std": cfg.phi_std}
+    model = (signed_heads(ranks, ss, num_tokens, n, positional=kind != "signed_shared",
+                          gain_scale=cfg.gain_scale, **common,
+                          sign_init="columns" if kind == "signed_columns" else "positive")
+             if signed else multi_heads([h] * len(ranks), ranks, ss, num_tokens, n, **common))
+    return model, [(kind if signed else "multi", h, r, h * r, s) for r, s in zip(ranks, ss)]
 
 
 def denominator_structure(tables: HeadTables, family: WitnessFamily) -> dict:
