@@ -51,18 +51,13 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
     rng = np.random.default_rng(check_int(seed, "seed", 0))
     size = 2**m
-    if integer:
-        qf = rng.integers(0, 10, size=(size, rank))
-        kf = rng.integers(0, 10, size=(n, size, rank))
-        vals = rng.integers(-9, 10, size=(n, size, d))
-        a = rng.integers(-5, 6, size=(size, d))
-        b = rng.integers(-5, 6, size=size)
+    shapes = ((size, rank), (n, size, rank), (n, size, d), (size, d), size)
+    if integer:  # drawn in the order qf, kf, vals, a, b
+        qf, kf, vals, a, b = (rng.integers(lo, hi, size=s) for (lo, hi), s in zip(
+            ((0, 10), (0, 10), (-9, 10), (-5, 6), (-5, 6)), shapes, strict=True))
     else:
-        qf = rng.lognormal(0.0, 2.0, size=(size, rank))
-        kf = rng.lognormal(0.0, 2.0, size=(n, size, rank))
-        vals = rng.normal(size=(n, size, d))
-        a = rng.normal(size=(size, d))
-        b = rng.normal(size=size)
+        qf, kf = (rng.lognormal(0.0, 2.0, size=s) for s in shapes[:2])
+        vals, a, b = (rng.normal(size=s) for s in shapes[2:])
     qf = qf * (rng.random(qf.shape) >= zero_fraction)
     kf = kf * (rng.random(kf.shape) >= zero_fraction)
     qf[:, 0] = np.maximum(qf[:, 0], 1)

@@ -318,7 +318,6 @@ def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 15
     return a.detach().numpy(), b.detach().numpy()
 
 
-
 # ------------------------------------------------- Lemma N: nonnegative near-orthogonality
 
 

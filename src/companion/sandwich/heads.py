@@ -337,9 +337,8 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 
     def query(x):
         ov = np.asarray(x, dtype=np.int64) @ keys.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(1, base ** int(v)) for v in ov.ravel()]
-        return out
+        return np.array([Fraction(1, base ** int(v)) for v in ov.ravel()],
+                        dtype=object).reshape(ov.shape)
 
     return KernelAttentionHead(
         rank=r, query_features=query,
