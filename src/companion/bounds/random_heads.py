@@ -147,13 +147,9 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     checks = []
     for seed in range(num_heads):
         rng = np.random.default_rng(seed)
-        if seed % 2:
-            base = balanced_link_head(x, z, z_prime, float(rng.uniform(0.3, 20)), n)
-            sigma = float(rng.uniform(0, 0.5))
-        else:
-            base = softmax_kernel_head(float(rng.uniform(0, 2)), m, n)
-            sigma = float(rng.uniform(0, 1))
-        head = _perturbed_head(base, m, n, sigma, seed=seed)
+        base = (balanced_link_head(x, z, z_prime, float(rng.uniform(0.3, 20)), n) if seed % 2
+                else softmax_kernel_head(float(rng.uniform(0, 2)), m, n))
+        head = _perturbed_head(base, m, n, float(rng.uniform(0, 0.5 if seed % 2 else 1)), seed)
         checks.append(link_check(head, x, z, z_prime, 1, n - 2))
     return checks
 
@@ -175,11 +171,9 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
             c_half = float(gap_domination_factor(int(b - a), n, Fraction(1, 2)))
             base = balanced_link_head(x, keys[a], keys[b],  # gap 1: c = 0, use ratio ~1
                                       max(c_half, 1.0) * float(rng.uniform(0.5, 2.0)), n)
-            sigma = float(rng.uniform(0, 0.3))
         else:
             base = softmax_kernel_head(float(rng.uniform(0.3, 4)), m, n)
-            sigma = float(rng.uniform(0, 1))
-        head = _perturbed_head(base, m, n, sigma, seed=i)
+        head = _perturbed_head(base, m, n, float(rng.uniform(0, 0.3 if i % 2 else 1)), i)
         for convention in ("bidirectional", "causal"):
             records += [(n, check) for check in family_checks(head, m, n, convention)]
     return records

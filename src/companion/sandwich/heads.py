@@ -186,10 +186,8 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
             children.setdefault(p, []).append(z)
 
         def lo(z, fixed=fixed, leaves=leaves, children=children):
-            vals = list(leaves.get(z, []))
-            for c in children.get(z, []):
-                vals.append(fixed[c] if c in fixed else lo(c))
-            return max(vals)
+            return max(leaves.get(z, []) + [fixed[c] if c in fixed else lo(c)
+                                            for c in children.get(z, [])])
 
         tau = dict(fixed)
         depth = {z: sum(1 for _ in _ancestors(nodes, z)) for z in nodes}
