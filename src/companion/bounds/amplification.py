@@ -289,8 +289,7 @@ def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
         rho = chain_table(growth.n, growth.eps).rho(G)
         if G < growth.first_positive:
             assert rho == 0, (G, rho)
-            continue
-        assert rho > 0, (G, rho)
-        power, top = rho**g, c**G
-        assert kp * top <= power <= top, (G, rho)
+        else:
+            top = c**G
+            assert rho > 0 and kp * top <= rho**g <= top, (G, rho)
     return G_max

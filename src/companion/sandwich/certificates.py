@@ -236,8 +236,6 @@ def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
     for k, (x, y) in enumerate(low):
         place[x], place[y] = (k, n - 1), (k, n - 2)
     free = iter(s for s in subsets if s not in place.values())
-    for x in range(N):
-        if x not in place:
-            place[x] = next(free)
+    place = {x: place[x] if x in place else next(free) for x in range(N)}
     return np.array([[Fraction(1) if x == y else value if not set(place[x]) & set(place[y])
                       else Fraction(0) for y in range(N)] for x in range(N)], dtype=object)

@@ -171,9 +171,7 @@ def design_factors(bounds: RatioBounds, classes, lift: bool = False):
     for (x, y), (a, b) in zip(apart, _disjoint_pairs(classes, len(apart), blocks), strict=True):
         assign[x], assign[y] = a, b
     rest = iter(b for b in range(len(blocks)) if b not in assign.values())
-    for x in range(N):
-        if x not in assign:
-            assign[x] = next(rest)
+    assign = {x: assign[x] if x in assign else next(rest) for x in range(N)}
     points = sorted(set().union(*blocks))
     col = {p: j for j, p in enumerate(points)}
     cls = {b: c for c, members in enumerate(classes) for b in members}
