@@ -4,6 +4,7 @@ best chain is worth rho_{n,eps}(G) = max over compositions of G of prod_i max(c(
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -147,15 +148,11 @@ class _ChainTable:
         return tuple(reversed(gaps))
 
 
-_TABLES: dict[tuple[int, Fraction], _ChainTable] = {}
-
-
+@functools.cache
 def chain_table(n: int, eps: Fraction) -> _ChainTable:
     """The cached DP table of (n, eps): .rho(G), .chain(G), .log2_rho(G) for checked G, n, eps
     (the core of the functions below, for the package's own calls)."""
-    if (n, eps) not in _TABLES:
-        _TABLES[(n, eps)] = _ChainTable(n, eps)
-    return _TABLES[(n, eps)]
+    return _ChainTable(n, eps)
 
 
 def best_chain_factor(G, n: int = 3, eps=Fraction(1, 2)) -> Fraction:
@@ -292,8 +289,7 @@ def check_chain_growth(G_max: int, n: int = 3, eps=Fraction(1, 2)) -> int:
         rho = chain_table(growth.n, growth.eps).rho(G)
         if G < growth.first_positive:
             assert rho == 0, (G, rho)
-            continue
-        assert rho > 0, (G, rho)
-        power, top = rho**g, c**G
-        assert kp * top <= power <= top, (G, rho)
+        else:
+            top = c**G
+            assert rho > 0 and kp * top <= rho**g <= top, (G, rho)
     return G_max

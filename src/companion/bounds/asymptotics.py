@@ -4,6 +4,7 @@ distributions; the large-context limit L(m) lies between C(m, m//2)/m and C(m+1,
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -129,9 +130,7 @@ def explicit_code_log2_bounds(bases: list[BaseCode], widths, n: int = 3, eps=Fra
     out: dict = {}
     if exact:
         for m in widths:
-            dist = {0: 1}
-            for name in plan[m]:
-                dist = _concatenate(dist, by_name[name].dist)
+            dist = functools.reduce(_concatenate, (by_name[k].dist for k in plan[m]), {0: 1})
             out[m] = _trace_bound(dist, n, eps) if plan[m] else Fraction(1)
         return out
     probs = {b.name: np.bincount(list(b.dist), list(b.dist.values())) / b.size**2 for b in bases}

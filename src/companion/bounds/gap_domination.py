@@ -282,12 +282,8 @@ def balanced_link_head(x, z, z_prime, ratio, n: int, shift=None,
     one = Fraction(1) if exact else 1.0
 
     def key_weight(tokens, p):
-        tokens = np.asarray(tokens)
-        is_z = np.all(tokens == z, axis=-1)
-        w = np.where(is_z, ratio if exact else float(ratio), one).astype(dtype)
-        if p == q:
-            w = w * 0
-        return w[..., None]
+        w = np.where(np.all(np.asarray(tokens) == z, axis=-1), ratio, one).astype(dtype)
+        return (w * 0 if p == q else w)[..., None]
 
     return KernelAttentionHead(
         rank=1,

@@ -51,18 +51,13 @@ def random_kernel_head(m: int, n: int, rank: int = 3, d: int = 2, seed: int = 0,
     zero_fraction = check_float(zero_fraction, "zero_fraction", 0, 1, high_open=True)
     rng = np.random.default_rng(check_int(seed, "seed", 0))
     size = 2**m
-    if integer:
-        qf = rng.integers(0, 10, size=(size, rank))
-        kf = rng.integers(0, 10, size=(n, size, rank))
-        vals = rng.integers(-9, 10, size=(n, size, d))
-        a = rng.integers(-5, 6, size=(size, d))
-        b = rng.integers(-5, 6, size=size)
+    shapes = ((size, rank), (n, size, rank), (n, size, d), (size, d), size)
+    if integer:  # drawn in the order qf, kf, vals, a, b
+        qf, kf, vals, a, b = (rng.integers(lo, hi, size=s) for (lo, hi), s in zip(
+            ((0, 10), (0, 10), (-9, 10), (-5, 6), (-5, 6)), shapes, strict=True))
     else:
-        qf = rng.lognormal(0.0, 2.0, size=(size, rank))
-        kf = rng.lognormal(0.0, 2.0, size=(n, size, rank))
-        vals = rng.normal(size=(n, size, d))
-        a = rng.normal(size=(size, d))
-        b = rng.normal(size=size)
+        qf, kf = (rng.lognormal(0.0, 2.0, size=s) for s in shapes[:2])
+        vals, a, b = (rng.normal(size=s) for s in shapes[2:])
     qf = qf * (rng.random(qf.shape) >= zero_fraction)
     kf = kf * (rng.random(kf.shape) >= zero_fraction)
     qf[:, 0] = np.maximum(qf[:, 0], 1)
@@ -152,13 +147,9 @@ def perturbed_link_survey(x, z, z_prime, n: int, num_heads: int = 150) -> list[L
     checks = []
     for seed in range(num_heads):
         rng = np.random.default_rng(seed)
-        if seed % 2:
-            base = balanced_link_head(x, z, z_prime, float(rng.uniform(0.3, 20)), n)
-            sigma = float(rng.uniform(0, 0.5))
-        else:
-            base = softmax_kernel_head(float(rng.uniform(0, 2)), m, n)
-            sigma = float(rng.uniform(0, 1))
-        head = _perturbed_head(base, m, n, sigma, seed=seed)
+        base = (balanced_link_head(x, z, z_prime, float(rng.uniform(0.3, 20)), n) if seed % 2
+                else softmax_kernel_head(float(rng.uniform(0, 2)), m, n))
+        head = _perturbed_head(base, m, n, float(rng.uniform(0, 0.5 if seed % 2 else 1)), seed)
         checks.append(link_check(head, x, z, z_prime, 1, n - 2))
     return checks
 
@@ -180,11 +171,9 @@ def counterexample_search(num_heads: int = 120, m: int = 4,
             c_half = float(gap_domination_factor(int(b - a), n, Fraction(1, 2)))
             base = balanced_link_head(x, keys[a], keys[b],  # gap 1: c = 0, use ratio ~1
                                       max(c_half, 1.0) * float(rng.uniform(0.5, 2.0)), n)
-            sigma = float(rng.uniform(0, 0.3))
         else:
             base = softmax_kernel_head(float(rng.uniform(0.3, 4)), m, n)
-            sigma = float(rng.uniform(0, 1))
-        head = _perturbed_head(base, m, n, sigma, seed=i)
+        head = _perturbed_head(base, m, n, float(rng.uniform(0, 0.3 if i % 2 else 1)), i)
         for convention in ("bidirectional", "causal"):
             records += [(n, check) for check in family_checks(head, m, n, convention)]
     return records

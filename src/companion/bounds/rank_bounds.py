@@ -7,6 +7,7 @@ r >= |S|^2 / sum rho(G_xy)^-2; Lemma N for nonnegative factors, r >= min(N, floo
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -89,10 +90,8 @@ def _sharp(N: int, counts: dict) -> tuple[Fraction, Fraction]:
     between breakpoints c = u/2 it is N^2 (1-c)^2 / Q(c), Q quadratic (one stationary point)."""
     us = sorted(u for u, k in counts.items() if k)
     # suffix sums over u (ascending) of k u and k u^2: Q(c) in O(log K) for any c
-    suf_ku, suf_kuu = [Fraction(0)], [Fraction(0)]
-    for u in reversed(us):
-        suf_ku.insert(0, suf_ku[0] + counts[u] * u)
-        suf_kuu.insert(0, suf_kuu[0] + counts[u] * u * u)
+    suf_ku, suf_kuu = (list(itertools.accumulate((counts[u] * u**e for u in reversed(us)),
+                                                 initial=Fraction(0)))[::-1] for e in (1, 2))
     P = sum(counts[u] for u in us)
 
     def coefficients(c: Fraction):  # Q = q2 c^2 + q1 c + q0
@@ -316,7 +315,6 @@ def shifted_trace_attack(N: int, k: int, nonnegative: bool, gen, steps: int = 15
         opt.step()
     a, b = (A.abs(), B.abs()) if nonnegative else (A, B)
     return a.detach().numpy(), b.detach().numpy()
-
 
 
 # ------------------------------------------------- Lemma N: nonnegative near-orthogonality

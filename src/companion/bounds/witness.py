@@ -99,9 +99,7 @@ class WitnessFamily:
 
 
 def _sequence(query: Token, keys: list[Token], position: int) -> list[Token]:
-    seq = list(keys)
-    seq.insert(position, query)
-    return seq
+    return [*keys[:position], query, *keys[position:]]
 
 
 def _plan(S: np.ndarray, n: int, eps: Fraction):

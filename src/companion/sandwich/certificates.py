@@ -78,8 +78,7 @@ def _rank_from_rhos(features: str, N: int, rho: dict, c=None):
     optimal shift (real features)."""
     upper = {pair: 1 / r for pair, r in rho.items()}
     if features == "nonnegative":
-        u = np.empty((N, N), dtype=object)
-        u[...] = Fraction(1)
+        u = np.full((N, N), Fraction(1), dtype=object)
         for (i, j), v in upper.items():
             u[i, j] = v
         bound = near_orthogonal_rank_bound(u)
@@ -97,14 +96,12 @@ def _certificate_to_dict(spec: dict, features: str) -> dict:
     family = family_from_spec(spec)
     cert, N = family.certificate, len(family.S)
     keys: dict[str, int] = {}
-    ladders = []
-    for (i, j), chain in sorted(cert.chains.items()):
-        ladders.append([i, j, [keys.setdefault(token_str(t), len(keys)) for t in chain]])
+    ladders = [[i, j, [keys.setdefault(token_str(t), len(keys)) for t in chain]]
+               for (i, j), chain in sorted(cert.chains.items())]
     c, value, rank = _rank_from_rhos(features, N, dict(cert.rho))
     data = {"format": FORMAT, "family": spec, "features": features, "lemma": LEMMAS[features],
             "claim": certificate_claim(features, family.eps, rank)}
-    if c is not None:
-        data["c"] = rational_str(c)
+    data |= {} if c is None else {"c": rational_str(c)}
     data |= {"value": rational_str(value), "rank": rank, "argument": ARGUMENTS[features],
              "queries": [token_str(x) for x in family.S], "keys": list(keys),
              "ladders": ladders}
@@ -239,12 +236,6 @@ def kneser_box_matrix(bounds: RatioBounds, value=Fraction(1, 5)) -> np.ndarray:
     for k, (x, y) in enumerate(low):
         place[x], place[y] = (k, n - 1), (k, n - 2)
     free = iter(s for s in subsets if s not in place.values())
-    for x in range(N):
-        if x not in place:
-            place[x] = next(free)
-    M = np.empty((N, N), dtype=object)
-    for x in range(N):
-        for y in range(N):
-            M[x, y] = (Fraction(1) if x == y else value if not set(place[x]) & set(place[y])
-                       else Fraction(0))
-    return M
+    place = {x: place[x] if x in place else next(free) for x in range(N)}
+    return np.array([[Fraction(1) if x == y else value if not set(place[x]) & set(place[y])
+                      else Fraction(0) for y in range(N)] for x in range(N)], dtype=object)

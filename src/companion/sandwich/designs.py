@@ -160,12 +160,9 @@ def design_factors(bounds: RatioBounds, classes, lift: bool = False):
         raise ValueError("classes must hold blocks of one size k")
     k, N = sizes.pop(), bounds.size
     meet = Fraction(1, k) if lift else (1 + k * SHIFT) / (k * (1 + SHIFT))
-
-    def may_meet(u) -> bool:  # lifted, meeting blocks give entries strictly below 1/k
-        return u >= meet if lift else u > meet
-
+    # x, y may get meeting blocks if both bounds allow it (lifted: entries strictly below 1/k)
     apart = [(x, y) for x in range(N) for y in range(x + 1, N)
-             if not (may_meet(bounds.upper[x, y]) and may_meet(bounds.upper[y, x]))]
+             if not all(u >= meet if lift else u > meet for u in bounds.upper[[x, y], [y, x]])]
     if len({v for p in apart for v in p}) != 2 * len(apart):
         raise ValueError("the pairs whose bound is below a shared point must form a matching")
     if len(blocks) < N:
@@ -174,9 +171,7 @@ def design_factors(bounds: RatioBounds, classes, lift: bool = False):
     for (x, y), (a, b) in zip(apart, _disjoint_pairs(classes, len(apart), blocks), strict=True):
         assign[x], assign[y] = a, b
     rest = iter(b for b in range(len(blocks)) if b not in assign.values())
-    for x in range(N):
-        if x not in assign:
-            assign[x] = next(rest)
+    assign = {x: assign[x] if x in assign else next(rest) for x in range(N)}
     points = sorted(set().union(*blocks))
     col = {p: j for j, p in enumerate(points)}
     cls = {b: c for c, members in enumerate(classes) for b in members}

@@ -169,17 +169,10 @@ def write_head_file(path, head: ExactHead, family_spec: dict, variant: str,
         queries.append(entry)
     keys = [{"token": token_str(fam.tokens[t]), "features": [rational_str(v) for v in feats]}
             for t, feats in sorted(head.key_features.items())]
-    data = {
-        "format": FORMAT,
-        "family": family_spec,
-        "variant": variant,
-        "construction": construction,
-        "rank": head.rank,
-        "max_error": rational_str(head.max_error),
-        "model": MODEL,
-        "queries": queries,
-        "keys": keys,
-    }
+    data = {"format": FORMAT, "family": family_spec, "variant": variant,
+            "construction": construction, "rank": head.rank,
+            "max_error": rational_str(head.max_error), "model": MODEL, "queries": queries,
+            "keys": keys}
     return write_json_file(path, data, ("queries", "keys"))
 
 
@@ -311,10 +304,8 @@ def _load_head(data: dict, path):
         raise ValueError(f"rank {r} is above the family's {T} key tokens (one indicator feature "
                          "per key token always suffices)")
     m, N = family.S.shape[1], len(family.S)
-    Q = np.full((N, r), Fraction(0), dtype=object)
-    self_f = np.full((N, r), Fraction(0), dtype=object)
-    scale = np.full(N, Fraction(1), dtype=object)
-    bias = np.full(N, Fraction(0), dtype=object)
+    Q, self_f = (np.full((N, r), Fraction(0), dtype=object) for _ in "qs")
+    scale, bias = np.full(N, Fraction(1), dtype=object), np.full(N, Fraction(0), dtype=object)
     queries = list(_entries(data, "queries", m, {token_str(x): i for i, x in enumerate(family.S)}))
     for k, e, i in queries:
         Q[i] = _vector(e.get("features"), f"queries[{k}].features", r)

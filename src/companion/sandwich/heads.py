@@ -79,33 +79,27 @@ def token_lookup(tokens, table, width: int) -> np.ndarray:
 def tables_to_kernel_head(family, query_features, key_features, self_features,
                           self_value_scale, bias) -> KernelAttentionHead:
     """The KernelAttentionHead of :class:`ExactHead`'s tables (tokens outside: zero)."""
-    S = np.asarray(family.S, dtype=np.int64)
     r, q = query_features.shape[1], family.query_position
-    qrow = token_index(S)
+    qrow = token_index(np.asarray(family.S, dtype=np.int64))
     krow = {family.tokens[t].tobytes(): tuple(v) for t, v in key_features.items()}
     zero = (Fraction(0),) * r
-    lookup = token_lookup
 
-    def query(b):
-        i = qrow.get(b)
-        return tuple(query_features[i]) if i is not None else zero
+    def per_query(table, other, width=0):  # tokens -> table[x] at the query S[x], else other
+        return lambda z: token_lookup(z, lambda b: table[qrow[b]] if b in qrow else other, width)
+
+    self_keys, scale = per_query(self_features, zero, r), per_query(self_value_scale, Fraction(1))
 
     def key(z, p):
-        if p == q:
-            return lookup(z, lambda b: tuple(self_features[qrow[b]]) if b in qrow else zero, r)
-        return lookup(z, lambda b: krow.get(b, zero), r)
+        return self_keys(z) if p == q else token_lookup(z, lambda b: krow.get(b, zero), r)
 
     def values(z, p):
         z = np.asarray(z, dtype=np.int64)
-        if p != q:
-            return z
-        scale = lookup(z, lambda b: self_value_scale[qrow[b]] if b in qrow else Fraction(1), 0)
-        return z.astype(object) * scale[..., None]
+        return z if p != q else z.astype(object) * scale(z)[..., None]
 
     return KernelAttentionHead(
-        rank=r, query_features=lambda x: lookup(x, query, r), key_features=key, values=values,
-        readout_weights=lambda x: np.asarray(x, dtype=np.int64),
-        readout_bias=lambda x: lookup(x, lambda b: bias[qrow[b]] if b in qrow else Fraction(0), 0))
+        rank=r, query_features=per_query(query_features, zero, r), key_features=key,
+        values=values, readout_weights=lambda x: np.asarray(x, dtype=np.int64),
+        readout_bias=per_query(bias, Fraction(0)))
 
 
 def _ladder_trees(bounds: RatioBounds, M) -> dict:
@@ -146,23 +140,17 @@ def _shared_key_weights(bounds: RatioBounds, M, trees, nonnegative: bool) -> dic
         if len(users) == 1:
             continue
         X = sorted(users)
-        for x in X:
-            nodes, _ = trees[x]
-            if any(len(bounds.sharers[a]) > 1 for a in _ancestors(nodes, z)):
-                raise ValueError(f"ladder key {z} and one of its ancestors are both shared")
+        if any(len(bounds.sharers[a]) > 1 for x in X for a in _ancestors(trees[x][0], z)):
+            raise ValueError(f"ladder key {z} and one of its ancestors are both shared")
         A = [[M[a, b] for b in X] for a in X]
+        below = [(_max_leaf_below(*trees[x], z), trees[x][0][z][1]) for x in X]  # (m, prod c)
         for f in SHARED_TARGETS:
-            t = []
-            for x in X:
-                nodes, leaves = trees[x]
-                m = _max_leaf_below(nodes, leaves, z)
-                t.append((m + f * (1 - m)) / nodes[z][1])
+            t = [(m + f * (1 - m)) / c for m, c in below]
             lam = solve(A, t)
             if lam is not None and (not nonnegative or all(v >= 0 for v in lam)):
                 # simpler weights: moving each lambda by < delta moves every t_x by
                 # < |X| delta (entries of M_XX are <= 1), half the distance to its window
-                room = min(min(tx - _max_leaf_below(*trees[x], z) / trees[x][0][z][1],
-                               1 / trees[x][0][z][1] - tx) for x, tx in zip(X, t, strict=True))
+                room = min(min(tx - m / c, 1 / c - tx) for (m, c), tx in zip(below, t, strict=True))
                 delta = room / (2 * len(X))
                 lam = [_simplest_between(max(v - delta, Fraction(0)) if v > 0 else v - delta,
                                         v + delta) for v in lam]
@@ -198,10 +186,8 @@ def _ladder_levels(bounds: RatioBounds, M, trees, shared_tau) -> dict:
             children.setdefault(p, []).append(z)
 
         def lo(z, fixed=fixed, leaves=leaves, children=children):
-            vals = list(leaves.get(z, []))
-            for c in children.get(z, []):
-                vals.append(fixed[c] if c in fixed else lo(c))
-            return max(vals)
+            return max(leaves.get(z, []) + [fixed[c] if c in fixed else lo(c)
+                                            for c in children.get(z, [])])
 
         tau = dict(fixed)
         depth = {z: sum(1 for _ in _ancestors(nodes, z)) for z in nodes}
@@ -305,12 +291,10 @@ def _centre_biases(family, Q, key_features, self_features, self_scale):
     zero = np.full(N, Fraction(0), dtype=object)
     head = tables_to_kernel_head(family, Q, key_features, self_features, self_scale, zero)
     y = attention_output(head, family.sequences, family.convention, exact=True)
-    errors = [v - int(t) for v, t in zip(y.tolist(), family.targets.tolist(), strict=True)]
-    lo, hi = [None] * N, [None] * N
-    for row, e in enumerate(errors):
-        x = int(family.query_ids[row])
-        lo[x] = e if lo[x] is None else min(lo[x], e)
-        hi[x] = e if hi[x] is None else max(hi[x], e)
+    errors: dict = {}
+    for x, v, t in zip(family.query_ids.tolist(), y.tolist(), family.targets.tolist(), strict=True):
+        errors.setdefault(x, []).append(v - int(t))
+    lo, hi = ([f(errors[x]) for x in range(N)] for f in (min, max))
     bias = np.empty(N, dtype=object)
     for x in range(N):
         centre, half = -(lo[x] + hi[x]) / 2, (hi[x] - lo[x]) / 2
@@ -351,9 +335,8 @@ def indicator_head(family: WitnessFamily, base: int | None = None) -> KernelAtte
 
     def query(x):
         ov = np.asarray(x, dtype=np.int64) @ keys.T
-        out = np.empty(ov.shape, dtype=object)
-        out.reshape(-1)[:] = [Fraction(1, base ** int(v)) for v in ov.ravel()]
-        return out
+        return np.array([Fraction(1, base ** int(v)) for v in ov.ravel()],
+                        dtype=object).reshape(ov.shape)
 
     return KernelAttentionHead(
         rank=r, query_features=query,

@@ -5,6 +5,7 @@ G_xy; explicit factors (query indicators, the spread of {prf:ref}`prop-one-query
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -54,20 +55,15 @@ def ratio_bounds(family: WitnessFamily) -> RatioBounds:
     N = len(S)
     index = token_index(family.tokens)
     columns = tuple(index[(1 - x).astype(np.int64).tobytes()] for x in S)
-    upper = np.empty((N, N), dtype=object)
+    upper = np.full((N, N), Fraction(1), dtype=object)
     gaps = np.zeros((N, N), dtype=np.int64)
     ladders = {}
     w = int(S[0].sum())
-    for i in range(N):
-        upper[i, i] = Fraction(1)
-        for j in range(N):
-            if i == j:
-                continue
-            upper[i, j] = 1 / cert.rho[(i, j)]
-            gaps[i, j] = w - int(S[i] @ S[j])
-            chain = tuple(index[np.asarray(t, dtype=np.int64).tobytes()]
-                          for t in cert.chains[(i, j)])
-            ladders[(i, j)] = (chain, tuple(cert.gaps[(i, j)]))
+    for i, j in itertools.permutations(range(N), 2):
+        upper[i, j] = 1 / cert.rho[(i, j)]
+        gaps[i, j] = w - int(S[i] @ S[j])
+        chain = tuple(index[np.asarray(t, dtype=np.int64).tobytes()] for t in cert.chains[(i, j)])
+        ladders[(i, j)] = (chain, tuple(cert.gaps[(i, j)]))
     sharers = _ladder_sharers(family, ladders)
     return RatioBounds(family, upper, gaps, columns, ladders, sharers)
 
@@ -126,9 +122,7 @@ def check_exact_factor(F, name: str, rows: int | None = None,
     rows = arr.shape[0] if rows is None else rows
     if arr.shape[0] != rows or arr.shape[1] < 1 or cols not in (None, arr.shape[1]):
         raise ValueError(f"{name} must have shape ({rows}, {cols or 'r >= 1'}), got {arr.shape}")
-    out = np.empty(arr.shape, dtype=object)
-    out.reshape(-1)[:] = [Fraction(v) for v in arr.flat]
-    return out
+    return np.array([Fraction(v) for v in arr.flat], dtype=object).reshape(arr.shape)
 
 
 def exact_dot(a, b) -> Fraction:
@@ -147,8 +141,7 @@ def ratio_matrix_of_factors(query_factor, key_factor) -> np.ndarray:
         d = exact_dot(Q[x], K[x])
         if d <= 0:
             raise ValueError(f"<Q_x, K_x> = {d} <= 0 for x = {x}: K(x, complement x) must be > 0")
-        for y in range(N):
-            M[x, y] = exact_dot(Q[x], K[y]) / d
+        M[x] = [exact_dot(Q[x], K[y]) / d for y in range(N)]
     return M
 
 

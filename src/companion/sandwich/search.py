@@ -147,10 +147,8 @@ def search_ratio_factors(bounds: RatioBounds, rank: int, seed: int = 0, nonnegat
 
 def _rationalise(factor: np.ndarray, denominator: int) -> np.ndarray:
     """Every entry rounded to the nearest multiple of 1/denominator (a Fraction, sign kept)."""
-    out = np.empty(factor.shape, dtype=object)
-    out.reshape(-1)[:] = [Fraction(round(v * denominator), denominator)
-                          for v in factor.ravel().tolist()]
-    return out
+    return np.array([Fraction(round(v * denominator), denominator)
+                     for v in factor.ravel().tolist()], dtype=object).reshape(factor.shape)
 
 
 def exact_head_from_search(family: WitnessFamily, result: SearchResult,
