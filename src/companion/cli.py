@@ -28,13 +28,7 @@ import sys
 import time
 
 from companion.checks import check_device
-from companion.files import (
-    OutputInUseError,
-    UnwritablePathError,
-    atomic_write_json,
-    out_lock,
-    read_json_file,
-)
+from companion.files import OutputInUseError, UnwritablePathError, atomic_write_json, out_lock
 
 __all__ = ["main"]
 
@@ -140,6 +134,7 @@ def main(argv=None) -> int:
 def _verify_heads(paths) -> int:
     """`verify-head`: each file read once and verified, by its format, as a head file or a
     lower-bound certificate; one line per file (failures on stderr), exit 0 if all pass."""
+    from companion.files import read_json_file
     from companion.sandwich import certificates, head_files
 
     verifiers = {head_files.FORMAT: head_files.verify_head_data,
@@ -165,12 +160,8 @@ def _verify_heads(paths) -> int:
 def _writing(path, command: str):
     """Run the block with `path` locked; failures a user can fix: _UsageError (the sweep
     checks that `path` can be written)."""
-    from companion.experiments.sweep import (
-        DaskMissingError,
-        ResultFileError,
-        SchedulerUnreachableError,
-        UnitFailedError,
-    )
+    from companion.experiments import sweep
+
     try:
         with out_lock(path, command):
             yield
@@ -179,11 +170,11 @@ def _writing(path, command: str):
                           f"({exc.strerror or exc}); choose another path") from exc
     except OutputInUseError as exc:
         raise _UsageError(f"--out {exc}") from exc
-    except (DaskMissingError, SchedulerUnreachableError) as exc:
+    except (sweep.DaskMissingError, sweep.SchedulerUnreachableError) as exc:
         raise _UsageError(str(exc)) from exc
-    except UnitFailedError as exc:
+    except sweep.UnitFailedError as exc:
         raise _UsageError(f"{exc} in {path}; resume with: {command}") from exc
-    except ResultFileError as exc:
+    except sweep.ResultFileError as exc:
         raise _UsageError(f"--out: {exc}") from exc
     except OSError as exc:
         # a write failed mid-sweep (disk full, folder removed): finished units are stored
