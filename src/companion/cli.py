@@ -93,32 +93,27 @@ def main(argv=None) -> int:
         return _verify_heads(args.files)
     args.command = "python -m companion " + shlex.join(argv)
     try:
-        from companion.book import MAX_THREADS, seed_everything
+        from companion.book import seed_everything
         from companion.experiments.sweep import parse_scheduler
 
-        if not 1 <= args.threads <= MAX_THREADS:
-            raise _UsageError(f"--threads must be an int in [1, {MAX_THREADS}], got {args.threads}")
-        try:
-            parse_scheduler(args.scheduler)
-        except ValueError as exc:
-            raise _UsageError(f"--scheduler: {exc}") from exc
+        for option, check in (("--threads", lambda: seed_everything(0, threads=args.threads)),
+                              ("--scheduler", lambda: parse_scheduler(args.scheduler)),
+                              ("--device", lambda: check_device(args.device))):
+            try:
+                check()
+            except ImportError as exc:  # check_device's torch, in a broken install
+                raise _UsageError(f"the sweeps need torch, which cannot be imported here "
+                                  f"({exc}); install it: pip install 'torch>=2.11,<3'") from exc
+            except ValueError as exc:
+                raise _UsageError(f"{option}: {exc}") from exc
         if args.mode == "exact" and args.scheduler is not None:
             raise _UsageError("--scheduler does not apply to --exact (exact LPs, no training "
                               "units); drop it or use --full/--quick/--smoke")
-        seed_everything(0, threads=args.threads)
-        try:
-            device = check_device(args.device, "--device")  # imports torch
-        except ImportError as exc:  # a broken install
-            raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
-                              "install it: pip install 'torch>=2.11,<3'") from exc
-        except ValueError as exc:
-            raise _UsageError(str(exc)) from exc
         if args.experiment == "e2":
-            return _run_e2(args, device)
+            return _run_e2(args)
         out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
         with _writing(out, args.command):
-            {"e1": _run_e1, "probes": _run_probes, "maps": _run_maps}[args.experiment](
-                args, device, out)
+            {"e1": _run_e1, "probes": _run_probes, "maps": _run_maps}[args.experiment](args, out)
         print(f"results: {out}")
         return 0
     except _UsageError as exc:
@@ -182,31 +177,31 @@ def _writing(path, command: str):
                           "the folder, then rerun the same command to resume") from exc
 
 
-def _sweep(args, device: str, out) -> dict:
+def _sweep(args, out) -> dict:
     """The keyword arguments every sweep driver takes from the command line."""
-    return {"device": device, "progress": args.progress, "out": out, "restart": args.restart,
+    return {"device": args.device, "progress": args.progress, "out": out, "restart": args.restart,
             "scheduler": args.scheduler, "threads": args.threads}
 
 
-def _run_e1(args, device: str, out: str) -> None:
+def _run_e1(args, out: str) -> None:
     from companion.experiments import e1
 
-    res = e1.run_e1_sweep(getattr(e1, f"E1_{args.mode.upper()}"), **_sweep(args, device, out))
+    res = e1.run_e1_sweep(getattr(e1, f"E1_{args.mode.upper()}"), **_sweep(args, out))
     print(e1.summary_table(e1.summarise_e1(res)))
 
 
-def _run_maps(args, device: str, out: str) -> None:
+def _run_maps(args, out: str) -> None:
     from companion.experiments import maps
 
     res = maps.run_maps_sweep(getattr(maps, f"MAPS_{args.mode.upper()}"),
-                              **_sweep(args, device, out))
+                              **_sweep(args, out))
     for row in maps.summarise_maps(res):
         print(f"{row['map']} {row['family']} R={row['rank']}: solved {row['solved']}/"
               f"{row['seeds']}" + (f", {row['undecided']} beyond the exact LP"
                                    if row["undecided"] else ""))
 
 
-def _run_probes(args, device: str, out: str) -> None:
+def _run_probes(args, out: str) -> None:
     if args.mode == "exact":  # the exact LP tables: no training units
         from companion.open.level_heads import exact_probe_tables
 
@@ -222,7 +217,7 @@ def _run_probes(args, device: str, out: str) -> None:
     from companion.experiments import probes
 
     res = probes.run_probe_sweep(getattr(probes, f"PROBES_{args.mode.upper()}"),
-                                 **_sweep(args, device, out))
+                                 **_sweep(args, out))
     print(probes.probe_table(probes.summarise_probes(res)))
 
 
@@ -252,7 +247,7 @@ def _e2_runs(p, args) -> list:
               "full": p.READINGS_FULL}[args.mode][n], args.mode) for n in names]
 
 
-def _run_e2(args, device: str) -> int:
+def _run_e2(args) -> int:
     """Every E2 mode: its runs into the results folder, then what the mode judges."""
     try:
         import companion.experiments.e2.pipeline as p
@@ -269,7 +264,7 @@ def _run_e2(args, device: str) -> int:
     for cfg, mode in runs:
         path = p.e2_path(folder, cfg, mode)
         with _writing(path, args.command):
-            res = p.run_e2(cfg, **_sweep(args, device, path))
+            res = p.run_e2(cfg, **_sweep(args, path))
         print(f"results: {path}")
         for m, width in res.get("widths", {}).items():
             print(f"m={m}: transition rank (median accuracy >= {cfg.threshold}) "
