@@ -89,10 +89,10 @@ def main(argv=None) -> int:
     the options, and each verify-head file's format, are checked here."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    if args.experiment == "verify-head":
-        return _verify_heads(args.files)
     args.command = "python -m companion " + shlex.join(argv)
     try:
+        if args.experiment == "verify-head":
+            return _verify_heads(args.files)
         from companion.book import seed_everything
         from companion.experiments.sweep import parse_scheduler
 
@@ -139,9 +139,10 @@ def _verify_heads(paths) -> int:
         try:
             data = read_json_file(p, "head or certificate file")
             verify = verifiers.get(data.get("format")) if isinstance(data, dict) else None
-            line, passed = (f"{p}: not verified: path {p!r:.200} must hold a JSON object with "
-                            f"format {' or '.join(map(repr, verifiers))}", False)
-            if verify is not None:
+            if verify is None:
+                line, passed = (f"{p}: not verified: path {p!r:.200} must hold a JSON object "
+                                f"with format {' or '.join(map(repr, verifiers))}", False)
+            else:
                 report = verify(data, p)
                 line, passed = report.summary(), report.passed
         except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:

@@ -225,9 +225,8 @@ class ResultStore:
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = path
-        self.units: dict[str, dict] = {}
-        if self.path is not None and self.path.exists() and not restart:
-            self.units = self._read_units(fields or {}, planned)
+        resume = path is not None and path.exists() and not restart
+        self.units: dict[str, dict] = self._read_units(fields or {}, planned) if resume else {}
 
     def _read_units(self, fields: dict, planned) -> dict:
         fix = "; pass restart=True (CLI: --restart) to overwrite it, or another output path"
