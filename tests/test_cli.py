@@ -196,7 +196,8 @@ def test_cli_e1_writes_hashed_results_and_resumes(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(e1, "train_unit", boom)
     assert main(["e1", "--quick", "--out", str(out), "--no-progress"]) == 0
-    assert "r=1:" in capsys.readouterr().out
+    # the summary printed is the stored sweep's table (a row per rank)
+    assert str(e1.summary_table(e1.summarise_e1(data))) in capsys.readouterr().out
 
 
 def test_cli_maps_writes_hashed_results_resumes_and_refuses_bad_options(tmp_path, monkeypatch,

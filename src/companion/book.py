@@ -4,6 +4,7 @@ figure style (:func:`use_book_style`) and the one switch for determinism
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import random
@@ -21,15 +22,6 @@ __all__ = ["Table", "use_book_style", "seed_everything", "glue_text", "BOOK_WIDT
            "BOOK_COLORS", "BOOK_MARKERS", "BOOK_LINESTYLES"]
 
 
-def _plain(value):
-    """numpy scalars as the Python values they hold (np.float64(0.5) -> 0.5)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
 class Table:
     """A table of results: plain HTML in a notebook, aligned text elsewhere, both depending
     only on the cells (outputs compare exactly under nbval). rows: dicts (columns default to
@@ -41,18 +33,18 @@ class Table:
         if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Sequence):
             raise TypeError(f"rows must be a sequence of dicts or of sequences, got "
                             f"{type(rows).__name__}")
-        rows = list(rows)
         if columns is not None:
             if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
                 raise TypeError(
                     f"columns must be a sequence of names, got {type(columns).__name__}")
             columns = [str(c) for c in columns]
+        rows = list(rows)
         if rows and all(isinstance(r, Mapping) for r in rows):
             columns = [str(c) for c in rows[0]] if columns is None else columns
             for i, row in enumerate(rows):
                 if missing := [c for c in columns if c not in row]:
                     raise ValueError(f"rows[{i}] lacks the columns {missing}")
-            values = [[row[c] for c in columns] for row in rows]
+            rows = [[row[c] for c in columns] for row in rows]
         elif all(isinstance(r, Sequence) and not isinstance(r, (str, bytes, Mapping))
                  for r in rows):
             if columns is None:
@@ -61,7 +53,6 @@ class Table:
                 if len(row) != len(columns):
                     raise ValueError(f"rows[{i}] has {len(row)} cells, but there are "
                                      f"{len(columns)} columns")
-            values = [list(row) for row in rows]
         else:
             raise TypeError("rows must be all dicts or all sequences (lists, tuples)")
         if not columns:
@@ -71,13 +62,12 @@ class Table:
         formats = {} if formats is None else dict(check_mapping(formats, "formats"))
         if unknown := sorted(set(formats) - set(columns)):
             raise ValueError(f"formats names unknown columns {unknown}; columns are {columns}")
-        for name, fmt in formats.items():
-            check_instance(fmt, f"formats[{name!r}] (a format spec)", str)
-        self.columns = columns
-        self.caption = caption
-        self.values = [[_plain(v) for v in row] for row in values]
-        self._formats = formats
+        self.columns, self.caption, self._formats = columns, caption, formats
+        # numpy scalars as the Python values they hold (np.float64(0.5) -> 0.5)
+        self.values = [[v.item() if isinstance(v, np.generic) else v for v in row]
+                       for row in rows]
         for column, fmt in formats.items():  # a format that does not apply: refused here
+            check_instance(fmt, f"formats[{column!r}] (a format spec)", str)
             for value in (row[columns.index(column)] for row in self.values):
                 try:
                     self._cell(column, value)
@@ -101,9 +91,10 @@ class Table:
                 for row in self.values]
 
     def _layout(self):
-        """The cells, which are numbers, and which columns are numbers throughout."""
+        """The cells, which are numbers (not bool), which columns are numbers throughout."""
         cells = self.cells()
-        numeric = [[_is_number(v) for v in row] for row in self.values]
+        numeric = [[isinstance(v, Real) and not isinstance(v, bool) for v in row]
+                   for row in self.values]
         right = [bool(cells) and all(row[j] for row in numeric) for j in range(len(self.columns))]
         return cells, numeric, right
 
@@ -126,20 +117,20 @@ class Table:
     def _repr_html_(self) -> str:
         cells, numeric, right = self._layout()
 
-        def cls(is_number: bool) -> str:
-            return ' class="num"' if is_number else ""
+        def cell(tag: str, text: str, is_number: bool, value=None) -> str:
+            attributes = ' class="num"' if is_number else ""
+            if _long_fraction(value):  # the exact value as the cell's tooltip
+                attributes += f' title="exact: {value}"'
+            return f"<{tag}{attributes}>{html.escape(text)}</{tag}>"
 
         parts = ['<table class="companion-table">']
         if self.caption:
             parts.append(f"<caption>{html.escape(self.caption)}</caption>")
-        parts.append("<thead><tr>" + "".join(f"<th{cls(r)}>{html.escape(c)}</th>"
-                                             for c, r in zip(self.columns, right, strict=True))
+        parts.append("<thead><tr>" + "".join(map(cell, ["th"] * len(right), self.columns, right))
                      + "</tr></thead>")
         parts.append("<tbody>")
         for row, nums, raw in zip(cells, numeric, self.values, strict=True):
-            parts.append("<tr>" + "".join(
-                f"<td{cls(n)}{_exact_title(v)}>{html.escape(c)}</td>"
-                for c, n, v in zip(row, nums, raw, strict=True)) + "</tr>")
+            parts.append("<tr>" + "".join(map(cell, ["td"] * len(row), row, nums, raw)) + "</tr>")
         parts.append("</tbody></table>")
         return "\n".join(parts)
 
@@ -157,10 +148,6 @@ def progress_bar(enabled: bool, **options):
 def _long_fraction(value) -> bool:
     """A Fraction too long to read (over 12 characters): shown as a decimal."""
     return isinstance(value, Fraction) and len(str(value)) > 12
-
-
-def _exact_title(value) -> str:
-    return f' title="exact: {value}"' if _long_fraction(value) else ""
 
 
 #: the text column's width in inches at `BOOK_DPI`: 7.2 in x 100 dpi = 720 px
@@ -238,17 +225,15 @@ def seed_everything(seed: int = 0, threads: int = 1) -> np.random.Generator:
     one fixed order, whatever the machine's cores) and return a numpy Generator."""
     seed = check_int(seed, "seed", 0, 2**32 - 1)
     threads = check_int(threads, "threads", 1, MAX_THREADS)
-    random.seed(int(seed))
-    np.random.seed(int(seed))
-    try:
+    random.seed(seed)
+    np.random.seed(seed)
+    with contextlib.suppress(ImportError):  # the exact chapters do not need torch
         import torch
-    except ImportError:  # the exact chapters do not need torch
-        pass
-    else:
-        torch.manual_seed(int(seed))
-        torch.set_num_threads(int(threads))
+
+        torch.manual_seed(seed)
+        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(True, warn_only=True)
-    return np.random.default_rng(int(seed))
+    return np.random.default_rng(seed)
 
 
 def glue_text(name: str, text: str) -> None:

@@ -18,11 +18,6 @@ import numpy as np
 __all__ = ["check_device"]
 
 
-def _is_real(value) -> bool:
-    return (isinstance(value, (Rational, float, np.integer, np.floating))
-            and not isinstance(value, (bool, np.bool_)))
-
-
 def _require(value, name: str, types, kind: str):
     """`value` if it is an instance of `types`, else a TypeError '{name} must be {kind}'."""
     if not isinstance(value, types):
@@ -85,7 +80,8 @@ def _in_range(v, low, high, low_open: bool, high_open: bool) -> bool:
 def check_float(value, name: str, low: float | None = None, high: float | None = None, *,
                 low_open: bool = False, high_open: bool = False) -> float:
     """A finite real number (int, float, Fraction; bool refused) in the given range, as a float."""
-    if not _is_real(value):
+    if not isinstance(value, (Rational, float, np.integer, np.floating)) or isinstance(
+            value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
         v = float(value)

@@ -27,6 +27,11 @@ import shlex
 import sys
 import time
 
+from companion.checks import check_device
+from companion.files import OutputInUseError, UnwritablePathError, atomic_write_json, out_lock
+
+__all__ = ["main"]
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m companion", description=__doc__.split("\n\n")[0])
@@ -79,25 +84,38 @@ class _UsageError(Exception):
     """A failure the user can fix: printed as one line on stderr, exit status 2."""
 
 
-def _device(name: str) -> str:
-    from companion.checks import check_device  # imports torch
-
-    try:
-        return check_device(name, "--device")
-    except ImportError as exc:  # a broken install
-        raise _UsageError(f"the sweeps need torch, which cannot be imported here ({exc}); "
-                          "install it: pip install 'torch>=2.11,<3'") from exc
-    except ValueError as exc:
-        raise _UsageError(str(exc)) from exc
-
-
 def main(argv=None) -> int:
-    """Exit status 0, 2 on a usage error (one line on stderr), 130 on Ctrl-C."""
+    """Exit status 0, 2 on a usage error (one line on stderr), 130 on Ctrl-C; the boundary:
+    the options, and each verify-head file's format, are checked here."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     args.command = "python -m companion " + shlex.join(argv)
     try:
-        return _main(args)
+        if args.experiment == "verify-head":
+            return _verify_heads(args.files)
+        from companion.book import seed_everything
+        from companion.experiments.sweep import parse_scheduler
+
+        for option, check in (("--threads", lambda: seed_everything(0, threads=args.threads)),
+                              ("--scheduler", lambda: parse_scheduler(args.scheduler)),
+                              ("--device", lambda: check_device(args.device))):
+            try:
+                check()
+            except ImportError as exc:  # check_device's torch, in a broken install
+                raise _UsageError(f"the sweeps need torch, which cannot be imported here "
+                                  f"({exc}); install it: pip install 'torch>=2.11,<3'") from exc
+            except ValueError as exc:
+                raise _UsageError(f"{option}: {exc}") from exc
+        if args.mode == "exact" and args.scheduler is not None:
+            raise _UsageError("--scheduler does not apply to --exact (exact LPs, no training "
+                              "units); drop it or use --full/--quick/--smoke")
+        if args.experiment == "e2":
+            return _run_e2(args)
+        out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
+        with _writing(out, args.command):
+            {"e1": _run_e1, "probes": _run_probes, "maps": _run_maps}[args.experiment](args, out)
+        print(f"results: {out}")
+        return 0
     except _UsageError as exc:
         print(f"python -m companion: error: {exc}", file=sys.stderr)
         return 2
@@ -108,34 +126,9 @@ def main(argv=None) -> int:
         return 130
 
 
-def _main(args) -> int:
-    if args.experiment == "verify-head":
-        return _verify_head(args.files)
-    from companion.book import seed_everything
-    from companion.experiments.sweep import parse_scheduler
-
-    if not 1 <= args.threads <= 1024:
-        raise _UsageError(f"--threads must be an int in [1, 1024], got {args.threads}")
-    try:
-        parse_scheduler(args.scheduler)
-    except ValueError as exc:
-        raise _UsageError(f"--scheduler: {exc}") from exc
-    seed_everything(0, threads=args.threads)
-    device = _device(args.device)
-    if args.experiment == "e2":
-        return _run_e2(args, device)
-    out = args.out if args.out is not None else f"results/{args.experiment}_{args.mode}.json"
-    with _writing(out, args.command):
-        {"e1": _run_e1, "probes": _run_probes, "maps": _run_maps}[args.experiment](
-            args, device, out)
-    print(f"results: {out}")
-    return 0
-
-
-def _verify_head(paths) -> int:
-    """`verify-head`: each file is read once and checked, by its format, as a head file or a
-    lower-bound certificate; one line per file (failures and refusals on stderr), exit 0 if
-    all pass, else 2."""
+def _verify_heads(paths) -> int:
+    """`verify-head`: each file read once and verified, by its format, as a head file or a
+    lower-bound certificate; one line per file (failures on stderr), exit 0 if all pass."""
     from companion.files import read_json_file
     from companion.sandwich import certificates, head_files
 
@@ -145,18 +138,17 @@ def _verify_head(paths) -> int:
     for p in paths:
         try:
             data = read_json_file(p, "head or certificate file")
-            fmt = data.get("format") if isinstance(data, dict) else None
-            if fmt not in verifiers:
-                raise ValueError(f"path {p!r:.200} must hold a JSON object with format "
-                                 f"{' or '.join(map(repr, verifiers))}")
-            report = verifiers[fmt](data, p)
+            verify = verifiers.get(data.get("format")) if isinstance(data, dict) else None
+            if verify is None:
+                line, passed = (f"{p}: not verified: path {p!r:.200} must hold a JSON object "
+                                f"with format {' or '.join(map(repr, verifiers))}", False)
+            else:
+                report = verify(data, p)
+                line, passed = report.summary(), report.passed
         except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
-            message = " ".join(str(exc).split())
-            print(f"{p}: not verified: {message:.600}", file=sys.stderr)
-            ok = False
-            continue
-        print(report.summary(), file=sys.stdout if report.passed else sys.stderr)
-        ok = ok and report.passed
+            line, passed = f"{p}: not verified: {' '.join(str(exc).split()):.600}", False
+        print(line, file=sys.stdout if passed else sys.stderr)
+        ok = ok and passed
     return 0 if ok else 2
 
 
@@ -164,13 +156,7 @@ def _verify_head(paths) -> int:
 def _writing(path, command: str):
     """Run the block with `path` locked; failures a user can fix: _UsageError (the sweep
     checks that `path` can be written)."""
-    from companion.experiments.sweep import (
-        DaskMissingError,
-        ResultFileError,
-        SchedulerUnreachableError,
-        UnitFailedError,
-    )
-    from companion.files import OutputInUseError, UnwritablePathError, out_lock
+    from companion.experiments import sweep
 
     try:
         with out_lock(path, command):
@@ -180,11 +166,11 @@ def _writing(path, command: str):
                           f"({exc.strerror or exc}); choose another path") from exc
     except OutputInUseError as exc:
         raise _UsageError(f"--out {exc}") from exc
-    except (DaskMissingError, SchedulerUnreachableError) as exc:
+    except (sweep.DaskMissingError, sweep.SchedulerUnreachableError) as exc:
         raise _UsageError(str(exc)) from exc
-    except UnitFailedError as exc:
+    except sweep.UnitFailedError as exc:
         raise _UsageError(f"{exc} in {path}; resume with: {command}") from exc
-    except ResultFileError as exc:
+    except sweep.ResultFileError as exc:
         raise _UsageError(f"--out: {exc}") from exc
     except OSError as exc:
         # a write failed mid-sweep (disk full, folder removed): finished units are stored
@@ -192,67 +178,52 @@ def _writing(path, command: str):
                           "the folder, then rerun the same command to resume") from exc
 
 
-def _sweep(args, device: str, out) -> dict:
+def _sweep(args, out) -> dict:
     """The keyword arguments every sweep driver takes from the command line."""
-    return {"device": device, "progress": args.progress, "out": out, "restart": args.restart,
+    return {"device": args.device, "progress": args.progress, "out": out, "restart": args.restart,
             "scheduler": args.scheduler, "threads": args.threads}
 
 
-def _run_e1(args, device: str, out: str) -> None:
+def _run_e1(args, out: str) -> None:
     from companion.experiments import e1
 
-    res = e1.run_e1_sweep(getattr(e1, f"E1_{args.mode.upper()}"), **_sweep(args, device, out))
-    for row in e1.summarise_e1(res):
-        print(f"r={row['r']}: max error median {row['median_max_error']:.3f} "
-              f"[{row['min_max_error']:.3f}, {row['max_max_error']:.3f}], "
-              f"solved {row['solved']}/{row['seeds']}")
+    res = e1.run_e1_sweep(getattr(e1, f"E1_{args.mode.upper()}"), **_sweep(args, out))
+    print(e1.summary_table(e1.summarise_e1(res)))
 
 
-def _run_maps(args, device: str, out: str) -> None:
+def _run_maps(args, out: str) -> None:
     from companion.experiments import maps
 
     res = maps.run_maps_sweep(getattr(maps, f"MAPS_{args.mode.upper()}"),
-                              **_sweep(args, device, out))
+                              **_sweep(args, out))
     for row in maps.summarise_maps(res):
         print(f"{row['map']} {row['family']} R={row['rank']}: solved {row['solved']}/"
               f"{row['seeds']}" + (f", {row['undecided']} beyond the exact LP"
                                    if row["undecided"] else ""))
 
 
-def _run_probes(args, device: str, out: str) -> None:
-    if args.mode == "exact":
-        return _run_exact(args, out)
+def _run_probes(args, out: str) -> None:
+    if args.mode == "exact":  # the exact LP tables: no training units
+        from companion.open.level_heads import exact_probe_tables
+
+        start = time.perf_counter()
+        tables = exact_probe_tables(8)
+        tables["produced_by"] = "python -m companion probes --exact"
+        tables["wall_time"] = round(time.perf_counter() - start, 1)
+        atomic_write_json(out, tables)
+        for row in tables["level"]:
+            print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
+                  f"impossible {row['proved_impossible']}")
+        return
     from companion.experiments import probes
 
-    config = getattr(probes, f"PROBES_{args.mode.upper()}")
-    for row in probes.summarise_probes(probes.run_probe_sweep(config, **_sweep(args, device,
-                                                                               out))):
-        print(f"{row['kind']} H={row['heads']} total rank {row['total_rank']}: max error "
-              f"median {row['median_max_error']:.3f}, solved {row['solved']}/{row['seeds']}, "
-              f"exactly verified {row['exact']}/{row['checked']}")
+    res = probes.run_probe_sweep(getattr(probes, f"PROBES_{args.mode.upper()}"),
+                                 **_sweep(args, out))
+    print(probes.probe_table(probes.summarise_probes(res)))
 
 
-def _run_exact(args, out: str) -> None:
-    if args.scheduler is not None:
-        raise _UsageError("--scheduler does not apply to --exact (exact LPs, no "
-                          "training units); drop it or use --full/--quick/--smoke")
-    from companion.files import atomic_write_json
-    from companion.open.level_heads import exact_probe_tables
-
-    start = time.perf_counter()
-    tables = exact_probe_tables(8)
-    tables["produced_by"] = "python -m companion probes --exact"
-    tables["wall_time"] = round(time.perf_counter() - start, 1)
-    atomic_write_json(out, tables)
-    for row in tables["level"]:
-        print(f"{row['kind']} w={row['w']}: least degree {row['k']}, "
-              f"impossible {row['proved_impossible']}")
-
-
-def _e2_runs(args) -> list:
-    """(configuration, mode) of every E2 run the command names, in order."""
-    from companion.experiments.e2 import pipeline as p
-
+def _e2_runs(p, args) -> list:
+    """(configuration, mode) of every E2 run the command names, in order (`p`: the pipeline)."""
     if args.mode == "decisive":
         return [(c, "decisive") for c in p.DECISIVE.values()]
     if args.mode in ("pilot", "study"):
@@ -277,7 +248,7 @@ def _e2_runs(args) -> list:
               "full": p.READINGS_FULL}[args.mode][n], args.mode) for n in names]
 
 
-def _run_e2(args, device: str) -> int:
+def _run_e2(args) -> int:
     """Every E2 mode: its runs into the results folder, then what the mode judges."""
     try:
         import companion.experiments.e2.pipeline as p
@@ -290,31 +261,23 @@ def _run_e2(args, device: str) -> int:
     if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
         raise _UsageError(f"--out {folder!r}: e2 writes a folder of results files; this is "
                           "not a folder")
-    runs = _e2_runs(args)
+    runs = _e2_runs(p, args)
     for cfg, mode in runs:
         path = p.e2_path(folder, cfg, mode)
         with _writing(path, args.command):
-            res = p.run_e2(cfg, **_sweep(args, device, path))
+            res = p.run_e2(cfg, **_sweep(args, path))
         print(f"results: {path}")
         for m, width in res.get("widths", {}).items():
             print(f"m={m}: transition rank (median accuracy >= {cfg.threshold}) "
                   f"{width['transition_r']}")
-    if args.mode == "full":
-        _judge_readings(folder)
-    elif args.mode == "pilot":
-        _report_pilots(runs, folder)
-    elif args.mode == "study":
-        _judge_study(folder)
-    elif args.mode == "decisive":
-        _judge_decisive(runs, folder)
+    if args.mode in _JUDGES:
+        _JUDGES[args.mode](p, runs, folder)
     return 0
 
 
-def _judge_readings(folder: str) -> None:
+def _judge_readings(p, runs, folder: str) -> None:
     """Judge every complete full reading in the folder into e2_summary.json."""
-    from companion.experiments.e2 import pipeline as p
     from companion.experiments.e2.verdicts import e2_summary
-    from companion.files import atomic_write_json
 
     readings = {}
     for name, cfg in p.READINGS_FULL.items():
@@ -331,10 +294,9 @@ def _judge_readings(folder: str) -> None:
     print(f"summary: {os.path.join(folder, 'e2_summary.json')}")
 
 
-def _report_pilots(runs, folder: str) -> None:
+def _report_pilots(p, runs, folder: str) -> None:
     import json
 
-    from companion.experiments.e2 import pipeline as p
     from companion.experiments.e2.study import pilot_choice
 
     for arm, kind in dict.fromkeys((c.design, c.kind) for c, _ in runs):
@@ -344,17 +306,15 @@ def _report_pilots(runs, folder: str) -> None:
             {k: v for k, v in choice.items() if k != "options"}))
 
 
-def _judge_study(folder: str) -> None:
+def _judge_study(p, runs, folder: str) -> None:
     """Judge the study into e2_study/e2_study_summary.json once every (arm, kind) is complete."""
-    from companion.experiments.e2 import pipeline as p
     from companion.experiments.e2.study import study_summary
-    from companion.files import atomic_write_json
 
     paths = {f"{a}_{k}": p.e2_path(folder, c) for (a, k), c in p.STUDY.items()}
-    runs = {n: p.load_e2(path) for n, path in paths.items() if path.exists()}
-    if len(runs) == sum(map(len, p.ARMS.values())) and all(map(p.study_complete,
-                                                               runs.values())):
-        summary = study_summary(runs)
+    stored = {n: p.load_e2(path) for n, path in paths.items() if path.exists()}
+    if len(stored) == sum(map(len, p.ARMS.values())) and all(map(p.study_complete,
+                                                                 stored.values())):
+        summary = study_summary(stored)
         atomic_write_json(os.path.join(folder, "e2_study", "e2_study_summary.json"), summary)
         for arm, kinds in summary["arms"].items():
             for kind, tests in kinds.items():
@@ -362,11 +322,9 @@ def _judge_study(folder: str) -> None:
                     print(f"{arm} {kind} {test}: {fam['verdict']} ({fam['reason']})")
 
 
-def _judge_decisive(runs, folder: str) -> None:
+def _judge_decisive(p, runs, folder: str) -> None:
     """Judge the complete decisive study into e2_study/e2_decisive_summary.json."""
-    from companion.experiments.e2 import pipeline as p
     from companion.experiments.e2.study import decisive_summary
-    from companion.files import atomic_write_json
 
     for cfg, _ in runs:
         run = p.load_e2(p.e2_path(folder, cfg))
@@ -376,6 +334,11 @@ def _judge_decisive(runs, folder: str) -> None:
                               summary)
             for test, fam in summary["tests"].items():
                 print(f"decisive {cfg.kind} {test}: {fam['verdict']} ({fam['reason']})")
+
+
+#: What each E2 mode judges once its runs are stored: (pipeline, runs, folder) -> None.
+_JUDGES = {"full": _judge_readings, "pilot": _report_pilots, "study": _judge_study,
+           "decisive": _judge_decisive}
 
 
 if __name__ == "__main__":

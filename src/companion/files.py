@@ -127,7 +127,6 @@ def json_text(obj, **options) -> str:
 
 def _target(path, name: str) -> Path:
     """Where a file named `path` is written: a symlink's target; refused: a folder, a device."""
-    check_instance(name, "name (the argument's name)", str)
     raw = os.fspath(check_instance(path, name, (str, os.PathLike)))
     if not isinstance(raw, str) or not raw.strip() or raw.endswith(("/", os.sep)) \
             or os.path.basename(raw) in (".", ".."):
@@ -178,6 +177,7 @@ def writable_path(path, name: str = "path") -> Path:
     """Where `path` is written (a symlink's target), once a file could be created there (its
     folder made if needed); else :class:`UnwritablePathError` naming `name`. An existing file
     is not touched."""
+    name = check_instance(name, "name (the argument's name)", str)
     path = _target(path, name)
     fd, tmp = _open_temporary(path, name)
     os.close(fd)

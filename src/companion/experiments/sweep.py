@@ -206,11 +206,10 @@ def check_units(where: str, data, fields: dict, planned=None, fix: str = "") -> 
     return data
 
 
-def load_sweep(path, what: str = "results file", fields: dict = UNIT_FIELDS,
-               planned=None) -> dict:
-    """A stored sweep (the JSON :func:`run_sweep` writes), checked for sense: its hash, every
-    unit's `fields` and (given the keys `planned`) that it plans every unit."""
-    return check_units(f"path {str(path)!r}", read_json_file(path, what), fields, planned)
+def load_sweep(path, what: str = "results file", fields: dict = UNIT_FIELDS) -> dict:
+    """A stored sweep (the JSON :func:`run_sweep` writes), checked for sense: its hash and
+    every unit's `fields`."""
+    return check_units(f"path {str(path)!r}", read_json_file(path, what), fields)
 
 
 # --------------------------------------------------------------------------- the store
@@ -226,9 +225,8 @@ class ResultStore:
         self.config = config_dict(config)
         self.hash = config_hash(self.config)
         self.path = path
-        self.units: dict[str, dict] = {}
-        if self.path is not None and self.path.exists() and not restart:
-            self.units = self._read_units(fields or {}, planned)
+        resume = path is not None and path.exists() and not restart
+        self.units: dict[str, dict] = self._read_units(fields or {}, planned) if resume else {}
 
     def _read_units(self, fields: dict, planned) -> dict:
         fix = "; pass restart=True (CLI: --restart) to overwrite it, or another output path"
@@ -318,37 +316,32 @@ def parse_scheduler(scheduler: str | None):
 
 def _identity(address: str, timeout: float) -> dict:
     """What the server at tcp:// `address` says it is within `timeout` s (a Client waits
-    forever on a silent one); own event loop in a thread, as notebooks run one."""
+    forever on a silent one); own event loop in a daemon thread, as notebooks run one."""
     import asyncio
     import threading
+    from concurrent.futures import Future
 
     from distributed.core import rpc
 
     async def ask():
-        remote = rpc(address)
-        try:
+        async with rpc(address) as remote:
             return await remote.identity()
-        finally:
-            await remote.close_rpc()
 
-    box: dict = {}
+    answer: Future = Future()
 
     def run():
         try:
-            box["info"] = asyncio.run(asyncio.wait_for(ask(), timeout))
-        except Exception as exc:  # reported by the caller
-            box["error"] = exc
+            answer.set_result(asyncio.run(asyncio.wait_for(ask(), timeout)))
+        except Exception as exc:  # raised to the caller by answer.result
+            answer.set_exception(exc)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout + 5)
-    if "info" not in box:
-        raise box.get("error") or TimeoutError()
-    return box["info"]
+    threading.Thread(target=run, daemon=True).start()
+    return answer.result(timeout + 5)
 
 
-def _client(parsed):
-    """(client, cluster or None) for a parsed scheduler value, its first worker joined."""
+def _client(parsed) -> tuple:
+    """What to close, the client first, for a parsed scheduler value, its first worker joined:
+    (client, cluster) for 'local', (client,) for an address."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
@@ -358,22 +351,20 @@ def _client(parsed):
         cluster = LocalCluster(n_workers=parsed[1], threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address=None)
         return Client(cluster), cluster
-    address = parsed[1]
+    address, said = parsed[1], "Scheduler"
     try:
         if address.startswith("tcp://"):
             info = _identity(address, CONNECT_TIMEOUT_S)
-            if not isinstance(info, dict) or info.get("type") != "Scheduler":
-                raise SchedulerUnreachableError(
-                    f"the server at {address} is not a Dask scheduler (it says it is "
-                    f"{str(info.get('type') if isinstance(info, dict) else info)[:40]!r})")
-        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+            said = info.get("type") if isinstance(info, dict) else info
+        client = Client(address, timeout=CONNECT_TIMEOUT_S) if said == "Scheduler" else None
     except (OSError, TimeoutError) as exc:
-        if isinstance(exc, SchedulerUnreachableError):
-            raise
         raise SchedulerUnreachableError(
             f"no Dask scheduler answered at {address} within {CONNECT_TIMEOUT_S} s "
             f"({type(exc).__name__}); start one there with `dask scheduler` or check the "
             "address") from exc
+    if client is None:
+        raise SchedulerUnreachableError(f"the server at {address} is not a Dask scheduler (it "
+                                        f"says it is {str(said)[:40]!r})")
     try:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
@@ -381,7 +372,7 @@ def _client(parsed):
         raise SchedulerUnreachableError(
             f"the Dask scheduler at {address} has no worker after {WORKERS_TIMEOUT_S} s; "
             f"start some with `dask worker {address} --nthreads 1`") from exc
-    return client, None
+    return (client,)
 
 
 def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None = None,
@@ -391,30 +382,27 @@ def run_units(units: Sequence[Unit], store: ResultStore, scheduler: str | None =
     ``keep_models``. ``client``: a Dask Client instead of ``scheduler``."""
     todo = [u for u in units if u.key not in store.units]
     models: dict = {}
-    owned = None  # (client, cluster) this call starts and must close
+    owned: tuple = ()  # what this call starts and must close
     bar = progress_bar(progress, total=len(units), initial=len(units) - len(todo),
                        desc="units")
     try:
         if client is None and scheduler is not None and todo:
             owned = _client(parse_scheduler(scheduler))
             client = owned[0]
-        if client is None:
-            for unit in todo:
-                result, model = _train(unit, threads)
-                store.put(unit.key, result)
-                if keep_models:
-                    models[unit.key] = model
-                bar.update(1)
-        elif todo:
+        if client is not None and todo:
             _run_on_dask(todo, store, client, threads, bar)
+        for unit in todo if client is None else ():
+            result, model = _train(unit, threads)
+            store.put(unit.key, result)
+            if keep_models:
+                models[unit.key] = model
+            bar.update(1)
     except KeyboardInterrupt:
         raise SweepInterrupted(len(store.units)) from None
     finally:
         bar.close()
-        if owned is not None:
-            owned[0].close()
-            if owned[1] is not None:
-                owned[1].close()
+        for thing in owned:
+            thing.close()
     return models
 
 
