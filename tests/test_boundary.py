@@ -10,8 +10,7 @@ ValueError(...)`` / ``raise TypeError(...)``). They may sit only
 * in a checker: a function named ``check_*`` / ``_check_*``, the argument checks themselves
   (``companion.checks`` and a module's own), which the boundary calls;
 * in a function listed in ``ALLOWED`` with the reason (a condition that exists only while the
-  function computes: a head's maps evaluated, a simplex pivoting, a file being parsed);
-* in a file listed in ``TRANSITIONAL`` (restructured on another branch this round).
+  function computes: a head's maps evaluated, a simplex pivoting, a file being parsed).
 
 Everything else is a finding; an ``ALLOWED`` entry that no longer has one fails too, so the
 list can only shrink.
@@ -32,15 +31,6 @@ CHECK_CALL = re.compile(r"^_?check(ed)?_")
 NOT_CHECKS = {"check_chain_growth": "asserts Lemma C's growth bounds, exactly (a theorem)",
               "check_against_reference": "compares a live run with a committed results file"}
 ARGUMENT_ERRORS = {"ValueError", "TypeError"}
-
-_TRANSITIONAL = "E2 and the stacked heads: restructured on another branch this round"
-#: Files whose checks another branch restructures this round; tightened after merging.
-TRANSITIONAL = {
-    **{str(p.relative_to(PACKAGE)): _TRANSITIONAL
-       for p in sorted((PACKAGE / "experiments" / "e2").rglob("*.py"))},
-    "experiments/heads.py": _TRANSITIONAL,
-    "cli.py": "cli: restructured by issue 37's pipeline branch (E2 routes, verify-head)",
-}
 
 _MAPS = "checks what a head's maps return: they are callables, so only their outputs can be " \
         "checked, when the head is evaluated"
@@ -159,8 +149,7 @@ def findings() -> dict[str, list[str]]:
 
 def test_no_function_outside_the_boundary_checks_its_arguments():
     found = findings()
-    unexplained = {k: v for k, v in found.items()
-                   if k not in ALLOWED and k.split(":")[0] not in TRANSITIONAL}
+    unexplained = {k: v for k, v in found.items() if k not in ALLOWED}
     assert not unexplained, "\n".join(f"{k}: {', '.join(v)}" for k, v in unexplained.items())
 
 
@@ -169,9 +158,6 @@ def test_every_allowance_still_has_a_finding():
     found = findings()
     stale = sorted(k for k in ALLOWED if k not in found)
     assert not stale, stale
-    missing = sorted(set(TRANSITIONAL) - {str(p.relative_to(PACKAGE))
-                                          for p in PACKAGE.rglob("*.py")})
-    assert not missing, missing
 
 
 def test_the_finder_sees_what_it_must():
