@@ -321,3 +321,24 @@ def test_extended_units_are_planned_run_longer_and_read_in_place_of_their_first_
     assert st.extended_run(run)["units"] == {"A6/split0/dense": unit(False),
                                              "A6/split1/dense": unit(False)}
     assert st.extension_units(run) == ["A6/split0/dense"]  # first passes only
+
+
+def test_chapter_7_states_the_committed_decisive_widths():
+    """The chapter's paragraph on the decisive study's complete widths says what the committed
+    file makes of them (floor, the step from it, where it ends, the top rank, why not judged)."""
+    run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
+    summary = st.decisive_summary(run)
+    lines = {s["size"]: s for s in summary["tests"]["complement"]["per_size"]}
+    text = " ".join((RESULTS.parents[1] / "notebooks" / "07_ood_scaling.py").read_text().replace(
+        "# ", "").split())
+    assert sorted(lines) == [6, 8] and "**So far: widths 6 and 8, extensions included.**" in text
+    assert summary["extended"] == summary["extend"]
+    eight, six = lines[8], lines[6]
+    assert f"rank 1 scores {eight['floor']:.3f}" in text and eight["dense_exact"]
+    assert f"over {eight['width']:g} doublings of the rank (from {eight['r_lo']} to " \
+           f"{eight['r_hi']}, where it reaches {eight['median'][4]:.2f})" in text
+    assert eight["r_hi"] == 16 == run["config"]["ranks"][4]
+    assert f"({eight['median'][-1]:.2f} at rank 1,024)" in text and eight["r_star"]["0.9"] is None
+    assert f"At $m = 6$ the floor is {six['floor']:.2f}" in text
+    assert six["fails"] == ["floor above 1/2", "step not converged"]
+    assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]

@@ -415,7 +415,8 @@ def decisive_table(summary: dict, test: str = "complement", caption: str | None 
     r_hi, in doublings), r* at 0.9 with its interval, dense exactness, what keeps the width
     from being judged."""
     rows = [[f"m = {s['size']}", f"{s['floor']:.3f}", "—" if s["r_hi"] is None else
-             f"{s['r_lo']} → {s['r_hi']} ({s['width']:g} doublings)", star(s, 0.9),
+             f"{s['r_lo']} → {s['r_hi']} ({s['width']:g} doublings)",
+             star(s, 0.9) if s["r_star"]["0.9"] else "none on the grid",
              f"{sum(d >= RULE_DENSE_EXACT for d in s['dense'])}/{len(s['dense'])}",
              "yes" if not s["fails"] else "no: " + ", ".join(s["fails"])]
             for s in summary["tests"][test]["per_size"]]
