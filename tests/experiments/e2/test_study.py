@@ -342,3 +342,13 @@ def test_chapter_7_states_the_committed_decisive_widths():
     assert f"At $m = 6$ the floor is {six['floor']:.2f}" in text
     assert six["fails"] == ["floor above 1/2", "step not converged"]
     assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]
+
+
+def test_the_registrations_status_counts_the_committed_decisive_units():
+    run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
+    first = [k for k in run["units"] if not k.endswith("/x2")]
+    planned = len(pl.unit_plan(config_dict(pl.DECISIVE["A", "exp-affine"])))
+    text = " ".join((RESULTS.parents[1] / "book" / "e2_preregistration.md").read_text().split())
+    status = text[text.index("### Status of the decisive runs"):]
+    assert f"**{len(first)} of the {planned} first-pass units**" in status
+    assert f"the **{len(run['units']) - len(first)} extensions**" in status
