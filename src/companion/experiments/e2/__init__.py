@@ -1,8 +1,8 @@
 """Experiment E2 (chapter 7), out-of-distribution scaling: ``data``, ``pipeline`` (the one
 configuration, its presets, the one unit function, runner, loader and path rule), ``rule``
 (pre-registered), ``verdicts`` (the rule on the readings and stored protocols; the one
-verdict table) and ``study`` (the converged and decisive studies' registered analyses). This package is
-the chapter's one face: it re-exports what chapter 7 uses."""
+verdict table) and ``study`` (the converged and decisive studies' registered analyses).
+This package is the chapter's one face: it re-exports what chapter 7 uses."""
 
 from companion.experiments.e2.data import (
     TEST_DISTRIBUTIONS,
