@@ -282,6 +282,11 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     assert pl.study_files(tmp_path / "e2_study") == {"study": {}, "pilot": {}}  # kept apart
     flagged = pl.extension_units(run)  # this pass's flagged units ran longer, in the same call
     assert sorted(k for k in run["units"] if k.endswith("/x2")) == [k + "/x2" for k in flagged]
+    # width by width: width 6's extension ran before any unit of width 7
+    keys = list(run["units"])
+    assert [k[:2] for k in keys] == sorted(k[:2] for k in keys) and any(
+        k.startswith("A6") and k.endswith("/x2") for k in keys)
+    assert list(pl.run_e2(tiny)["units"]) == keys  # and in memory, the same units in that order
     for key in flagged:
         assert run["units"][key + "/x2"]["eval_steps"][-1] == 6
     assert summary["extend"] == summary["extended"] == flagged

@@ -636,12 +636,18 @@ def run_e2(cfg: E2Config, out=None, device="cpu", progress=False, restart=False,
     device = str(check_device(device))
     run = partial(run_sweep, cfg, out=out, scheduler=scheduler, threads=threads,
                   progress=progress, fields=_fields(cfg.design))
-    done = run(units := _units(cfg, device, _stored(cfg, out, restart)), restart=restart)
-    if extra := [u for u in _units(cfg, device, done["units"]) if u.key not in done["units"]]:
-        # the units this pass flagged for the extension rule: their longer runs
-        more = run(extra) if out is None else run(units + extra)
-        done = {**done, "units": {**done["units"], **more["units"]}}
-    return _with_result({k: done[k] for k in ("config", "config_hash", "units")})
+    stored, first = _stored(cfg, out, restart), True
+    # an arm's study runs width by width, each width's extensions right after the pass that
+    # flags them: a stopped run leaves whole widths behind, the ones a chapter can show
+    for width in [m for m, _ in cfg.sizes] if cfg.design in ARMS else [None]:
+        for _ in ("first pass", "the units it flagged for the extension rule"):
+            units = [u for u in _units(cfg, device, stored)
+                     if width is None or u.args[1] <= width or u.key in stored]
+            done = run(units if out is not None else [u for u in units if u.key not in stored],
+                       restart=restart and first)
+            stored, first = {**stored, **done["units"]}, False
+    return _with_result({"config": done["config"], "config_hash": done["config_hash"],
+                         "units": stored})
 
 
 def load_e2(path) -> dict:
