@@ -286,6 +286,7 @@ def test_the_decisive_study_runs_on_the_one_pipeline_and_is_judged(tmp_path):
     keys = list(run["units"])
     assert [k[:2] for k in keys] == sorted(k[:2] for k in keys) and any(
         k.startswith("A6") and k.endswith("/x2") for k in keys)
+    assert keys[:2] == ["A6/split0/r1-2", "A6/split1/r1-2"]  # the largest ranks start first
     assert list(pl.run_e2(tiny)["units"]) == keys  # and in memory, the same units in that order
     for key in flagged:
         assert run["units"][key + "/x2"]["eval_steps"][-1] == 6

@@ -638,11 +638,13 @@ def run_e2(cfg: E2Config, out=None, device="cpu", progress=False, restart=False,
                   progress=progress, fields=_fields(cfg.design))
     stored, first = _stored(cfg, out, restart), True
     # an arm's study runs width by width, each width's extensions right after the pass that
-    # flags them: a stopped run leaves whole widths behind, the ones a chapter can show
+    # flags them: a stopped run leaves whole widths behind, the ones a chapter can show. The
+    # largest ranks start first (the order changes no result): the pass ends on short units
     for width in [m for m, _ in cfg.sizes] if cfg.design in ARMS else [None]:
         for _ in ("first pass", "the units it flagged for the extension rule"):
-            units = [u for u in _units(cfg, device, stored)
-                     if width is None or u.args[1] <= width or u.key in stored]
+            units = sorted((u for u in _units(cfg, device, stored)
+                            if width is None or u.args[1] <= width or u.key in stored),
+                           key=lambda u: -max(u.args[5][0]) if u.args[5] else 0)
             done = run(units if out is not None else [u for u in units if u.key not in stored],
                        restart=restart and first)
             stored, first = {**stored, **done["units"]}, False
