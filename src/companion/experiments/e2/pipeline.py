@@ -552,9 +552,10 @@ def extended(cfg: E2Config) -> E2Config:
 
 def unit_plan(cfg: dict, units: dict | None = None) -> list[tuple]:
     """(key, m, P, split, readout, rank groups, dense) of every unit of a configuration (its
-    stored dict), in run order: a protocol one unit per width; a reading per (part, size,
-    readout), the slow heads first; the study per (size, split, group), the dense heads last,
-    and in the decisive study the extension of every stored unit the rule flags (key + "/x2")."""
+    stored dict): a protocol one unit per width; a reading per (part, size, readout), the
+    slow heads first; the study per (size, split, group), the dense heads last (run width by
+    width, the largest ranks first), and in the decisive study the extension of every stored
+    unit the rule flags (key + "/x2")."""
     design, sizes, (ro, *_) = cfg["design"], [tuple(s) for s in cfg["sizes"]], cfg["readouts"]
     groups, split = tuple(map(tuple, cfg["rank_groups"])), cfg["splits"][0]
     if design == "tokens":
