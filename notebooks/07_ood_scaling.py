@@ -313,16 +313,22 @@ for test in ("complement", "uniform", "witness"):
                            f"judged; the rule so far: {fam['verdict']} ({fam['reason']})"))
 
 # %% [markdown]
-# **So far: widths 6 and 8, extensions included.** At $m = 8$ the new test has the failing
-# regime it was built for: rank 1 scores 0.068, and dense softmax is exact on 6 of 6
-# replicates. From that floor the median climbs over 4 doublings of the rank (from 1 to 16,
-# where it reaches 0.96), not within one, and it sinks again at large ranks (0.84 at rank
-# 1,024), so no rank stays above 0.9 and $r^*$ does not exist. At $m = 6$ the floor is
-# 0.69: the cube has only 32 complementary pairs, and a learned readout lets a rank-1 head
-# pass most complement triples, which the overlap argument does not forbid. Neither width
-# can be judged yet (at $m = 6$ the floor is above 1/2; at both, rank 1 is not converged at
-# its checkpoint), so the verdict, which needs three judged widths, waits for
-# $m = 10, 12, 14$.
+# **So far: widths 6, 8 and 10, extensions included.** From $m = 8$ on, the new test has
+# the failing regime it was built for: rank 1 scores 0.068 at $m = 8$ and 0.022 at
+# $m = 10$, and dense softmax is exact on 6 of 6 replicates at both. At $m = 10$, the first
+# width the rule can judge, the median climbs from 0.10 at rank 2 to 0.91 at rank 128: a
+# step of 6 doublings, not one; $r^*_{0.9} = 128$, with a 95 % interval from 128 to above
+# 1,024 (the curve stays between 0.90 and 0.91 from rank 128 on). At $m = 8$ it climbs over
+# 4 doublings (from rank 1 to 16, where it reaches 0.96) and sinks again at large ranks
+# (0.84 at rank 1,024), so no rank stays above 0.9. At $m = 6$ the floor is 0.69: the cube
+# has only 32 complementary pairs, and a learned readout lets a rank-1 head pass most
+# complement triples, which the overlap argument does not forbid. Widths 6 and 8 cannot be
+# judged (at $m = 6$ the floor is above 1/2; at both, a point of the step is not converged
+# at its checkpoint), so the verdict, which needs three judged widths, now needs both
+# $m = 12$ and $m = 14$ judged. One pattern the rule does not read, noted after the
+# results and not counted as evidence: the largest rise over a single doubling moves with
+# the width, from ranks 2 → 4 at $m = 8$ (+0.48) to ranks 4 → 8 at $m = 10$ (+0.53); the
+# rest of the way to 0.9 is a slow climb, not a step.
 
 # %% [markdown]
 # ## The earlier runs: the rule, fixed before their results

@@ -331,23 +331,36 @@ def test_extended_units_are_planned_run_longer_and_read_in_place_of_their_first_
 
 def test_chapter_7_states_the_committed_decisive_widths():
     """The chapter's paragraph on the decisive study's complete widths says what the committed
-    file makes of them (floor, the step from it, where it ends, the top rank, why not judged)."""
+    file makes of them (floor, the step from it, where it ends, r*, why a width is not judged,
+    the largest one-doubling rise)."""
     run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
     summary = st.decisive_summary(run)
     lines = {s["size"]: s for s in summary["tests"]["complement"]["per_size"]}
     text = " ".join((RESULTS.parents[1] / "notebooks" / "07_ood_scaling.py").read_text().replace(
         "# ", "").split())
-    assert sorted(lines) == [6, 8] and "**So far: widths 6 and 8, extensions included.**" in text
+    ranks = run["config"]["ranks"]
+    assert sorted(lines) == [6, 8, 10] and "**So far: widths 6, 8 and 10, extensions " \
+        "included.**" in text
     assert summary["extended"] == summary["extend"]
-    eight, six = lines[8], lines[6]
-    assert f"rank 1 scores {eight['floor']:.3f}" in text and eight["dense_exact"]
-    assert f"over {eight['width']:g} doublings of the rank (from {eight['r_lo']} to " \
+    six, eight, ten = lines[6], lines[8], lines[10]
+    assert f"rank 1 scores {eight['floor']:.3f} at $m = 8$ and {ten['floor']:.3f} at " \
+           f"$m = 10$" in text and eight["dense_exact"] and ten["dense_exact"]
+    assert ten["fails"] == [] and (ten["r_lo"], ten["r_hi"], ten["width"]) == (2, 128, 6)
+    assert f"climbs from {ten['median'][1]:.2f} at rank 2 to {ten['median'][7]:.2f} at rank " \
+           f"128: a step of 6 doublings" in text
+    assert ten["r_star"]["0.9"] == 128 and ten["interval_log2"]["0.9"] == (7, 11)  # 11: above
+    assert f"between {min(ten['median'][7:]):.2f} and {max(ten['median'][7:]):.2f}" in text
+    assert f"over {eight['width']:g} doublings (from rank {eight['r_lo']} to " \
            f"{eight['r_hi']}, where it reaches {eight['median'][4]:.2f})" in text
-    assert eight["r_hi"] == 16 == run["config"]["ranks"][4]
+    assert eight["r_hi"] == 16 == ranks[4]
     assert f"({eight['median'][-1]:.2f} at rank 1,024)" in text and eight["r_star"]["0.9"] is None
     assert f"At $m = 6$ the floor is {six['floor']:.2f}" in text
     assert six["fails"] == ["floor above 1/2", "step not converged"]
     assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]
+    for m, line in ((8, eight), (10, ten)):  # the largest rise over one doubling
+        rise = [b - a for a, b in zip(line["median"], line["median"][1:])]
+        i = rise.index(max(rise))
+        assert f"ranks {ranks[i]} → {ranks[i + 1]} at $m = {m}$ (+{rise[i]:.2f})" in text
 
 
 def test_the_registrations_status_counts_the_committed_decisive_units():
@@ -358,3 +371,13 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     status = text[text.index("### Status of the decisive runs"):]
     assert f"**{len(first)} of the {planned} first-pass units**" in status
     assert f"the **{len(run['units']) - len(first)} extensions**" in status
+
+    def hours(keys):
+        return sum(run["units"][k]["wall_time"] for k in keys) / 3600
+
+    small = [k for k in run["units"] if int(k.split("/")[0][1:]) <= 10]
+    done = [k for k in small if k in first]
+    assert f"$m \\le 10$ add up to {hours(small):.1f} CPU-hours: {hours(done):.1f} for the " \
+           f"first passes and {hours(small) - hours(done):.1f} for the " \
+           f"{len(small) - len(done)} extensions" in status
+    assert f"$m = 10$ alone took {hours(k for k in done if k.startswith('A10')):.2f}" in status

@@ -248,8 +248,8 @@ def _decisive_verdict(lines: list[dict]) -> tuple[str, str]:
     a width whose control is missing is left out of the evidence, never counted against."""
     judged = [s for s in lines if not s["fails"]]
     if len(judged) < 3:
-        return "inconclusive", f"only {len(judged)} widths can be judged; " + "; ".join(
-            f"m = {s['size']}: {', '.join(s['fails'])}" for s in lines if s["fails"])
+        return "inconclusive", f"{len(judged)} of {len(lines)} widths judged, 3 needed; " + \
+            "; ".join(f"m = {s['size']}: {', '.join(s['fails'])}" for s in lines if s["fails"])
     stars = [s["r_star"]["0.9"] is not None for s in judged]
     sharp = [s["width"] is not None and s["width"] <= 1 for s in judged]
     ci = [s["interval_log2"]["0.9"] for s in judged]
