@@ -381,3 +381,7 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
            f"first passes and {hours(small) - hours(done):.1f} for the " \
            f"{len(small) - len(done)} extensions" in status
     assert f"$m = 10$ alone took {hours(k for k in done if k.startswith('A10')):.2f}" in status
+    study = pl.load_e2(RESULTS / "e2_study_A_exp-affine.json")["units"]
+    slower = [run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2  # per seed: 2 vs 3
+              for k in ("A12/split0/r1024", "A12/split1/r1024")]
+    assert "{:.1f} and {:.1f} times slower per seed".format(*slower) in status
