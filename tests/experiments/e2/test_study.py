@@ -385,3 +385,8 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     slower = [run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2  # per seed: 2 vs 3
               for k in ("A12/split0/r1024", "A12/split1/r1024")]
     assert "{:.1f} and {:.1f} times slower per seed".format(*slower) in status
+    for splits, said in (((1, 2), "ran {:.0f} to {:.1f} times slower per seed"),
+                         ((0,), "run earlier, {:.1f} to {:.1f} times")):
+        ten = [run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2 for k in done
+               if k.startswith(tuple(f"A10/split{s}/" for s in splits))]
+        assert said.format(min(ten), max(ten)) in status
