@@ -105,6 +105,20 @@ def _record(i):
     return {"i": i}
 
 
+def _malloc_trim(_):
+    import os
+    return {"trim": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
+
+
+def test_local_workers_keep_glibcs_malloc_defaults(monkeypatch):
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made E2's workers fault in every tensor
+    pytest.importorskip("dask.distributed")
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    store = ResultStore(None, {"c": 1})
+    run_units([Unit("u0", _malloc_trim, (0,))], store, scheduler="local:1")
+    assert store.units["u0"]["trim"] is None
+
+
 def test_in_process_run_skips_stored_units():
     calls = []
 

@@ -348,8 +348,15 @@ def _client(parsed) -> tuple:
         raise DaskMissingError("--scheduler needs dask.distributed: install the 'dask' extra "
                                "(pip install -e '.[dask]')") from exc
     if parsed[0] == "local":
-        cluster = LocalCluster(n_workers=parsed[1], threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
+        import dask
+
+        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers. That fixes glibc's
+        # mmap threshold at 128 KiB, so every step's large tensors are mapped, faulted in and
+        # unmapped again: E2's full-batch units spent about half their CPU time in the kernel
+        # (book/e2_preregistration.md, status). Unset, glibc keeps its own defaults.
+        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+            cluster = LocalCluster(n_workers=parsed[1], threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None)
         return Client(cluster), cluster
     address, said = parsed[1], "Scheduler"
     try:
