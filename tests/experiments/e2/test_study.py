@@ -341,7 +341,9 @@ def test_chapter_7_states_the_committed_decisive_widths():
     ranks = run["config"]["ranks"]
     assert sorted(lines) == [6, 8, 10] and "**So far: widths 6, 8 and 10, extensions " \
         "included.**" in text
-    assert summary["extended"] == summary["extend"]
+    # every extension the complete widths flag has run (a later width's may be pending)
+    assert {k for k in summary["extend"] if int(k.split("/")[0][1:]) in lines} \
+        <= set(summary["extended"])
     six, eight, ten = lines[6], lines[8], lines[10]
     assert f"rank 1 scores {eight['floor']:.3f} at $m = 8$ and {ten['floor']:.3f} at " \
            f"$m = 10$" in text and eight["dense_exact"] and ten["dense_exact"]
@@ -382,11 +384,20 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
            f"{len(small) - len(done)} extensions" in status
     assert f"$m = 10$ alone took {hours(k for k in done if k.startswith('A10')):.2f}" in status
     study = pl.load_e2(RESULTS / "e2_study_A_exp-affine.json")["units"]
-    slower = [run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2  # per seed: 2 vs 3
-              for k in ("A12/split0/r1024", "A12/split1/r1024")]
-    assert "{:.1f} and {:.1f} times slower per seed".format(*slower) in status
+
+    def slower(k):  # per seed: 2 seeds here, 3 in the converged study
+        return run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2
+
+    before = ("A12/split0/r1024", "A12/split1/r1024")  # the m = 12 units run before the fix
+    assert "ran {:.1f} and {:.1f} times slower".format(*map(slower, before)) in status
+    after = [slower(k) for k in first if k.startswith("A12/") and k not in before]
+    assert "and {:.1f} times after it (split 2)".format(slower("A12/split2/r1024")) in status
+    assert "are {:.1f} to {:.1f} times slower".format(min(after), max(after)) in status
+    # the two studies' processors, as the status names them
+    assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
+    assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
+    assert "converged study records AVX-512, every decisive unit AVX2" in status
     for splits, said in (((1, 2), "ran {:.0f} to {:.1f} times slower per seed"),
                          ((0,), "run earlier, {:.1f} to {:.1f} times")):
-        ten = [run["units"][k]["wall_time"] / study[k]["wall_time"] * 3 / 2 for k in done
-               if k.startswith(tuple(f"A10/split{s}/" for s in splits))]
+        ten = [slower(k) for k in done if k.startswith(tuple(f"A10/split{s}/" for s in splits))]
         assert said.format(min(ten), max(ten)) in status
