@@ -332,37 +332,66 @@ def test_extended_units_are_planned_run_longer_and_read_in_place_of_their_first_
 def test_chapter_7_states_the_committed_decisive_widths():
     """The chapter's paragraph on the decisive study's complete widths says what the committed
     file makes of them (floor, the step from it, where it ends, r*, why a width is not judged,
-    the largest one-doubling rise)."""
+    what m = 14 can still decide, the largest one-doubling rise)."""
     run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
     summary = st.decisive_summary(run)
-    lines = {s["size"]: s for s in summary["tests"]["complement"]["per_size"]}
+    family = summary["tests"]["complement"]
+    lines = {s["size"]: s for s in family["per_size"]}
     text = " ".join((RESULTS.parents[1] / "notebooks" / "07_ood_scaling.py").read_text().replace(
         "# ", "").split())
     ranks = run["config"]["ranks"]
-    assert sorted(lines) == [6, 8, 10] and "**So far: widths 6, 8 and 10, extensions " \
+    assert sorted(lines) == [6, 8, 10, 12] and "**So far: widths 6 to 12, extensions " \
         "included.**" in text
     # every extension the complete widths flag has run (a later width's may be pending)
     assert {k for k in summary["extend"] if int(k.split("/")[0][1:]) in lines} \
         <= set(summary["extended"])
-    six, eight, ten = lines[6], lines[8], lines[10]
-    assert f"rank 1 scores {eight['floor']:.3f} at $m = 8$ and {ten['floor']:.3f} at " \
-           f"$m = 10$" in text and eight["dense_exact"] and ten["dense_exact"]
-    assert ten["fails"] == [] and (ten["r_lo"], ten["r_hi"], ten["width"]) == (2, 128, 6)
+    six, eight, ten, twelve = (lines[m] for m in (6, 8, 10, 12))
+    n = {u["sizes"]["test/complement"] for u in run["units"].values()}
+    assert n == {4000} and "rank 1 solves a median of {:g}, {:g} and {:g} of the 4,000 " \
+        "complement test triples".format(*(round(line["floor"] * 4000, 1)
+                                           for line in (eight, ten, twelve))) in text
+    assert all(line["dense_exact"] for line in (eight, ten, twelve))
+    assert [m for m, line in lines.items() if not line["fails"]] == [10, 12]
+    assert "Two widths can be judged" in text
+    assert (ten["r_lo"], ten["r_hi"], ten["width"]) == (2, 128, 6)
     assert f"climbs from {ten['median'][1]:.2f} at rank 2 to {ten['median'][7]:.2f} at rank " \
            f"128: a step of 6 doublings" in text
     assert ten["r_star"]["0.9"] == 128 and ten["interval_log2"]["0.9"] == (7, 11)  # 11: above
     assert f"between {min(ten['median'][7:]):.2f} and {max(ten['median'][7:]):.2f}" in text
+    top = twelve["median"]
+    assert max(top) < 0.9 and twelve["r_star"]["0.9"] is None and twelve["r_lo"] == 4
+    assert f"the median is {top[2]:.2f} at rank 4, {top[3]:.2f} at rank 8, and creeps up to " \
+           f"{top[-1]:.2f} at rank 1,024 ($r^*_{{0.85}} = 1{{,}}024$)" in text
+    assert twelve["r_star"]["0.85"] == 1024 and top[-1] == max(top)
     assert f"over {eight['width']:g} doublings (from rank {eight['r_lo']} to " \
            f"{eight['r_hi']}, where it reaches {eight['median'][4]:.2f})" in text
     assert eight["r_hi"] == 16 == ranks[4]
     assert f"({eight['median'][-1]:.2f} at rank 1,024)" in text and eight["r_star"]["0.9"] is None
-    assert f"At $m = 6$ the floor is {six['floor']:.2f}" in text
+    assert f"at $m = 6$ the floor is {six['floor']:.2f}" in text
     assert six["fails"] == ["floor above 1/2", "step not converged"]
     assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]
-    for m, line in ((8, eight), (10, ten)):  # the largest rise over one doubling
+    assert family["verdict"] == "inconclusive"
+    # what m = 14 can still decide: the rule run on each kind of fifth width
+    fourteen = {**twelve, "size": 14, "fails": []}
+    outcomes = {
+        "r* over 3 doublings": {**fourteen, "r_star": {"0.9": 512}, "width": 3.0},
+        "r* in one doubling": {**fourteen, "r_star": {"0.9": 512}, "width": 1.0,
+                               "interval_log2": {"0.9": (9.0, 9.0)}},
+        "no r*": fourteen,
+        "not judged": {**fourteen, "fails": ["floor above 1/2"]}}
+    said = {k: st._decisive_verdict([*lines.values(), line])[0] for k, line in outcomes.items()}
+    assert said == {"r* over 3 doublings": "refuted at convergence",
+                    "r* in one doubling": "inconclusive", "no r*": "inconclusive",
+                    "not judged": "inconclusive"}
+    assert "If $m = 14$ is judged and reaches 0.9 over more than one doubling, the rule says " \
+           "refuted at convergence (with $m = 10$); in every other case, inconclusive" in text
+    for m, line in ((8, eight), (10, ten), (12, twelve)):  # the largest rise over one doubling
         rise = [b - a for a, b in zip(line["median"], line["median"][1:])]
         i = rise.index(max(rise))
-        assert f"ranks {ranks[i]} → {ranks[i + 1]} at $m = {m}$ (+{rise[i]:.2f})" in text
+        said = {8: "ranks 2 → 4 at $m = 8$ (+{:.2f})", 10: "ranks 4 → 8 at $m = 10$ (+{:.2f})",
+                12: "and $m = 12$ (+{:.2f})"}[m]
+        assert (ranks[i], ranks[i + 1]) == ((2, 4) if m == 8 else (4, 8))
+        assert said.format(rise[i]) in text
 
 
 def test_the_registrations_status_counts_the_committed_decisive_units():
@@ -393,6 +422,11 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     after = [slower(k) for k in first if k.startswith("A12/") and k not in before]
     assert "and {:.1f} times after it (split 2)".format(slower("A12/split2/r1024")) in status
     assert "are {:.1f} to {:.1f} times slower".format(min(after), max(after)) in status
+    twelve = [k for k in run["units"] if k.startswith("A12/")]
+    assert "All of $m = 12$ took {:.1f} CPU-hours, {:.1f} of them for its {} extensions, and " \
+           "the study so far {:.1f}".format(
+               hours(twelve), hours(k for k in twelve if k not in first),
+               sum(k not in first for k in twelve), hours(run["units"])) in status
     # the two studies' processors, as the status names them
     assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
     assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
