@@ -325,12 +325,13 @@ for test in ("complement", "uniform", "witness"):
 # 1,024); at $m = 6$ the floor is 0.69 (only 32 complementary pairs, and a learned readout
 # is not bound by the overlap argument). Neither can be judged: at $m = 6$ the floor is
 # above 1/2, and at both a point of the step is not converged at its checkpoint. So the
-# verdict waits on $m = 14$, and "reproduced" is out of reach (it needs an $r^*_{0.9}$ at
-# every judged width). If $m = 14$ is judged and reaches 0.9 over more than one doubling, the
-# rule says refuted at convergence (with $m = 10$); in every other case, inconclusive. Noted
-# after the results, not counted as evidence: the largest rise over one doubling is at
-# ranks 2 → 4 at $m = 8$ (+0.48), and at ranks 4 → 8 at $m = 10$ (+0.53) and $m = 12$
-# (+0.36); the rest of the way is a slow climb, not a step.
+# verdict waits on $m = 14$, and {rule-label}`reproduced` is out of reach (it needs an
+# $r^*_{0.9}$ at every judged width). If $m = 14$ is judged and reaches 0.9 over more than
+# one doubling, the rule says {rule-label}`refuted at convergence` (with $m = 10$); in every
+# other case, {rule-label}`inconclusive`. Noted after the results, not counted as
+# evidence: the largest rise over one doubling is at ranks 2 → 4 at $m = 8$ (+0.48), and at
+# ranks 4 → 8 at $m = 10$ (+0.53) and $m = 12$ (+0.36); the rest of the way is a slow climb,
+# not a step.
 
 # %% [markdown]
 # ## The earlier runs: the rule, fixed before their results

@@ -384,7 +384,8 @@ def test_chapter_7_states_the_committed_decisive_widths():
                     "r* in one doubling": "inconclusive", "no r*": "inconclusive",
                     "not judged": "inconclusive"}
     assert "If $m = 14$ is judged and reaches 0.9 over more than one doubling, the rule says " \
-           "refuted at convergence (with $m = 10$); in every other case, inconclusive" in text
+           "{rule-label}`refuted at convergence` (with $m = 10$); in every other case, " \
+           "{rule-label}`inconclusive`" in text
     for m, line in ((8, eight), (10, ten), (12, twelve)):  # the largest rise over one doubling
         rise = [b - a for a, b in zip(line["median"], line["median"][1:])]
         i = rise.index(max(rise))
