@@ -339,6 +339,11 @@ def _identity(address: str, timeout: float) -> dict:
     return answer.result(timeout + 5)
 
 
+# glibc's settings for local workers (see _client); the README gives them for remote ones
+WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(2**40), "MALLOC_MMAP_MAX_": "0",
+                 "MALLOC_ARENA_MAX": "1"}
+
+
 def _client(parsed) -> tuple:
     """What to close, the client first, for a parsed scheduler value, its first worker joined:
     (client, cluster) for 'local', (client,) for an address."""
@@ -350,11 +355,14 @@ def _client(parsed) -> tuple:
     if parsed[0] == "local":
         import dask
 
-        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers. That fixes glibc's
-        # mmap threshold at 128 KiB, so every step's large tensors are mapped, faulted in and
-        # unmapped again: E2's full-batch units spent about half their CPU time in the kernel
-        # (book/e2_preregistration.md, status). Unset, glibc keeps its own defaults.
-        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        # glibc maps every block above its mmap threshold (Dask's nanny pins it at 128 KiB
+        # through MALLOC_TRIM_THRESHOLD_=65536; it never exceeds 32 MiB, and a worker's task
+        # thread maps large blocks of its own arena anyway), so each full-batch step faulted
+        # its tensors in page by page: E2's units spent half their CPU time in the kernel
+        # (book/e2_preregistration.md, status). One arena that never maps and never trims
+        # keeps the freed blocks for the next step.
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v
+                              for k, v in WORKER_MALLOC.items()}):
             cluster = LocalCluster(n_workers=parsed[1], threads_per_worker=1, processes=True,
                                    host="127.0.0.1", dashboard_address=None)
         return Client(cluster), cluster
