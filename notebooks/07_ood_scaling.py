@@ -804,13 +804,16 @@ Table(rows)
 #   failing regime (rank 1 solves 0.57–0.73); arm B has no exact dense reference (5, 1, 0 of
 #   9). Judged at the checkpoint, 42 of the headline family's 44 points and 135 of the
 #   study's 154 are converged.
-# * **The earlier runs** (their rule fixed in commits `525fc89`, `2d367f7`; three readings,
-#   both readouts, 5 seeds; six earlier protocols) pointed the same way: on their headline (X,
-#   learned readout, uniform triples) $r^* = 8 \to 64 \to$ none for $m = 8, 10, 12$, no size
-#   sharp, the earlier rule's label {rule-label}`differs`. They were read early (the
-#   checkpoint of smallest maximum training error, which no head of X brings below 1/2), on
-#   one data split, and at $m = 12$ "none" only means the grid stops at 128, while the
-#   explicit heads of the ladder need rank 794 there.
+# * **The decisive study** (second section) has the failing regime the first lacks: from
+#   $m = 8$ on, rank 1 solves at most 0.07 of the complement triples. Read before its
+#   verdict, its complete widths agree with the converged study and say it more plainly: the
+#   rank a head needs grows with the width, and it gets there by a climb over several
+#   doublings, not the reported step (at $m = 10$, 0.10 at rank 2 to 0.91 at rank 128; at
+#   $m = 12$, 0.85 at rank 1,024). Its verdict waits on $m = 14$.
+# * **The earlier runs** (rule fixed in commits `525fc89`, `2d367f7`; three readings, both
+#   readouts, 5 seeds) pointed the same way: on their headline $r^* = 8 \to 64 \to$ none for
+#   $m = 8, 10, 12$, no size sharp, label {rule-label}`differs`. They were read early, on one
+#   split, and at $m = 12$ "none" only means the grid stops at 128.
 # * Every table is read from committed results (`results/e2_study/`, `results/e2_*_full.json`,
 #   `results/e2_summary.json`, `results/e2_protocols/`, `results/e2_quick.json`); two live
 #   re-runs (S-code at $P = 22$; the earlier quick sweep at width 8), in the audit trail, are

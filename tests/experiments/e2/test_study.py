@@ -371,6 +371,12 @@ def test_chapter_7_states_the_committed_decisive_widths():
     assert six["fails"] == ["floor above 1/2", "step not converged"]
     assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]
     assert family["verdict"] == "inconclusive"
+    # the summary's bullet: the same numbers, and the floor bound from m = 8 on
+    assert max(line["floor"] for line in (eight, ten, twelve)) <= 0.07
+    assert "from $m = 8$ on, rank 1 solves at most 0.07 of the complement triples" in text
+    assert f"at $m = 10$, {ten['median'][1]:.2f} at rank 2 to {ten['median'][7]:.2f} at rank " \
+           f"128; at $m = 12$, {top[-1]:.2f} at rank 1,024" in text
+    assert eight["r_hi"] < ten["r_star"]["0.9"] and twelve["r_star"]["0.9"] is None
     # what m = 14 can still decide: the rule run on each kind of fifth width
     fourteen = {**twelve, "size": 14, "fails": []}
     outcomes = {
@@ -422,7 +428,7 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     assert "ran {:.1f} and {:.1f} times slower".format(*map(slower, before)) in status
     after = [slower(k) for k in first if k.startswith("A12/") and k not in before]
     assert "and {:.1f} times after it (split 2)".format(slower("A12/split2/r1024")) in status
-    assert "are {:.1f} to {:.1f} times slower".format(min(after), max(after)) in status
+    assert f"are {min(after):.1f} to {max(after):.1f} times slower" in status
     twelve = [k for k in run["units"] if k.startswith("A12/")]
     assert "All of $m = 12$ took {:.1f} CPU-hours, {:.1f} of them for its {} extensions, and " \
            "the study so far {:.1f}".format(
