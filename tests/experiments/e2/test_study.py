@@ -434,6 +434,13 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
            "the study so far {:.1f}".format(
                hours(twelve), hours(k for k in twelve if k not in first),
                sum(k not in first for k in twelve), hours(run["units"])) in status
+    # m = 14's rank-1,024 units against m = 12's run after the first change
+    after_fix = run["units"]["A12/split2/r1024"]["wall_time"]
+    fourteen = [run["units"][f"A14/split{i}/r1024"]["wall_time"] for i in (0, 1)]
+    assert "then took {:,.0f} and {:,.0f} s: {:.1f} and {:.1f} times the rank-1,024 unit of " \
+           "$m = 12$ run after the first change (split 2, {:,.0f} s), within the 2.1 to 2.6" \
+           .format(*fourteen, *(t / after_fix for t in fourteen), after_fix) in status
+    assert all(2.1 <= t / after_fix <= 2.6 for t in fourteen)
     # the two studies' processors, as the status names them
     assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
     assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
