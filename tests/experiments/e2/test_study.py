@@ -441,6 +441,17 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
            "$m = 12$ run after the first change (split 2, {:,.0f} s), within the 2.1 to 2.6" \
            .format(*fourteen, *(t / after_fix for t in fourteen), after_fix) in status
     assert all(2.1 <= t / after_fix <= 2.6 for t in fourteen)
+    # m = 14's first pass against the sizing's 8 CPU-hours, and its extensions so far
+    words = dict(enumerate(("no", "one", "two", "three", "four", "five", "six")))
+    first14 = [k for k in first if k.startswith("A14/")]
+    ext14 = [k for k in run["units"] if k.startswith("A14/") and k not in first]
+    assert len(first14) == 21 and hours(first14) < 8
+    assert f"The whole first pass of $m = 14$ took {hours(first14):.1f} CPU-hours, under the " \
+           f"sizing's 8, and its {words[len(ext14)]} extensions so far {hours(ext14):.1f}." \
+           in status
+    pending = [k for k in pl.extension_units(run) if k + "/x2" not in run["units"]]
+    assert f"{words[len(pending)]} extensions of $m = 14$ are still to run" in status
+    assert all(k.startswith("A14/") for k in pending)
     # the two studies' processors, as the status names them
     assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
     assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
