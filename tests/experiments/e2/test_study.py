@@ -106,6 +106,19 @@ def test_the_ledger_carries_the_study_verdict_of_each_arm():
     expected = ("reproduced" if verdicts == {"reproduced"} else "reproduced on our family"
                 if verdicts <= {"reproduced", "reproduced with our sizes"} else "not reproduced")
     assert row["verdict"] == expected
+    # the decisive study's registered verdict, in the row beside the converged study's
+    decisive = json.loads((RESULTS / "e2_decisive_summary.json").read_text())
+    fam = decisive["tests"][decisive["headline"]]
+    top = [line["median"][-1] for line in fam["per_size"] if line["size"] in (12, 14)]
+    ours = " ".join(row["ours"].split())
+    assert f"reads {{rule-label}}`{fam['verdict']}`" in ours and fam["verdict"] != "reproduced"
+    assert "at m = 12 and 14 ({:.2f}, {:.2f})".format(*top) in ours
+
+
+def test_the_committed_decisive_summary_is_what_the_rule_makes_of_the_committed_run():
+    run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
+    stored = json.loads((RESULTS / "e2_decisive_summary.json").read_text())
+    assert json.loads(json.dumps(st.decisive_summary(run))) == stored
 
 
 # --------------------------------------------------------------------------- the analysis
@@ -329,10 +342,10 @@ def test_extended_units_are_planned_run_longer_and_read_in_place_of_their_first_
     assert st.extension_units(run) == ["A6/split0/dense"]  # first passes only
 
 
-def test_chapter_7_states_the_committed_decisive_widths():
-    """The chapter's paragraph on the decisive study's complete widths says what the committed
-    file makes of them (floor, the step from it, where it ends, r*, why a width is not judged,
-    what m = 14 can still decide, the largest one-doubling rise)."""
+def test_chapter_7_states_the_committed_decisive_verdict():
+    """The chapter's paragraph on the decisive study says what the committed file makes of
+    it (floor, the climb from it, where it ends, r*, why a width is not judged, the verdict and
+    its reason, the largest one-doubling rise), and the summary's bullet the same numbers."""
     run = pl.load_e2(RESULTS / "e2_decisive_A_exp-affine.json")
     summary = st.decisive_summary(run)
     family = summary["tests"]["complement"]
@@ -340,65 +353,47 @@ def test_chapter_7_states_the_committed_decisive_widths():
     text = " ".join((RESULTS.parents[1] / "notebooks" / "07_ood_scaling.py").read_text().replace(
         "# ", "").split())
     ranks = run["config"]["ranks"]
-    assert sorted(lines) == [6, 8, 10, 12] and "**So far: widths 6 to 12, extensions " \
-        "included.**" in text
-    # every extension the complete widths flag has run (a later width's may be pending)
-    assert {k for k in summary["extend"] if int(k.split("/")[0][1:]) in lines} \
-        <= set(summary["extended"])
-    six, eight, ten, twelve = (lines[m] for m in (6, 8, 10, 12))
+    assert pl.study_complete(run) and sorted(lines) == [6, 8, 10, 12, 14]
+    assert set(summary["extend"]) == set(summary["extended"])
+    assert (family["verdict"], family["reason"]) == (
+        "inconclusive", "no r* on the grid at two or more judged widths")
+    assert "**The verdict: {rule-label}`inconclusive`.** Every unit is in" in text
+    six, eight, ten, twelve, fourteen = (lines[m] for m in (6, 8, 10, 12, 14))
     n = {u["sizes"]["test/complement"] for u in run["units"].values()}
-    assert n == {4000} and "rank 1 solves a median of {:g}, {:g} and {:g} of the 4,000 " \
+    assert n == {4000} and "rank 1 solves a median of {:g}, {:g}, {:g} and {:g} of the 4,000 " \
         "complement test triples".format(*(round(line["floor"] * 4000, 1)
-                                           for line in (eight, ten, twelve))) in text
-    assert all(line["dense_exact"] for line in (eight, ten, twelve))
-    assert [m for m, line in lines.items() if not line["fails"]] == [10, 12]
-    assert "Two widths can be judged" in text
+                                           for line in (eight, ten, twelve, fourteen))) in text
+    assert all(line["dense_exact"] for line in (eight, ten, twelve, fourteen))
+    assert [m for m, line in lines.items() if not line["fails"]] == [10, 12, 14]
+    assert "Three widths are judged" in text
     assert (ten["r_lo"], ten["r_hi"], ten["width"]) == (2, 128, 6)
     assert f"climbs from {ten['median'][1]:.2f} at rank 2 to {ten['median'][7]:.2f} at rank " \
            f"128: a step of 6 doublings" in text
     assert ten["r_star"]["0.9"] == 128 and ten["interval_log2"]["0.9"] == (7, 11)  # 11: above
-    assert f"between {min(ten['median'][7:]):.2f} and {max(ten['median'][7:]):.2f}" in text
-    top = twelve["median"]
-    assert max(top) < 0.9 and twelve["r_star"]["0.9"] is None and twelve["r_lo"] == 4
-    assert f"the median is {top[2]:.2f} at rank 4, {top[3]:.2f} at rank 8, and creeps up to " \
-           f"{top[-1]:.2f} at rank 1,024 ($r^*_{{0.85}} = 1{{,}}024$)" in text
-    assert twelve["r_star"]["0.85"] == 1024 and top[-1] == max(top)
-    assert f"over {eight['width']:g} doublings (from rank {eight['r_lo']} to " \
-           f"{eight['r_hi']}, where it reaches {eight['median'][4]:.2f})" in text
-    assert eight["r_hi"] == 16 == ranks[4]
-    assert f"({eight['median'][-1]:.2f} at rank 1,024)" in text and eight["r_star"]["0.9"] is None
+    top12, top14 = twelve["median"], fourteen["median"]
+    assert max(top12) < 0.9 > max(top14) and twelve["r_star"]["0.9"] is fourteen["r_star"][
+        "0.9"] is None and twelve["r_lo"] == fourteen["r_lo"] == 4
+    assert f"the median is {top12[2]:.2f} and {top14[2]:.2f} at rank 4, and creeps up to " \
+           f"{top12[-1]:.2f} and {top14[-1]:.2f} at rank 1,024" in text
+    assert top12[-1] == max(top12) and top14[-1] == max(top14)
     assert f"at $m = 6$ the floor is {six['floor']:.2f}" in text
     assert six["fails"] == ["floor above 1/2", "step not converged"]
     assert eight["fails"] == ["step not converged"] and not eight["point_converged"][0]
-    assert family["verdict"] == "inconclusive"
-    # the summary's bullet: the same numbers, and the floor bound from m = 8 on
-    assert max(line["floor"] for line in (eight, ten, twelve)) <= 0.07
-    assert "from $m = 8$ on, rank 1 solves at most 0.07 of the complement triples" in text
+    # the key result and the summary's bullet: the same numbers, and the floor bound
+    assert max(line["floor"] for line in (eight, ten, twelve, fourteen)) <= 0.07
+    assert "rank 1 solves at most 0.07 of the complement triples from $m = 8$ on" in text
+    assert "from a floor of at most 0.07 the median takes 6 doublings to reach 0.9 at $m = 10$" \
+        in text
     assert f"at $m = 10$, {ten['median'][1]:.2f} at rank 2 to {ten['median'][7]:.2f} at rank " \
-           f"128; at $m = 12$, {top[-1]:.2f} at rank 1,024" in text
-    assert eight["r_hi"] < ten["r_star"]["0.9"] and twelve["r_star"]["0.9"] is None
-    # what m = 14 can still decide: the rule run on each kind of fifth width
-    fourteen = {**twelve, "size": 14, "fails": []}
-    outcomes = {
-        "r* over 3 doublings": {**fourteen, "r_star": {"0.9": 512}, "width": 3.0},
-        "r* in one doubling": {**fourteen, "r_star": {"0.9": 512}, "width": 1.0,
-                               "interval_log2": {"0.9": (9.0, 9.0)}},
-        "no r*": fourteen,
-        "not judged": {**fourteen, "fails": ["floor above 1/2"]}}
-    said = {k: st._decisive_verdict([*lines.values(), line])[0] for k, line in outcomes.items()}
-    assert said == {"r* over 3 doublings": "refuted at convergence",
-                    "r* in one doubling": "inconclusive", "no r*": "inconclusive",
-                    "not judged": "inconclusive"}
-    assert "If $m = 14$ is judged and reaches 0.9 over more than one doubling, the rule says " \
-           "{rule-label}`refuted at convergence` (with $m = 10$); in every other case, " \
-           "{rule-label}`inconclusive`" in text
-    for m, line in ((8, eight), (10, ten), (12, twelve)):  # the largest rise over one doubling
+           f"128; at $m = 12$ and 14, {top12[-1]:.2f} and {top14[-1]:.2f} at rank 1,024" in text
+    said = {8: "ranks 2 → 4 at $m = 8$ (+{:.2f})", 10: "ranks 4 → 8 at $m = 10$ (+{:.2f})",
+            12: "and $m = 12$ (+{:.2f})", 14: "ranks 8 → 16 at $m = 14$ (+{:.2f})"}
+    steps = {8: (2, 4), 10: (4, 8), 12: (4, 8), 14: (8, 16)}
+    for m, line in ((8, eight), (10, ten), (12, twelve), (14, fourteen)):  # largest rise
         rise = [b - a for a, b in zip(line["median"], line["median"][1:])]
         i = rise.index(max(rise))
-        said = {8: "ranks 2 → 4 at $m = 8$ (+{:.2f})", 10: "ranks 4 → 8 at $m = 10$ (+{:.2f})",
-                12: "and $m = 12$ (+{:.2f})"}[m]
-        assert (ranks[i], ranks[i + 1]) == ((2, 4) if m == 8 else (4, 8))
-        assert said.format(rise[i]) in text
+        assert (ranks[i], ranks[i + 1]) == steps[m]
+        assert said[m].format(rise[i]) in text
 
 
 def test_the_registrations_status_counts_the_committed_decisive_units():
@@ -430,10 +425,9 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     assert "and {:.1f} times after it (split 2)".format(slower("A12/split2/r1024")) in status
     assert f"are {min(after):.1f} to {max(after):.1f} times slower" in status
     twelve = [k for k in run["units"] if k.startswith("A12/")]
-    assert "All of $m = 12$ took {:.1f} CPU-hours, {:.1f} of them for its {} extensions, and " \
-           "the study so far {:.1f}".format(
-               hours(twelve), hours(k for k in twelve if k not in first),
-               sum(k not in first for k in twelve), hours(run["units"])) in status
+    assert "All of $m = 12$ took {:.1f} CPU-hours, {:.1f} of them for its {} extensions.".format(
+        hours(twelve), hours(k for k in twelve if k not in first),
+        sum(k not in first for k in twelve)) in status
     # m = 14's rank-1,024 units against m = 12's run after the first change
     after_fix = run["units"]["A12/split2/r1024"]["wall_time"]
     fourteen = [run["units"][f"A14/split{i}/r1024"]["wall_time"] for i in (0, 1)]
@@ -441,17 +435,18 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
            "$m = 12$ run after the first change (split 2, {:,.0f} s), within the 2.1 to 2.6" \
            .format(*fourteen, *(t / after_fix for t in fourteen), after_fix) in status
     assert all(2.1 <= t / after_fix <= 2.6 for t in fourteen)
-    # m = 14's first pass against the sizing's 8 CPU-hours, and its extensions so far
+    # m = 14's first pass against the sizing's 8 CPU-hours, its extensions, the whole study
     words = dict(enumerate(("no", "one", "two", "three", "four", "five", "six")))
     first14 = [k for k in first if k.startswith("A14/")]
     ext14 = [k for k in run["units"] if k.startswith("A14/") and k not in first]
     assert len(first14) == 21 and hours(first14) < 8
     assert f"The whole first pass of $m = 14$ took {hours(first14):.1f} CPU-hours, under the " \
-           f"sizing's 8, and its {words[len(ext14)]} extensions so far {hours(ext14):.1f}." \
-           in status
-    pending = [k for k in pl.extension_units(run) if k + "/x2" not in run["units"]]
-    assert f"{words[len(pending)]} extensions of $m = 14$ are still to run" in status
-    assert all(k.startswith("A14/") for k in pending)
+           f"sizing's 8, and its {words[len(ext14)]} extensions {hours(ext14):.1f}; the whole " \
+           f"study took {hours(run['units']):.1f}, against the 12 registered." in status
+    # complete: every unit the rule flags has its extension, so the verdict could be read
+    assert len(first) == planned
+    assert not [k for k in pl.extension_units(run) if k + "/x2" not in run["units"]]
+    assert "Every unit is in" in status
     # the two studies' processors, as the status names them
     assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
     assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
