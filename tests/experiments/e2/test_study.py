@@ -447,6 +447,10 @@ def test_the_registrations_status_counts_the_committed_decisive_units():
     assert len(first) == planned
     assert not [k for k in pl.extension_units(run) if k + "/x2" not in run["units"]]
     assert "Every unit is in" in status
+    readme = " ".join((RESULTS.parents[1] / "README.md").read_text().split())
+    assert f"It is complete: its {len(run['units'])} units ({len(first)} first passes and the " \
+           f"{len(run['units']) - len(first)} extensions its rule flags) took " \
+           f"{hours(run['units']):.1f} CPU-hours" in readme
     # the two studies' processors, as the status names them
     assert {u["environment"]["cpu_capability"] for u in study.values()} == {"AVX512"}
     assert {u["environment"]["cpu_capability"] for u in run["units"].values()} == {"AVX2"}
